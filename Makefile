@@ -1,0 +1,43 @@
+# drainguard — every target bootstraps what it needs (idempotent, cached outside the repo).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NODE_BIN_DIR = $(shell dirname "$$(bash scripts/node24.sh)")
+RUN = PATH="$(NODE_BIN_DIR):$$PATH"
+
+.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e build cluster cluster-down
+help:
+	@echo "make test          bootstrap, lint, typecheck, unit and end-to-end tests"
+	@echo "make build         bundle the CLI (./bin/drainguard)"
+	@echo "make cluster       start a local etcd + kube-apiserver; prints KUBECONFIG=..."
+	@echo "make cluster-down  stop it"
+	@grep -hE '^## ' mk/*.mk 2>/dev/null | sed 's/^## //' || true
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+lint: bootstrap
+	$(RUN) npx biome check .
+
+typecheck: bootstrap
+	$(RUN) npx tsc --noEmit
+
+test-unit: bootstrap
+	$(RUN) node --test --test-reporter=spec --test-reporter-destination=stdout 'test/unit/**/*.test.ts'
+
+test-e2e: bootstrap
+	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/e2e/**/*.test.ts'
+
+test: bootstrap lint typecheck build
+	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts'
+
+build: bootstrap
+	$(RUN) node scripts/bundle.ts
+
+cluster: bootstrap
+	@$(RUN) node scripts/cluster.ts up
+
+cluster-down:
+	@$(RUN) node scripts/cluster.ts down
+
+# Feature targets (benchmarks, demo) live in mk/*.mk, one file per feature.
+-include mk/*.mk

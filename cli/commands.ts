@@ -1,0 +1,14 @@
+// The CLI's subcommands. Each is loaded only when run, so the sidecar never loads webhook code.
+export interface Command {
+  summary: string;
+  usage: string;
+  load: () => Promise<{ run(argv: string[]): Promise<number> }>;
+}
+
+export const COMMANDS: Record<string, Command> = {
+  sidecar: {
+    summary: 'run the drain-aware sidecar (configured by DRAINGUARD_* environment variables)',
+    usage: 'drainguard sidecar',
+    load: () => import('../sidecar/main.ts'),
+  },
+};

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything `make test` needs on a fresh Debian 12 machine; idempotent.
+# Heavy artefacts (Node 24, kube-apiserver) are cached outside the repo, keyed by version.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
+mkdir -p "$cache"
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+# --- apt packages, only the missing ones -------------------------------------
+need_pkgs=()
+for p in etcd-server iproute2 iptables nftables iputils-arping tcpdump golang-go rsync python3 ca-certificates; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing apt packages: ${need_pkgs[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+# etcd-server's package starts a system etcd on 2379; tests use their own ports, but stop it to save CPU.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then $SUDO systemctl stop etcd || true; fi
+
+# --- Node 24 from the npm registry (never replaces the system node) ----------
+"$here/scripts/node24.sh" >/dev/null
+
+# --- kube-apiserver built from Debian's source package -----------------------
+"$here/scripts/build-apiserver.sh" >/dev/null
+
+# --- npm dependencies ---------------------------------------------------------
+node_bin=$("$here/scripts/node24.sh")
+stamp="$here/node_modules/.drainguard-lock-hash"
+want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "npm ci"
+  (cd "$here" && PATH="$(dirname "$node_bin"):$PATH" npm ci --no-audit --no-fund --loglevel=error)
+  echo "$want" >"$stamp"
+fi
+log "ready"

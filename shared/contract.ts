@@ -1,0 +1,419 @@
+// The contract between webhook and sidecar: the injected container's environment.
+// The webhook renders it (renderSidecarEnv), the sidecar parses it (parseSidecarEnv);
+// neither reads anything else from the other. Every variable is declared once, here.
+
+export const PROFILES = ['metallb-speaker', 'skupper-router', 'lease', 'netfilter-cleanup'] as const;
+export type Profile = (typeof PROFILES)[number];
+
+export const FEATURES = ['l2-handover', 'lease-handover', 'netfilter-cleanup'] as const;
+export type Feature = (typeof FEATURES)[number];
+
+export const IDENTITY_SCHEMES = ['pod-name', 'pod-name-prefix'] as const;
+export type IdentityScheme = (typeof IDENTITY_SCHEMES)[number];
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Taints that mean "this node is being drained or removed" unless configured otherwise. */
+export const DEFAULT_DRAIN_TAINTS = [
+  'node.kubernetes.io/unschedulable',
+  'ToBeDeletedByClusterAutoscaler',
+  'karpenter.sh/disrupted',
+  'node.kubernetes.io/out-of-service',
+];
+
+export interface SidecarConfig {
+  profile: Profile;
+  features: Feature[];
+  podName: string;
+  podNamespace: string;
+  podUid: string;
+  nodeName: string;
+  podIPs: string[];
+  port: number;
+  bindAddress: string;
+  observeOnly: boolean;
+  logLevel: LogLevel;
+  handoverBudgetSeconds: number;
+  drainTaints: string[];
+  /** The container the sidecar guards: the speaker for L2, the leader container for leases. */
+  guardedContainer: string;
+  // L2 handover
+  metallbNamespace: string;
+  l2Interfaces: string[];
+  l2SettleSeconds: number;
+  failsafeGraceSeconds: number;
+  memberlistPorts: number[];
+  // Lease handover
+  leases: string[];
+  successorSelector: string;
+  identityScheme: IdentityScheme;
+  leaderStopTimeoutSeconds: number;
+  verifySeconds: number;
+  // Netfilter cleanup
+  cleanupResyncSeconds: number;
+  cleanupConfirmSeconds: number;
+  cleanupDryRun: boolean;
+}
+
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'enum' | 'enum-list' | 'port-list';
+
+interface VarSpec {
+  env: string;
+  key: keyof SidecarConfig;
+  kind: Kind;
+  description: string;
+  required?: boolean;
+  default?: string;
+  accepted?: readonly string[];
+  min?: number;
+  max?: number;
+}
+
+/** Every variable of the contract; also the source of the configuration reference in the docs. */
+export const CONTRACT: readonly VarSpec[] = [
+  {
+    env: 'DRAINGUARD_PROFILE',
+    key: 'profile',
+    kind: 'enum',
+    accepted: PROFILES,
+    required: true,
+    description: 'Which workload the sidecar guards.',
+  },
+  {
+    env: 'DRAINGUARD_FEATURES',
+    key: 'features',
+    kind: 'enum-list',
+    accepted: FEATURES,
+    required: true,
+    description: 'Capabilities to run, comma-separated.',
+  },
+  {
+    env: 'DRAINGUARD_POD_NAME',
+    key: 'podName',
+    kind: 'string',
+    required: true,
+    description: 'Own pod name (downward API metadata.name).',
+  },
+  {
+    env: 'DRAINGUARD_POD_NAMESPACE',
+    key: 'podNamespace',
+    kind: 'string',
+    required: true,
+    description: 'Own namespace (downward API metadata.namespace).',
+  },
+  {
+    env: 'DRAINGUARD_POD_UID',
+    key: 'podUid',
+    kind: 'string',
+    default: '',
+    description: 'Own pod UID (downward API metadata.uid).',
+  },
+  {
+    env: 'DRAINGUARD_NODE_NAME',
+    key: 'nodeName',
+    kind: 'string',
+    required: true,
+    description: 'Node the pod runs on (downward API spec.nodeName).',
+  },
+  {
+    env: 'DRAINGUARD_POD_IPS',
+    key: 'podIPs',
+    kind: 'list',
+    default: '',
+    description: 'Own pod IPs (downward API status.podIPs).',
+  },
+  {
+    env: 'DRAINGUARD_PORT',
+    key: 'port',
+    kind: 'int',
+    min: 1,
+    max: 65535,
+    default: '7480',
+    description: 'Port of /healthz /readyz /prestop /metrics.',
+  },
+  {
+    env: 'DRAINGUARD_BIND_ADDRESS',
+    key: 'bindAddress',
+    kind: 'string',
+    default: '0.0.0.0',
+    description:
+      'Listen address; 127.0.0.1 on hostNetwork pods so /prestop is not reachable from the network.',
+  },
+  {
+    env: 'DRAINGUARD_OBSERVE_ONLY',
+    key: 'observeOnly',
+    kind: 'bool',
+    default: 'false',
+    description: 'Log and record what would be done; change nothing.',
+  },
+  {
+    env: 'DRAINGUARD_LOG_LEVEL',
+    key: 'logLevel',
+    kind: 'enum',
+    accepted: LOG_LEVELS,
+    default: 'info',
+    description: 'Log level.',
+  },
+  {
+    env: 'DRAINGUARD_HANDOVER_BUDGET_SECONDS',
+    key: 'handoverBudgetSeconds',
+    kind: 'int',
+    min: 1,
+    max: 600,
+    default: '30',
+    description: 'Upper bound for one handover (L2 or Lease).',
+  },
+  {
+    env: 'DRAINGUARD_DRAIN_TAINTS',
+    key: 'drainTaints',
+    kind: 'list',
+    default: DEFAULT_DRAIN_TAINTS.join(','),
+    description: 'Taint keys that mean the node is draining.',
+  },
+  {
+    env: 'DRAINGUARD_GUARDED_CONTAINER',
+    key: 'guardedContainer',
+    kind: 'string',
+    default: '',
+    description: 'The container guarded: the speaker (L2) or the leader container (leases).',
+  },
+  {
+    env: 'DRAINGUARD_METALLB_NAMESPACE',
+    key: 'metallbNamespace',
+    kind: 'string',
+    default: 'metallb-system',
+    description: 'Namespace holding ServiceL2Status objects.',
+  },
+  {
+    env: 'DRAINGUARD_L2_INTERFACES',
+    key: 'l2Interfaces',
+    kind: 'list',
+    default: '',
+    description:
+      'Interfaces to fence; empty = those named in ServiceL2Status, else every non-loopback interface.',
+  },
+  {
+    env: 'DRAINGUARD_L2_SETTLE_SECONDS',
+    key: 'l2SettleSeconds',
+    kind: 'int',
+    min: 0,
+    max: 600,
+    default: '10',
+    description: 'Wait before fencing when MetalLB has no ServiceL2Status (< 0.14.4).',
+  },
+  {
+    env: 'DRAINGUARD_FAILSAFE_GRACE_SECONDS',
+    key: 'failsafeGraceSeconds',
+    kind: 'int',
+    min: 0,
+    max: 600,
+    default: '5',
+    description: 'API unreachable this long while draining: fence anyway and cut memberlist.',
+  },
+  {
+    env: 'DRAINGUARD_MEMBERLIST_PORTS',
+    key: 'memberlistPorts',
+    kind: 'port-list',
+    default: '7946',
+    description: 'Speaker memberlist ports cut by the fail-safe.',
+  },
+  {
+    env: 'DRAINGUARD_LEASES',
+    key: 'leases',
+    kind: 'list',
+    default: '',
+    description: 'Leases to hand over: name or namespace/name, comma-separated.',
+  },
+  {
+    env: 'DRAINGUARD_SUCCESSOR_SELECTOR',
+    key: 'successorSelector',
+    kind: 'string',
+    default: '',
+    description: 'Label selector of pods that may take over the Lease.',
+  },
+  {
+    env: 'DRAINGUARD_IDENTITY_SCHEME',
+    key: 'identityScheme',
+    kind: 'enum',
+    accepted: IDENTITY_SCHEMES,
+    default: 'pod-name',
+    description: 'How holderIdentity relates to pod names.',
+  },
+  {
+    env: 'DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS',
+    key: 'leaderStopTimeoutSeconds',
+    kind: 'int',
+    min: 1,
+    max: 600,
+    default: '20',
+    description: 'How long to wait for the leader container to stop before leaving the Lease to expire.',
+  },
+  {
+    env: 'DRAINGUARD_VERIFY_SECONDS',
+    key: 'verifySeconds',
+    kind: 'int',
+    min: 1,
+    max: 600,
+    default: '10',
+    description: 'How long to wait for the successor to renew.',
+  },
+  {
+    env: 'DRAINGUARD_CLEANUP_RESYNC_SECONDS',
+    key: 'cleanupResyncSeconds',
+    kind: 'int',
+    min: 1,
+    max: 86400,
+    default: '60',
+    description: 'Periodic netfilter cleanup pass.',
+  },
+  {
+    env: 'DRAINGUARD_CLEANUP_CONFIRM_SECONDS',
+    key: 'cleanupConfirmSeconds',
+    kind: 'int',
+    min: 0,
+    max: 3600,
+    default: '2',
+    description: 'Minimum time between the two passes that must both see a rule stale.',
+  },
+  {
+    env: 'DRAINGUARD_CLEANUP_DRY_RUN',
+    key: 'cleanupDryRun',
+    kind: 'bool',
+    default: 'false',
+    description: 'Report stale netfilter state without deleting it.',
+  },
+];
+
+export class ContractError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid sidecar environment:\n  ${problems.join('\n  ')}`);
+    this.name = 'ContractError';
+    this.problems = problems;
+  }
+}
+
+const splitList = (raw: string) =>
+  raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+
+function parseOne(spec: VarSpec, raw: string): { value?: unknown; problem?: string } {
+  const name = spec.env;
+  switch (spec.kind) {
+    case 'string':
+      return { value: raw };
+    case 'list':
+      return { value: splitList(raw) };
+    case 'bool':
+      if (raw === 'true' || raw === 'false') return { value: raw === 'true' };
+      return { problem: `${name}=${JSON.stringify(raw)}: accepted values are true, false` };
+    case 'int': {
+      const n = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
+      const min = spec.min ?? Number.MIN_SAFE_INTEGER;
+      const max = spec.max ?? Number.MAX_SAFE_INTEGER;
+      if (!Number.isInteger(n) || n < min || n > max)
+        return {
+          problem: `${name}=${JSON.stringify(raw)}: accepted is a whole number from ${min} to ${max}`,
+        };
+      return { value: n };
+    }
+    case 'port-list': {
+      const items = splitList(raw);
+      const bad = items.filter((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 65535);
+      if (bad.length > 0)
+        return {
+          problem: `${name}=${JSON.stringify(raw)}: accepted is a comma-separated list of ports 1-65535`,
+        };
+      return { value: items.map(Number) };
+    }
+    case 'enum':
+      if (spec.accepted?.includes(raw)) return { value: raw };
+      return { problem: `${name}=${JSON.stringify(raw)}: accepted values are ${spec.accepted?.join(', ')}` };
+    case 'enum-list': {
+      const items = splitList(raw);
+      const bad = items.filter((i) => !spec.accepted?.includes(i));
+      if (bad.length > 0)
+        return {
+          problem: `${name}=${JSON.stringify(raw)}: unknown ${bad.join(', ')}; accepted values are ${spec.accepted?.join(', ')}`,
+        };
+      return { value: [...new Set(items)] };
+    }
+  }
+}
+
+/** Parses the sidecar's environment; throws ContractError naming every bad variable at once. */
+export function parseSidecarEnv(env: Record<string, string | undefined>): SidecarConfig {
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const spec of CONTRACT) {
+    const given = env[spec.env];
+    if (given === undefined || given === '') {
+      if (spec.required) {
+        problems.push(`${spec.env} is required: ${spec.description}`);
+        continue;
+      }
+    }
+    const raw = given === undefined || given === '' ? (spec.default ?? '') : given;
+    const { value, problem } = parseOne(spec, raw);
+    if (problem) problems.push(problem);
+    else out[spec.key] = value;
+  }
+  if (problems.length > 0) throw new ContractError(problems);
+  const cfg = out as unknown as SidecarConfig;
+  if (cfg.features.length === 0)
+    problems.push('DRAINGUARD_FEATURES is empty: name at least one of ' + FEATURES.join(', '));
+  if (cfg.features.includes('lease-handover') && cfg.leases.length === 0)
+    problems.push('DRAINGUARD_LEASES is required when DRAINGUARD_FEATURES includes lease-handover');
+  if (problems.length > 0) throw new ContractError(problems);
+  return cfg;
+}
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { fieldRef: { fieldPath: string } };
+}
+
+/** The downward-API part of the environment: identity the webhook cannot know at admission. */
+export const DOWNWARD_ENV: readonly EnvVar[] = [
+  { name: 'DRAINGUARD_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  { name: 'DRAINGUARD_POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+  { name: 'DRAINGUARD_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+  { name: 'DRAINGUARD_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+  { name: 'DRAINGUARD_POD_IPS', valueFrom: { fieldRef: { fieldPath: 'status.podIPs' } } },
+];
+
+const DOWNWARD_KEYS = new Set<keyof SidecarConfig>([
+  'podName',
+  'podNamespace',
+  'podUid',
+  'nodeName',
+  'podIPs',
+]);
+
+function renderValue(value: unknown): string {
+  if (Array.isArray(value)) return value.join(',');
+  return String(value);
+}
+
+/**
+ * Renders the environment for the injected container: downward-API identity plus every
+ * setting that differs from its default (defaults stay implicit so the pod spec stays short).
+ */
+export function renderSidecarEnv(
+  settings: Partial<Omit<SidecarConfig, 'podName' | 'podNamespace' | 'podUid' | 'nodeName' | 'podIPs'>>,
+): EnvVar[] {
+  const env: EnvVar[] = [];
+  for (const spec of CONTRACT) {
+    if (DOWNWARD_KEYS.has(spec.key)) continue;
+    const value = settings[spec.key as keyof typeof settings];
+    if (value === undefined) continue;
+    const rendered = renderValue(value);
+    if (!spec.required && rendered === (spec.default ?? '')) continue;
+    env.push({ name: spec.env, value: rendered });
+  }
+  return [...env, ...DOWNWARD_ENV.map((e) => structuredClone(e))];
+}

@@ -1,0 +1,267 @@
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import { Backoff } from '../backoff.ts';
+import { type Clock, systemClock } from '../clock.ts';
+import type { KubeTarget } from './config.ts';
+
+/** A non-2xx answer (or a transport failure, code 0) from the API server. */
+export class ApiError extends Error {
+  readonly code: number;
+  readonly reason: string;
+  readonly method: string;
+  readonly path: string;
+  constructor(method: string, path: string, code: number, reason: string, message: string) {
+    super(`${method} ${path}: ${code === 0 ? 'unreachable' : code} ${reason}: ${message}`);
+    this.name = 'ApiError';
+    this.code = code;
+    this.reason = reason;
+    this.method = method;
+    this.path = path;
+  }
+  /** Worth retrying: unreachable, timeout, throttled (429, API priority and fairness), server errors. */
+  get retryable(): boolean {
+    return this.code === 0 || this.code === 429 || this.code === 408 || this.code >= 500;
+  }
+}
+
+export const isApiError = (e: unknown, code?: number): e is ApiError =>
+  e instanceof ApiError && (code === undefined || e.code === code);
+
+export type PatchType = 'merge' | 'json' | 'strategic';
+const PATCH_CONTENT_TYPE: Record<PatchType, string> = {
+  merge: 'application/merge-patch+json',
+  json: 'application/json-patch+json',
+  strategic: 'application/strategic-merge-patch+json',
+};
+
+export interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  contentType?: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  timeoutMs?: number;
+  /** Retry retryable failures (not conflicts) this many times with capped backoff; default 0. */
+  retries?: number;
+  signal?: AbortSignal;
+}
+
+export interface WatchEvent<T> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+export interface KubeClientOptions {
+  clock?: Clock;
+  /** Called after every request with its outcome; the sidecar counts API health from it. */
+  onResult?: (ok: boolean, err?: ApiError) => void;
+  userAgent?: string;
+}
+
+/**
+ * The one way drainguard talks to the API server: JSON over HTTPS with timeouts, typed
+ * errors, optional retries with backoff, and streaming watches.
+ */
+export class KubeClient {
+  readonly target: KubeTarget;
+  private readonly agent: https.Agent;
+  private readonly clock: Clock;
+  private readonly onResult: ((ok: boolean, err?: ApiError) => void) | undefined;
+  private readonly userAgent: string;
+
+  constructor(target: KubeTarget, opts: KubeClientOptions = {}) {
+    this.target = target;
+    this.clock = opts.clock ?? systemClock;
+    this.onResult = opts.onResult;
+    this.userAgent = opts.userAgent ?? 'drainguard';
+    this.agent = new https.Agent({
+      keepAlive: true,
+      maxSockets: 16,
+      minVersion: 'TLSv1.2',
+      ...(target.ca ? { ca: target.ca } : {}),
+      ...(target.cert ? { cert: target.cert } : {}),
+      ...(target.key ? { key: target.key } : {}),
+      rejectUnauthorized: !target.insecureSkipTlsVerify,
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private headers(contentType?: string): Record<string, string> {
+    const h: Record<string, string> = { accept: 'application/json', 'user-agent': this.userAgent };
+    const token = this.target.tokenFile
+      ? readFileSync(this.target.tokenFile, 'utf8').trim()
+      : this.target.token;
+    if (token) h.authorization = `Bearer ${token}`;
+    if (contentType) h['content-type'] = contentType;
+    return h;
+  }
+
+  private url(path: string, query?: RequestOptions['query']): URL {
+    const u = new URL(path, this.target.server);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  }
+
+  async request<T = unknown>(path: string, opts: RequestOptions = {}): Promise<T> {
+    const backoff = new Backoff({ baseMs: 200, capMs: 5_000 });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await this.once<T>(path, opts);
+        this.onResult?.(true);
+        return result;
+      } catch (e) {
+        const err = e as ApiError;
+        this.onResult?.(false, err);
+        if (!err.retryable || attempt >= (opts.retries ?? 0) || opts.signal?.aborted) throw err;
+        await this.clock.sleep(backoff.next(), opts.signal);
+      }
+    }
+  }
+
+  private once<T>(path: string, opts: RequestOptions): Promise<T> {
+    const method = opts.method ?? 'GET';
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const url = this.url(path, opts.query);
+    return new Promise<T>((resolve, reject) => {
+      const req = https.request(
+        url,
+        {
+          method,
+          agent: this.agent,
+          headers: this.headers(body === undefined ? undefined : (opts.contentType ?? 'application/json')),
+          timeout: opts.timeoutMs ?? 10_000,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', (e) => reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const code = res.statusCode ?? 0;
+            if (code >= 200 && code < 300) {
+              try {
+                resolve((text ? JSON.parse(text) : {}) as T);
+              } catch (e) {
+                reject(new ApiError(method, url.pathname, code, 'BadResponse', (e as Error).message));
+              }
+              return;
+            }
+            let reason = res.statusMessage ?? 'Error';
+            let message = text.slice(0, 500);
+            try {
+              const status = JSON.parse(text) as { reason?: string; message?: string };
+              reason = status.reason ?? reason;
+              message = status.message ?? message;
+            } catch {
+              // not a Status object; keep the raw text
+            }
+            reject(new ApiError(method, url.pathname, code, reason, message));
+          });
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error(`timed out after ${opts.timeoutMs ?? 10_000} ms`)));
+      req.on('error', (e) => reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)));
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
+  }
+
+  get<T>(path: string, opts: Omit<RequestOptions, 'method' | 'body'> = {}): Promise<T> {
+    return this.request<T>(path, opts);
+  }
+  create<T>(path: string, body: unknown, opts: Omit<RequestOptions, 'method' | 'body'> = {}): Promise<T> {
+    return this.request<T>(path, { ...opts, method: 'POST', body });
+  }
+  replace<T>(path: string, body: unknown, opts: Omit<RequestOptions, 'method' | 'body'> = {}): Promise<T> {
+    return this.request<T>(path, { ...opts, method: 'PUT', body });
+  }
+  patch<T>(
+    path: string,
+    body: unknown,
+    type: PatchType,
+    opts: Omit<RequestOptions, 'method' | 'body'> = {},
+  ): Promise<T> {
+    return this.request<T>(path, { ...opts, method: 'PATCH', body, contentType: PATCH_CONTENT_TYPE[type] });
+  }
+  delete<T>(path: string, opts: Omit<RequestOptions, 'method'> = {}): Promise<T> {
+    return this.request<T>(path, { ...opts, method: 'DELETE' });
+  }
+
+  /**
+   * One watch stream: calls onEvent per event until the server ends it, the signal aborts,
+   * or an error occurs (rejects with ApiError; an ERROR event with 410 becomes ApiError 410).
+   */
+  watch<T>(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onEvent: (ev: WatchEvent<T>) => void,
+    signal: AbortSignal,
+    idleTimeoutMs = 90_000,
+  ): Promise<void> {
+    const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
+    return new Promise<void>((resolve, reject) => {
+      const req = https.request(
+        url,
+        { method: 'GET', agent: this.agent, headers: this.headers(), signal },
+        (res) => {
+          const code = res.statusCode ?? 0;
+          if (code !== 200) {
+            res.resume();
+            this.onResult?.(false);
+            reject(new ApiError('WATCH', url.pathname, code, res.statusMessage ?? 'Error', 'watch refused'));
+            return;
+          }
+          this.onResult?.(true);
+          let buf = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            buf += chunk;
+            let nl = buf.indexOf('\n');
+            while (nl >= 0) {
+              const line = buf.slice(0, nl).trim();
+              buf = buf.slice(nl + 1);
+              nl = buf.indexOf('\n');
+              if (!line) continue;
+              let ev: WatchEvent<T>;
+              try {
+                ev = JSON.parse(line) as WatchEvent<T>;
+              } catch (e) {
+                req.destroy();
+                reject(new ApiError('WATCH', url.pathname, 0, 'BadResponse', (e as Error).message));
+                return;
+              }
+              if (ev.type === 'ERROR') {
+                const st = ev.object as { code?: number; reason?: string; message?: string };
+                req.destroy();
+                reject(
+                  new ApiError('WATCH', url.pathname, st.code ?? 500, st.reason ?? 'Error', st.message ?? ''),
+                );
+                return;
+              }
+              onEvent(ev);
+            }
+          });
+          res.on('end', () => resolve());
+          res.on('error', (e) =>
+            signal.aborted
+              ? resolve()
+              : reject(new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message)),
+          );
+        },
+      );
+      // A peer that vanishes without a FIN would leave the stream silent forever.
+      req.setTimeout(idleTimeoutMs, () => req.destroy(new Error(`watch idle for ${idleTimeoutMs} ms`)));
+      req.on('error', (e) => {
+        if (signal.aborted) resolve();
+        else {
+          this.onResult?.(false);
+          reject(new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message));
+        }
+      });
+      req.end();
+    });
+  }
+}

@@ -1,0 +1,103 @@
+import { Backoff } from '../backoff.ts';
+import { type Clock, systemClock } from '../clock.ts';
+import type { Logger } from '../log.ts';
+import { type ApiError, isApiError, type KubeClient } from './client.ts';
+import type { KubeList, KubeObject } from './types.ts';
+
+export interface InformerOptions {
+  /** Collection path, e.g. /api/v1/nodes or /api/v1/namespaces/x/pods. */
+  path: string;
+  fieldSelector?: string;
+  labelSelector?: string;
+  log: Logger;
+  clock?: Clock;
+  /** Called with the full cache after the initial list and after every change. */
+  onChange: (objects: ReadonlyMap<string, KubeObject>, event: { type: string; object?: KubeObject }) => void;
+  onError?: (err: ApiError) => void;
+}
+
+const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+/**
+ * List + watch with a local cache that never gives up: any failure (410 Gone, 5xx, 429,
+ * a dropped connection, a restarted API server) relists after a capped, jittered backoff.
+ * client-node's informer stops on non-410 errors; this one is built not to.
+ */
+export class Informer {
+  private readonly opts: InformerOptions;
+  private readonly clock: Clock;
+  private readonly cache = new Map<string, KubeObject>();
+  private readonly abort = new AbortController();
+  private running: Promise<void> | undefined;
+  private synced = false;
+  private readonly client: KubeClient;
+  restarts = 0;
+
+  constructor(client: KubeClient, opts: InformerOptions) {
+    this.client = client;
+    this.opts = opts;
+    this.clock = opts.clock ?? systemClock;
+  }
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+  get objects(): ReadonlyMap<string, KubeObject> {
+    return this.cache;
+  }
+
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    const backoff = new Backoff({ baseMs: 250, capMs: 10_000 });
+    const signal = this.abort.signal;
+    const selectors = { fieldSelector: this.opts.fieldSelector, labelSelector: this.opts.labelSelector };
+    while (!signal.aborted) {
+      try {
+        const list = await this.client.get<KubeList>(this.opts.path, {
+          query: selectors,
+          timeoutMs: 15_000,
+          signal,
+        });
+        this.cache.clear();
+        for (const o of list.items ?? []) this.cache.set(keyOf(o), o);
+        this.synced = true;
+        this.opts.onChange(this.cache, { type: 'SYNC' });
+        let rv = list.metadata?.resourceVersion;
+        // Keep watching from the last seen resourceVersion until the server says it is too old.
+        while (!signal.aborted) {
+          await this.client.watch<KubeObject>(
+            this.opts.path,
+            { ...selectors, resourceVersion: rv, timeoutSeconds: 240 + Math.floor(Math.random() * 60) },
+            (ev) => {
+              rv = ev.object.metadata?.resourceVersion ?? rv;
+              if (ev.type === 'BOOKMARK') return;
+              if (ev.type === 'DELETED') this.cache.delete(keyOf(ev.object));
+              else this.cache.set(keyOf(ev.object), ev.object);
+              backoff.reset();
+              this.opts.onChange(this.cache, { type: ev.type, object: ev.object });
+            },
+            signal,
+          );
+        }
+      } catch (e) {
+        if (signal.aborted) break;
+        this.restarts++;
+        if (isApiError(e)) this.opts.onError?.(e);
+        const wait = isApiError(e, 410) ? 0 : backoff.next();
+        this.opts.log.warn(
+          { path: this.opts.path, err: (e as Error).message, retryInMs: wait },
+          'watch failed; relisting',
+        );
+        await this.clock.sleep(wait, signal);
+      }
+    }
+  }
+}

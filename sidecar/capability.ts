@@ -1,0 +1,30 @@
+import type { Clock } from '../shared/clock.ts';
+import type { SidecarConfig } from '../shared/contract.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
+import type { EventRecorder } from '../shared/kube/events.ts';
+import type { Logger } from '../shared/log.ts';
+import type { Registry } from '../shared/metrics.ts';
+import type { DrainWatcher } from './drain/watcher.ts';
+import type { ToolRunner } from './runner.ts';
+
+/** What every capability gets: shared drain detection, API client, tool runner. Nothing else. */
+export interface CapabilityContext {
+  config: SidecarConfig;
+  log: Logger;
+  client: KubeClient;
+  events: EventRecorder;
+  runner: ToolRunner;
+  drain: DrainWatcher;
+  metrics: Registry;
+  clock: Clock;
+}
+
+export interface Capability {
+  readonly name: string;
+  start(): Promise<void>;
+  /** /prestop and SIGTERM: finish (bounded) what must happen before the pod goes; returns a summary. */
+  prestop(): Promise<Record<string, unknown>>;
+  stop(): Promise<void>;
+}
+
+export type CapabilityFactory = (ctx: CapabilityContext) => Capability;

@@ -1,0 +1,112 @@
+import type { Clock } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
+import type { Node, Pod } from '../../shared/kube/types.ts';
+import type { Logger } from '../../shared/log.ts';
+import {
+  type DrainState,
+  initialDrainState,
+  nodeDrainReason,
+  podTerminating,
+  sameDrainState,
+} from './state.ts';
+
+export interface DrainWatcherOptions {
+  client: KubeClient;
+  nodeName: string;
+  podName: string;
+  podNamespace: string;
+  drainTaints: readonly string[];
+  log: Logger;
+  clock: Clock;
+}
+
+/**
+ * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
+ * Shared by every capability; none of them watches the node on its own.
+ */
+export class DrainWatcher {
+  private state: DrainState = initialDrainState;
+  private localTerminating = false;
+  private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
+  private readonly nodeInformer: Informer;
+  private readonly podInformer: Informer;
+  private readonly opts: DrainWatcherOptions;
+  node: Node | undefined;
+  pod: Pod | undefined;
+
+  constructor(opts: DrainWatcherOptions) {
+    this.opts = opts;
+    const common = { log: opts.log, clock: opts.clock };
+    this.nodeInformer = new Informer(opts.client, {
+      ...common,
+      path: '/api/v1/nodes',
+      fieldSelector: `metadata.name=${opts.nodeName}`,
+      onChange: (objs) => {
+        this.node = objs.values().next().value as Node | undefined;
+        this.recompute();
+      },
+    });
+    this.podInformer = new Informer(opts.client, {
+      ...common,
+      path: `/api/v1/namespaces/${opts.podNamespace}/pods`,
+      fieldSelector: `metadata.name=${opts.podName}`,
+      onChange: (objs) => {
+        this.pod = objs.values().next().value as Pod | undefined;
+        this.recompute();
+      },
+    });
+  }
+
+  get current(): DrainState {
+    return this.state;
+  }
+
+  /** Listeners get every change; call the returned function to unsubscribe. */
+  subscribe(fn: (s: DrainState, prev: DrainState) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  start(): void {
+    this.nodeInformer.start();
+    this.podInformer.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.nodeInformer.stop(), this.podInformer.stop()]);
+  }
+
+  /** /prestop or SIGTERM: the pod is going away whatever the API says. */
+  markTerminating(): void {
+    this.localTerminating = true;
+    this.recompute();
+  }
+
+  /** Fed from every API call's outcome, so "API down" is known without extra probes. */
+  apiResult(ok: boolean): void {
+    const since = ok ? undefined : (this.state.apiDownSince ?? this.opts.clock.now());
+    if (since !== this.state.apiDownSince) this.recompute(since);
+  }
+
+  private recompute(apiDownSince = this.state.apiDownSince): void {
+    const reason = nodeDrainReason(this.node, this.opts.drainTaints);
+    const next: DrainState = {
+      draining: reason !== undefined,
+      drainReason: reason,
+      terminating: this.localTerminating || podTerminating(this.pod),
+      synced: this.nodeInformer.hasSynced && this.podInformer.hasSynced,
+      apiDownSince,
+    };
+    const prev = this.state;
+    if (sameDrainState(prev, next)) return;
+    this.state = next;
+    if (
+      prev.draining !== next.draining ||
+      prev.terminating !== next.terminating ||
+      prev.apiDownSince !== next.apiDownSince
+    )
+      this.opts.log.info({ drain: next }, 'drain state changed');
+    for (const fn of this.listeners) fn(next, prev);
+  }
+}

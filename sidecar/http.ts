@@ -1,0 +1,83 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../shared/log.ts';
+import type { Registry } from '../shared/metrics.ts';
+
+/** Blocks until the capabilities' pre-stop work is done or their budget is spent. */
+export type PrestopHandler = () => Promise<Record<string, unknown>>;
+
+export interface SidecarServerOptions {
+  port: number;
+  host: string;
+  log: Logger;
+  metrics: Registry;
+  /** Ready = configured and running. Never "the API is healthy": API trouble must not make the pod NotReady. */
+  ready: () => boolean;
+  prestop: PrestopHandler;
+}
+
+/**
+ * The sidecar's four endpoints on plain node:http: it runs on every node, so it carries no
+ * web framework (footprint). /prestop is meant for the kubelet on 127.0.0.1 only.
+ */
+export class SidecarServer {
+  private readonly server: http.Server;
+  private readonly opts: SidecarServerOptions;
+
+  constructor(opts: SidecarServerOptions) {
+    this.opts = opts;
+    this.server = http.createServer((req, res) => {
+      this.handle(req, res).catch((e: unknown) => {
+        opts.log.error({ err: (e as Error).message, url: req.url }, 'handler failed');
+        if (!res.headersSent) this.send(res, 500, { error: 'internal error' });
+      });
+    });
+    this.server.keepAliveTimeout = 5_000;
+  }
+
+  private send(res: http.ServerResponse, code: number, body: unknown, type = 'application/json'): void {
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    req.resume();
+    switch (path) {
+      case '/healthz':
+        return this.send(res, 200, { ok: true });
+      case '/readyz':
+        return this.opts.ready()
+          ? this.send(res, 200, { ready: true })
+          : this.send(res, 503, { ready: false });
+      case '/metrics':
+        return this.send(res, 200, this.opts.metrics.render(), 'text/plain; version=0.0.4');
+      case '/prestop': {
+        if (req.method !== 'GET' && req.method !== 'POST')
+          return this.send(res, 405, { error: 'use GET or POST' });
+        this.opts.log.info('prestop called');
+        const summary = await this.opts.prestop();
+        return this.send(res, 200, summary);
+      }
+      default:
+        return this.send(res, 404, {
+          error: `no route ${path}; routes are /healthz /readyz /prestop /metrics`,
+        });
+    }
+  }
+
+  listen(): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.opts.port, this.opts.host, () => resolve(this.server.address() as AddressInfo));
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+}

@@ -1,0 +1,155 @@
+import { systemClock } from '../shared/clock.ts';
+import { ContractError, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
+import { KubeClient } from '../shared/kube/client.ts';
+import { resolveTarget } from '../shared/kube/config.ts';
+import { EventRecorder } from '../shared/kube/events.ts';
+import { createLogger, type Logger } from '../shared/log.ts';
+import { Registry } from '../shared/metrics.ts';
+import { CAPABILITIES } from './capabilities.ts';
+import type { Capability, CapabilityContext } from './capability.ts';
+import { DrainWatcher } from './drain/watcher.ts';
+import { SidecarServer } from './http.ts';
+import { ToolRunner } from './runner.ts';
+
+export interface RunningSidecar {
+  config: SidecarConfig;
+  address: { port: number; address: string };
+  capabilities: Capability[];
+  /** Pre-stop work of every capability (bounded), then shut down. */
+  shutdown(reason: string): Promise<void>;
+}
+
+export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promise<RunningSidecar> {
+  const config = parseSidecarEnv(env);
+  const logger = log ?? createLogger('drainguard-sidecar', config.logLevel);
+  const clock = systemClock;
+  const metrics = new Registry();
+  const apiErrors = metrics.counter(
+    'drainguard_api_errors_total',
+    'Failed API calls by HTTP code (0 = unreachable).',
+  );
+  let drain: DrainWatcher | undefined;
+  const client = new KubeClient(await resolveTarget(undefined, env), {
+    userAgent: `drainguard-sidecar/${config.nodeName}`,
+    onResult: (ok, err) => {
+      if (!ok) apiErrors.inc({ code: String(err?.code ?? 0) });
+      drain?.apiResult(ok);
+    },
+  });
+  drain = new DrainWatcher({
+    client,
+    nodeName: config.nodeName,
+    podName: config.podName,
+    podNamespace: config.podNamespace,
+    drainTaints: config.drainTaints,
+    log: logger,
+    clock,
+  });
+  const ctx: CapabilityContext = {
+    config,
+    log: logger,
+    client,
+    events: new EventRecorder(client, 'drainguard-sidecar', config.nodeName, logger),
+    runner: new ToolRunner({ log: logger, observeOnly: config.observeOnly }),
+    drain,
+    metrics,
+    clock,
+  };
+  const capabilities: Capability[] = [];
+  for (const feature of config.features) {
+    const load = CAPABILITIES[feature];
+    if (!load) {
+      logger.error({ feature }, 'feature is not available in this build; running without it');
+      continue;
+    }
+    const factory = await load();
+    capabilities.push(factory({ ...ctx, log: logger.child({ capability: feature }) }));
+  }
+  let running = false;
+  let prestopRun: Promise<Record<string, unknown>> | undefined;
+  const prestop = () => {
+    drain.markTerminating();
+    // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
+    prestopRun ??= Promise.all(
+      capabilities.map(async (c) => {
+        try {
+          return [c.name, await c.prestop()] as const;
+        } catch (e) {
+          logger.error({ capability: c.name, err: (e as Error).message }, 'prestop failed');
+          return [c.name, { error: (e as Error).message }] as const;
+        }
+      }),
+    ).then((entries) => Object.fromEntries(entries));
+    return prestopRun;
+  };
+  const server = new SidecarServer({
+    port: config.port,
+    host: config.bindAddress,
+    log: logger,
+    metrics,
+    ready: () => running,
+    prestop,
+  });
+  const address = await server.listen();
+  drain.start();
+  for (const c of capabilities) await c.start();
+  running = true;
+  logger.info(
+    {
+      profile: config.profile,
+      features: config.features,
+      port: address.port,
+      observeOnly: config.observeOnly,
+    },
+    'sidecar running',
+  );
+  let stopping: Promise<void> | undefined;
+  const shutdown = (reason: string) => {
+    stopping ??= (async () => {
+      logger.info({ reason }, 'shutting down');
+      const summary = await prestop();
+      logger.info({ summary }, 'pre-stop work done');
+      await Promise.all(capabilities.map((c) => c.stop()));
+      await drain.stop();
+      await server.close();
+      client.close();
+    })();
+    return stopping;
+  };
+  return { config, address, capabilities, shutdown };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    const { CONTRACT } = await import('../shared/contract.ts');
+    process.stdout.write(
+      'Usage: drainguard sidecar\n\nConfigured by environment variables (the webhook sets them):\n' +
+        CONTRACT.map(
+          (v) =>
+            `  ${v.env}${v.default ? ` (default ${v.default})` : v.required ? ' (required)' : ''}\n      ${v.description}`,
+        ).join('\n') +
+        '\n',
+    );
+    return 0;
+  }
+  let sidecar: RunningSidecar;
+  try {
+    sidecar = await startSidecar(process.env);
+  } catch (e) {
+    if (e instanceof ContractError) {
+      process.stderr.write(`drainguard sidecar: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  return new Promise<number>((resolve) => {
+    const onSignal = (sig: string) => {
+      sidecar.shutdown(sig).then(
+        () => resolve(0),
+        () => resolve(1),
+      );
+    };
+    process.once('SIGTERM', () => onSignal('SIGTERM'));
+    process.once('SIGINT', () => onSignal('SIGINT'));
+  });
+}
