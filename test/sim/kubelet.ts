@@ -257,11 +257,15 @@ export class KubeletStandIn {
         if (c.state === 'terminated') return;
         const stopped = c.handle.stop ? c.handle.stop(graceMs) : Promise.resolve(0);
         let timer: NodeJS.Timeout | undefined;
+        // Grace ran out, or the stand-in itself is stopping (end of test): kill.
         const killed = new Promise<number>((r) => {
-          timer = setTimeout(() => {
+          const kill = () => {
+            clearTimeout(timer);
             c.handle.kill?.();
             r(137);
-          }, graceMs);
+          };
+          timer = setTimeout(kill, graceMs);
+          this.abort.signal.addEventListener('abort', kill, { once: true });
         });
         const code = await Promise.race([stopped, killed]);
         clearTimeout(timer);
@@ -270,6 +274,7 @@ export class KubeletStandIn {
       }),
     );
     await writes;
+    if (this.abort.signal.aborted) return this.finishGone(p);
     try {
       await this.client.delete(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
         body: {

@@ -153,7 +153,10 @@ export class LeaseWorld {
     this.client = cp.client();
     this.ns = ns ?? `lease-${randomBytes(3).toString('hex')}`;
     this.lease = opts.lease ?? 'skupper-site-leader';
-    this.kubelet = new KubeletStandIn(this.client, { pollMs: 50 });
+    this.kubelet = new KubeletStandIn(this.client, {
+      pollMs: 50,
+      ...(process.env.LEASE_TEST_DEBUG ? { log: (m, f) => console.error(m, f) } : {}),
+    });
     this.opts = opts;
   }
 
@@ -228,7 +231,7 @@ export class LeaseWorld {
       );
     }
     const leaderHandle: ContainerHandle = p.leaderIgnoresSigterm
-      ? { kill: () => void sim.stop() }
+      ? { stop: () => new Promise<number>(() => {}), kill: () => void sim.stop() }
       : {
           stop: async () => {
             await sim.stop();
