@@ -61,8 +61,10 @@ export class LeaseCandidate {
   private observedTime = 0;
   private lease: Lease | undefined;
   private loop: Promise<void> | undefined;
-  /** Successful lease writes and failed attempts, for tests. */
+  /** Calls of tryAcquireOrRenew, for tests. */
   attempts = 0;
+  /** Start times (epoch ms) of the last tryAcquireOrRenew calls, newest last. */
+  readonly tries: number[] = [];
 
   constructor(opts: CandidateOptions) {
     this.identity = opts.identity;
@@ -174,6 +176,8 @@ export class LeaseCandidate {
     if (this.signal.aborted) return false;
     this.attempts++;
     const now = this.clock.now();
+    this.tries.push(now);
+    if (this.tries.length > 50) this.tries.shift();
     const timeoutMs = Math.max(1, Math.min(10_000, (deadline ?? now + 10_000) - now));
     const record: Spec = {
       holderIdentity: this.identity,
