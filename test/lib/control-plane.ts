@@ -374,14 +374,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     cp.apiserverPid = state.apiserver;
     savePids();
     try {
-      await waitFor(
-        'kube-apiserver /readyz',
-        async () => ((await ready()) || !alive(state.apiserver) ? true : false),
-        {
-          timeoutMs: 90_000,
-          intervalMs: 100,
-        },
-      );
+      await waitFor('kube-apiserver /readyz', async () => (await ready()) || !alive(state.apiserver), {
+        timeoutMs: 90_000,
+        intervalMs: 100,
+      });
     } catch (e) {
       throw new Error(
         `${(e as Error).message}\n--- apiserver.log (tail)\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
