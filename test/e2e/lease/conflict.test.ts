@@ -61,7 +61,7 @@ test('concurrent writer takes the Lease during the handover: 409, re-read, stop'
       a.dump(),
     );
     const done = a.find((l) => l.msg === 'Lease handover finished');
-    assert.equal((done?.results as { outcome: string }[])[0]?.outcome, 'holder-changed');
+    assert.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'holder-changed');
     assert.equal((await w.readLease()).spec?.holderIdentity, 'elsewhere-7d9f');
   } finally {
     await hook.close();
@@ -86,7 +86,7 @@ test('concurrent renew of our own record (a late write of the old leader): 409, 
       a.dump(),
     );
     const done = a.find((l) => l.msg === 'Lease handover finished');
-    assert.equal((done?.results as { outcome: string }[])[0]?.outcome, 'handed-over');
+    assert.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over');
     assert.deepEqual(w.splitBrain(), []);
   } finally {
     await hook.close();
