@@ -80,7 +80,7 @@ export function isOwnIdentity(
 
 export type ContainerPhase = 'running' | 'waiting' | 'terminated' | 'unknown' | 'pod-gone';
 
-/** The leader container as the API shows it; the handover's fence is `terminated` or `pod-gone`. */
+/** The leader container as the API shows it. */
 export function containerPhase(pod: Pod | undefined, container: string): ContainerPhase {
   if (!pod) return 'pod-gone';
   const st = [...(pod.status?.containerStatuses ?? []), ...(pod.status?.initContainerStatuses ?? [])].find(
@@ -93,7 +93,12 @@ export function containerPhase(pod: Pod | undefined, container: string): Contain
   return 'unknown';
 }
 
-export const leaderStopped = (p: ContainerPhase) => p === 'terminated' || p === 'pod-gone';
+/**
+ * Only a `terminated` state proves the leader stopped. A pod that is simply gone may have been
+ * force-deleted (grace 0) while its containers still run; a normal deletion cannot finish
+ * before this sidecar exits, so the sidecar sees `terminated` first.
+ */
+export const leaderStopped = (p: ContainerPhase) => p === 'terminated';
 
 export interface SuccessorInput {
   self: { name: string; nodeName: string };

@@ -102,7 +102,7 @@ describe('identity schemes', () => {
 });
 
 describe('leader container phase', () => {
-  it('reads the container state; a gone pod counts as stopped', () => {
+  it('reads the container state; only terminated counts as stopped (a gone pod may be force-deleted)', () => {
     const p = pod('a', 'n1');
     assert.equal(containerPhase(p, 'kube-adaptor'), 'unknown');
     p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { running: {} } }];
@@ -112,7 +112,8 @@ describe('leader container phase', () => {
     assert.equal(containerPhase(p, 'kube-adaptor'), 'terminated');
     assert.equal(leaderStopped('terminated'), true);
     assert.equal(containerPhase(undefined, 'kube-adaptor'), 'pod-gone');
-    assert.equal(leaderStopped('pod-gone'), true);
+    assert.equal(leaderStopped('pod-gone'), false);
+    assert.equal(leaderStopped('unknown'), false);
   });
 });
 
