@@ -93,3 +93,41 @@ test('concurrent renew of our own record (a late write of the old leader): 409, 
     await w.cleanup();
   }
 });
+
+test('server errors on the handover write (5xx): logged, backed off with jitter, then handed over', async () => {
+  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+  let failed = 0;
+  const hook = await startLeaseWebhook(w.client, w.ns, async (r) => {
+    if (r.object?.spec?.holderIdentity === 'router-b' && r.oldObject?.spec?.holderIdentity === 'router-a') {
+      // The API server itself retries a failed update once with live data, so a few more
+      // denials than the sidecar will see.
+      if (failed < 4) {
+        failed++;
+        return { allowed: false, code: failed % 2 ? 500 : 503, message: 'injected server error' };
+      }
+    }
+    return { allowed: true };
+  });
+  try {
+    await w.addPod({ name: 'router-a', node: 'a' });
+    await w.waitLeading('router-a');
+    await w.addPod({ name: 'router-b', node: 'b' });
+    await w.waitSidecarsReady();
+    await w.deletePod('router-a');
+    const a = w.pod('router-a').sidecar!;
+    await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });
+    assert.equal(await a.exited, 0);
+    assert.equal(failed, 4);
+    const backoffs = a.logs.filter(
+      (l) => l.msg === 'API call failed; backing off' && l.what === 'write Lease',
+    );
+    assert.ok(backoffs.length >= 1, a.dump());
+    for (const b of backoffs) assert.ok(b.code === 500 || b.code === 503, `code ${b.code}`);
+    const done = a.find((l) => l.msg === 'Lease handover finished');
+    assert.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over');
+    assert.deepEqual(w.splitBrain(), []);
+  } finally {
+    await hook.close();
+    await w.cleanup();
+  }
+});

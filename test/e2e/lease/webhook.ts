@@ -65,7 +65,7 @@ function selfSigned(): { cert: string; key: string } {
 export async function startLeaseWebhook(
   client: KubeClient,
   namespace: string,
-  decide: (r: LeaseReview) => Promise<{ allowed: boolean; message?: string }>,
+  decide: (r: LeaseReview) => Promise<{ allowed: boolean; message?: string; code?: number }>,
   timeoutSeconds = 30,
 ): Promise<LeaseWebhook> {
   const { cert, key } = selfSigned();
@@ -74,7 +74,7 @@ export async function startLeaseWebhook(
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       const review = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request: LeaseReview };
-      let verdict: { allowed: boolean; message?: string };
+      let verdict: { allowed: boolean; message?: string; code?: number };
       try {
         verdict = await decide(review.request);
       } catch (e) {
@@ -86,7 +86,9 @@ export async function startLeaseWebhook(
         response: {
           uid: review.request.uid,
           allowed: verdict.allowed,
-          ...(verdict.message ? { status: { message: verdict.message } } : {}),
+          ...(verdict.message || verdict.code
+            ? { status: { message: verdict.message ?? '', ...(verdict.code ? { code: verdict.code } : {}) } }
+            : {}),
         },
       });
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
