@@ -224,3 +224,46 @@ test('API priority and fairness rejects Lease requests (429): backs off, stays h
     await w.cleanup();
   }
 });
+
+test('API server down for a while: sidecars keep running and healthy, then hand over as usual', async () => {
+  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
+  try {
+    await w.addPod({ name: 'router-a', node: 'a' });
+    await w.waitLeading('router-a');
+    await w.addPod({ name: 'router-b', node: 'b' });
+    await w.waitSidecarsReady();
+    const a = w.pod('router-a').sidecar!;
+    await cp.stopApiServer();
+    try {
+      await waitFor(
+        'sidecar saw the API unreachable',
+        async () => ((await a.metric(/^drainguard_api_errors_total\{code="0"\}/)) ?? 0) > 0,
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      await assertHealthy(a);
+      await assertHealthy(w.pod('router-b').sidecar!);
+    } finally {
+      await cp.startApiServer();
+    }
+    // The old leader may have lost the Lease to its renew deadline meanwhile; wait for a leader.
+    await waitFor('a leader again', () => w.pod('router-a').sim.leading || w.pod('router-b').sim.leading, {
+      timeoutMs: 40_000,
+    });
+    await w.waitSidecarsReady(40_000);
+    const leader = w.pod('router-a').sim.leading ? 'router-a' : 'router-b';
+    const other = leader === 'router-a' ? 'router-b' : 'router-a';
+    await w.deletePod(leader);
+    await waitFor(`${other} leading`, () => w.pod(other).sim.leading, { timeoutMs: 15_000 });
+    const sc = w.pod(leader).sidecar!;
+    assert.equal(await sc.exited, 0);
+    const done = sc.find((l) => l.msg === 'Lease handover finished');
+    assert.equal(
+      (done?.results as { outcome: string }[] | undefined)?.[0]?.outcome,
+      'handed-over',
+      sc.dump(),
+    );
+    assert.deepEqual(w.splitBrain(), []);
+  } finally {
+    await w.cleanup();
+  }
+});
