@@ -46,6 +46,8 @@ export interface ControlPlane {
   etcdPid: number;
   apiserverPid: number;
   client(): KubeClient;
+  /** The same admin access as @kubernetes/client-node's KubeConfig (for code that uses that library). */
+  kubeConfig(): Promise<import('@kubernetes/client-node').KubeConfig>;
   kubectl(
     args: string[],
     opts?: { input?: string; kubeconfig?: string },
@@ -402,6 +404,12 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     etcdPid: etcd.pid ?? 0,
     apiserverPid: 0,
     client: () => new KubeClient(target),
+    async kubeConfig() {
+      const { KubeConfig } = await import('@kubernetes/client-node');
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfigPath);
+      return kc;
+    },
     kubectl,
     userTarget(name) {
       const t = tokens.get(name);
