@@ -115,6 +115,8 @@ export interface WorldOptions {
     Pick<CandidateOptions, 'leaseDurationMs' | 'renewDeadlineMs' | 'retryPeriodMs' | 'jitterFactor'>
   >;
   kubeconfig?: string;
+  /** How often the kubelet stand-in looks for deletions (exit times are measured, not polled). */
+  kubeletPollMs?: number;
 }
 
 export interface PodOptions {
@@ -154,7 +156,7 @@ export class LeaseWorld {
     this.ns = ns ?? `lease-${randomBytes(3).toString('hex')}`;
     this.lease = opts.lease ?? 'skupper-site-leader';
     this.kubelet = new KubeletStandIn(this.client, {
-      pollMs: 50,
+      pollMs: opts.kubeletPollMs ?? 50,
       ...(process.env.LEASE_TEST_DEBUG ? { log: (m, f) => console.error(m, f) } : {}),
     });
     this.opts = opts;
