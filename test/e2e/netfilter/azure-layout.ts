@@ -130,9 +130,9 @@ export async function buildAzureNode(): Promise<AzureNode> {
   const eth0Mac = await macOf(node, 'eth0');
 
   const perNode: { chain: string; spec: string }[] = [
-    // Same shape as a pod rule, but for the node's own IP (and a MAC not known here): protected.
-    { chain: 'PREROUTING', spec: arpreply(NODE_IP, '02:cc:00:00:00:10') },
-    { chain: 'PREROUTING', spec: dnat6(NODE_IP6, '02:cc:00:00:00:10') },
+    // Same shapes as pod rules, but for the node's own IPs: protected.
+    { chain: 'PREROUTING', spec: arpreply(NODE_IP, eth0Mac) },
+    { chain: 'PREROUTING', spec: dnat6(NODE_IP6, eth0Mac) },
     {
       chain: 'PREROUTING',
       spec: '-p ARP -i eth0 --arp-op Reply -j dnat --to-dst ff:ff:ff:ff:ff:ff --dnat-target ACCEPT',
