@@ -15,7 +15,13 @@ import { sh } from './ns.ts';
 const log = createLogger('test', 'warn');
 
 function stepClock() {
-  const c = { t: 1_000_000, now: () => c.t, sleep: async (ms: number) => void (c.t += ms) };
+  const c = {
+    t: 1_000_000,
+    now: () => c.t,
+    sleep: async (ms: number) => {
+      c.t += ms;
+    },
+  };
   return c;
 }
 
