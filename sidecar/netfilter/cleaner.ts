@@ -12,9 +12,10 @@ import {
   type StaleNeighbour,
   type StaleRule,
 } from './decide.ts';
-import { type Flavour, parseFlavour, parseListing } from './ebtables.ts';
+import { type EbRule, type Flavour, parseFlavour, parseListing } from './ebtables.ts';
 import { parseAddrs, parseFdb, parseNeighbours, parseRoutes } from './hoststate.ts';
-import { ebtablesDeleteArgs, ebtablesRestoreInput, neighbourBatchInput } from './plan.ts';
+import { alignHandles, type NftTable, parseNftTable } from './nfthandles.ts';
+import { ebtablesDeleteArgs, ebtablesRestoreInput, neighbourBatchInput, nftDeleteInput } from './plan.ts';
 
 export interface PassInput {
   pods: readonly PodInfo[];
@@ -51,6 +52,13 @@ export interface CleanerOptions {
 }
 
 const mutating = { mutates: true, timeoutMs: 30_000 };
+
+/** A snapshot, plus nf_tables handles of the nat PREROUTING rules when they could be proven. */
+interface Listed {
+  snapshot: Snapshot;
+  handles?: number[];
+  handleError?: string;
+}
 
 export class Cleaner {
   private readonly opts: CleanerOptions;
@@ -100,12 +108,51 @@ export class Cleaner {
 
   /** Reads everything a decision needs; ~6 tool calls, run concurrently. */
   async snapshot(): Promise<Snapshot> {
+    return (await this.snapshotWithHandles(false)).snapshot;
+  }
+
+  /**
+   * With handles (nft flavour): the ebtables listing is bracketed by two
+   * `nft -a list table bridge nat` listings and aligned with them (see alignHandles), so
+   * each listed rule is tied to its nf_tables handle; `handles` stays undefined (with the
+   * reason) when that cannot be proven, and deletion falls back to ebtables-restore.
+   */
+  private async snapshotWithHandles(withHandles: boolean, reuse?: Snapshot): Promise<Listed> {
     const { runner } = this.opts;
     const eb = await this.detectEbtables();
+    const nftList = async () =>
+      parseNftTable((await runner.run('nft', ['-a', 'list', 'table', 'bridge', 'nat'])).stdout);
+    let handleInfo: Omit<Listed, 'snapshot'> = {};
+    const listRules = async (): Promise<EbRule[] | undefined> => {
+      if (!eb.usable) return undefined;
+      let before: NftTable | undefined;
+      if (withHandles && eb.flavour === 'nft')
+        before = await nftList().catch((e: Error) => {
+          handleInfo = { handleError: e.message };
+          return undefined;
+        });
+      const rules = parseListing((await runner.run('ebtables', ['-t', 'nat', '-L'])).stdout).rules;
+      if (before) {
+        try {
+          const aligned = alignHandles(rules, before, await nftList());
+          handleInfo = typeof aligned === 'string' ? { handleError: aligned } : { handles: aligned };
+        } catch (e) {
+          handleInfo = { handleError: (e as Error).message };
+        }
+      }
+      return rules;
+    };
+    if (reuse) {
+      // A re-list: what gets deleted (rules, neighbours) is read again; addresses, routes and
+      // the FDB were read by the same pass milliseconds ago.
+      const [rules, neigh] = await Promise.all([listRules(), runner.run('ip', ['-j', 'neigh', 'show'])]);
+      return {
+        snapshot: { ...reuse, ...(rules ? { rules } : {}), neighbours: parseNeighbours(neigh.stdout) },
+        ...handleInfo,
+      };
+    }
     const [rules, addrs, neigh, r4, r6, fdb] = await Promise.all([
-      eb.usable
-        ? runner.run('ebtables', ['-t', 'nat', '-L']).then((r) => parseListing(r.stdout).rules)
-        : undefined,
+      listRules(),
       runner.run('ip', ['-j', 'addr', 'show']),
       runner.run('ip', ['-j', 'neigh', 'show']),
       runner.run('ip', ['-j', 'route', 'show', 'table', 'main']),
@@ -114,11 +161,14 @@ export class Cleaner {
       runner.run('bridge', ['-j', 'fdb', 'show']).catch(() => ({ stdout: '[]' })),
     ]);
     return {
-      ...(rules ? { rules } : {}),
-      ifaces: parseAddrs(addrs.stdout),
-      neighbours: parseNeighbours(neigh.stdout),
-      routes: [...parseRoutes(r4.stdout, 4), ...parseRoutes(r6.stdout, 6)],
-      fdb: parseFdb(fdb.stdout),
+      snapshot: {
+        ...(rules ? { rules } : {}),
+        ifaces: parseAddrs(addrs.stdout),
+        neighbours: parseNeighbours(neigh.stdout),
+        routes: [...parseRoutes(r4.stdout, 4), ...parseRoutes(r6.stdout, 6)],
+        fdb: parseFdb(fdb.stdout),
+      },
+      ...handleInfo,
     };
   }
 
@@ -126,7 +176,8 @@ export class Cleaner {
   async pass(input: PassInput): Promise<PassResult> {
     const { clock, log } = this.opts;
     const at = clock.now();
-    const decision = decide({ snapshot: await this.snapshot(), ...input });
+    const first = await this.snapshot();
+    const decision = decide({ snapshot: first, ...input });
     const confirmed = this.tracker.observe(at, [
       ...decision.staleRules.map((r) => r.key),
       ...decision.staleNeighbours.map((n) => n.key),
@@ -143,14 +194,15 @@ export class Cleaner {
     };
     if (confirmed.size > 0) {
       // Re-list right before deleting: act only on what is still there and still stale.
-      const fresh = decide({ snapshot: await this.snapshot(), ...input });
+      const relist = await this.snapshotWithHandles(!result.dryRun, first);
+      const fresh = decide({ snapshot: relist.snapshot, ...input });
       const rules = fresh.staleRules.filter((r) => confirmed.has(r.key));
       const neighbours = fresh.staleNeighbours.filter((n) => confirmed.has(n.key));
       if (result.dryRun) {
         result.removedRules = rules;
         result.removedNeighbours = neighbours;
       } else {
-        result.removedRules = await this.deleteRules(rules, input, confirmed, result.errors);
+        result.removedRules = await this.deleteRules(rules, relist, input, confirmed, result.errors);
         result.removedNeighbours = await this.deleteNeighbours(neighbours, result.errors);
         this.tracker.forget([
           ...result.removedRules.map((r) => r.key),
@@ -175,12 +227,24 @@ export class Cleaner {
 
   private async deleteRules(
     rules: StaleRule[],
+    listed: Omit<Listed, 'snapshot'>,
     input: PassInput,
     confirmed: Set<string>,
     errors: string[],
   ): Promise<StaleRule[]> {
     if (rules.length === 0) return [];
-    const { runner } = this.opts;
+    const { runner, log } = this.opts;
+    if (listed.handles) {
+      try {
+        await runner.run('nft', ['-f', '-'], { ...mutating, input: nftDeleteInput(rules, listed.handles) });
+        return rules;
+      } catch (e) {
+        // One transaction, so nothing was deleted; a handle is gone (the chain changed). By spec instead.
+        log.warn({ err: (e as Error).message }, 'nft handle batch failed; deleting by spec instead');
+      }
+    } else if (listed.handleError && this.ebtables?.flavour === 'nft') {
+      log.info({ why: listed.handleError }, 'rule handles not proven; deleting by spec (ebtables-restore)');
+    }
     if (this.ebtables?.flavour === 'legacy') {
       // Not verifiable on kernels without legacy tables: use exact per-rule deletes here.
       const done: StaleRule[] = [];

@@ -86,11 +86,11 @@ describe('azure-vnet leftovers in real namespaces', () => {
     for (const n of l.staleNeighbours) assert.ok(!neigh.includes(n), `neighbour still there: ${n}`);
     for (const n of l.keptNeighbours) assert.ok(neigh.includes(n), `neighbour removed: ${n}`);
     assert.match(await l.node.run(['ebtables', '-t', 'filter', '-L', 'FORWARD']), /-p 802_1Q -j DROP/);
-    // One batch for the rules, one for the neighbours.
+    // One batch for the rules (by proven handles), one for the neighbours.
     const mutations = runner.history.filter((h) => h.mutates);
     assert.deepEqual(
       mutations.map((h) => `${h.tool} ${h.args.join(' ')}`),
-      ['ebtables-restore --noflush', 'ip -force -batch -'],
+      ['nft -f -', 'ip -force -batch -'],
     );
   });
 

@@ -93,7 +93,8 @@ describe('Cleaner passes against a fake host', () => {
       h.neighbours.map((n) => n.dst),
       ['198.51.100.200'],
     );
-    assert.equal(h.calls.filter((x) => x.startsWith('ebtables-restore')).length, 1, 'one batch');
+    assert.equal(h.calls.filter((x) => x === 'nft -f -').length, 1, 'one batch, by proven handles');
+    assert.ok(!h.calls.some((x) => x.startsWith('ebtables-restore')));
     assert.equal(h.calls.filter((x) => x.startsWith('ip -force -batch')).length, 1);
     assert.equal(p3.pendingUntil, undefined);
   });
@@ -143,11 +144,13 @@ describe('Cleaner passes against a fake host', () => {
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     await c.pass(input);
     clock.t = 2000;
-    let once = true;
-    h.beforeRestore = () => {
-      if (once) h.rules = h.rules.filter((r) => r !== a); // someone else removed it meanwhile
-      once = false;
-    };
+    h.beforeRestore = (() => {
+      let n = 0;
+      return () => {
+        // Vanishes right before the handle batch; the first spec batch then also fails on it.
+        if (n++ === 0) h.rules = h.rules.filter((r) => r !== a);
+      };
+    })();
     const p = await c.pass(input);
     assert.deepEqual(p.errors, []);
     assert.deepEqual(
@@ -155,8 +158,11 @@ describe('Cleaner passes against a fake host', () => {
       [b.spec],
     );
     assert.deepEqual(h.rules, PROTECTED);
-    // detect, pass 1, pass 2, its re-list, and the re-list after the failed batch
-    assert.equal(h.calls.filter((x) => x === 'ebtables -t nat -L').length, 5);
+    // The handle batch failed as a whole; the spec batch was then tried, failed too, and the re-list retry won.
+    assert.deepEqual(
+      h.calls.filter((x) => x === 'nft -f -' || x.startsWith('ebtables-restore')),
+      ['nft -f -', 'ebtables-restore --noflush', 'ebtables-restore --noflush'],
+    );
   });
 
   it('dry-run reports what would go and deletes nothing', async () => {
@@ -207,6 +213,53 @@ describe('Cleaner passes against a fake host', () => {
     const p = await c.pass(input);
     assert.equal(p.removedNeighbours.length, 1);
     assert.equal(h.neighbours.length, 0);
+  });
+});
+
+describe('handle-based batch (nft flavour)', () => {
+  it('falls back to ebtables-restore by spec when the chain changes between the bracketing listings', async () => {
+    const h = host();
+    const stale = arp('198.51.100.12', '02:aa:00:00:00:12');
+    h.rules.push(stale);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input);
+    clock.t = 2000;
+    let listings = 0;
+    const late = dnat('198.51.100.99', '02:aa:00:00:00:99');
+    h.afterNftList = () => {
+      if (listings++ === 0) h.rules.push(late); // azure-vnet adds a rule mid-listing
+    };
+    const p = await c.pass(input);
+    assert.deepEqual(
+      p.removedRules.map((r) => r.rule.spec),
+      [stale.spec],
+    );
+    assert.ok(!h.calls.includes('nft -f -'), 'unproven handles are never used');
+    assert.ok(h.calls.includes('ebtables-restore --noflush'));
+    assert.ok(h.rules.includes(late), 'the late rule was never judged twice');
+  });
+
+  it('falls back when nft is missing', async () => {
+    const h = host();
+    h.nftAvailable = false;
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    assert.equal((await c.pass(input)).removedRules.length, 1);
+    assert.deepEqual(h.rules, PROTECTED);
+  });
+
+  it('deletes duplicates by their own handles', async () => {
+    const h = host();
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'), arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    assert.equal((await c.pass(input)).removedRules.length, 2);
+    assert.deepEqual(h.rules, PROTECTED);
+    assert.ok(h.calls.includes('nft -f -'));
   });
 });
 

@@ -28,9 +28,52 @@ export class FakeHost extends ToolRunner {
   /** Every deletion: the spec and the fake time it happened. */
   deleted: FakeRule[] = [];
   calls: string[] = [];
-  /** Runs right before an ebtables-restore batch is applied (to simulate races). */
+  /** Runs right before a batch (ebtables-restore or nft -f) is applied (to simulate races). */
   beforeRestore: (() => void) | undefined;
   failListing = false;
+  /** nf_tables handles, as the kernel hands them out: per rule object, never reused. */
+  private readonly handles = new Map<FakeRule, number>();
+  private nextHandle = 2;
+  /** Runs after each `nft -a list table bridge nat` (to simulate a change between listings). */
+  afterNftList: (() => void) | undefined;
+  nftAvailable = true;
+
+  private handleOf(r: FakeRule): number {
+    let h = this.handles.get(r);
+    if (h === undefined) {
+      h = this.nextHandle++;
+      this.handles.set(r, h);
+    }
+    return h;
+  }
+
+  private remove(r: FakeRule): void {
+    this.handles.delete(r);
+    this.deleted.push(r);
+  }
+
+  nftListing(): string {
+    const out = ['table bridge nat { # handle 1'];
+    for (const c of ['PREROUTING', 'OUTPUT', 'POSTROUTING']) {
+      out.push(
+        `\tchain ${c} { # handle 1`,
+        '\t\ttype filter hook prerouting priority dstnat; policy accept;',
+      );
+      for (const r of this.rules.filter((x) => x.chain === c)) {
+        const ip = / --ip6?-dst (\S+)/.exec(r.spec)?.[1];
+        const mac = / --to-dst (\S+)/.exec(r.spec)?.[1];
+        const text = r.spec.includes('-j arpreply')
+          ? 'ether type arp xt match arp counter packets 0 bytes 0 xt target arpreply'
+          : ip && mac
+            ? `iifname "eth0" ether type ip ${r.spec.includes('--ip6-dst') ? 'ip6' : 'ip'} daddr ${ip} counter packets 0 bytes 0 ether daddr set ${stripZeros(mac)} accept`
+            : 'counter packets 0 bytes 0 xt target other';
+        out.push(`\t\t${text} # handle ${this.handleOf(r)}`);
+      }
+      out.push('\t}');
+    }
+    out.push('}');
+    return out.join('\n');
+  }
 
   constructor() {
     super({ log: pino({ level: 'silent' }) });
@@ -74,7 +117,31 @@ export class FakeHost extends ToolRunner {
         next.splice(i, 1);
       }
       this.rules = next;
-      this.deleted.push(...removed);
+      for (const r of removed) this.remove(r);
+      return ok('');
+    }
+    if (cmd === 'nft -a list table bridge nat') {
+      if (!this.nftAvailable) throw new ToolError(cmd, null, '', 'nft not found on PATH');
+      const text = this.nftListing();
+      this.afterNftList?.();
+      return ok(text);
+    }
+    if (cmd === 'nft -f -') {
+      this.beforeRestore?.();
+      const wanted = (opts.input ?? '')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => Number(/^delete rule bridge nat PREROUTING handle (\d+)$/.exec(l)?.[1] ?? Number.NaN));
+      const byHandle = new Map(
+        [...this.handles].filter(([r]) => this.rules.includes(r)).map(([r, h]) => [h, r]),
+      );
+      if (wanted.some((h) => !byHandle.has(h)))
+        throw new ToolError(cmd, 1, 'Error: Could not process rule: No such file or directory');
+      for (const h of wanted) {
+        const r = byHandle.get(h)!;
+        this.rules.splice(this.rules.indexOf(r), 1);
+        this.remove(r);
+      }
       return ok('');
     }
     if (tool === 'ebtables' && args.includes('-D')) {
@@ -82,8 +149,8 @@ export class FakeHost extends ToolRunner {
       const spec = args.slice(args.indexOf('-D') + 2).join(' ');
       const i = this.rules.findIndex((r) => r.chain === chain && sameRule(r.spec, spec));
       if (i < 0) throw new ToolError(cmd, 1, 'Bad rule');
-      this.deleted.push(this.rules[i]!);
-      this.rules.splice(i, 1);
+      const [r] = this.rules.splice(i, 1);
+      this.remove(r!);
       return ok('');
     }
     if (cmd === 'ip -j addr show') return ok(JSON.stringify(this.addrs));

@@ -17,6 +17,7 @@ import {
   parseRoutes,
   routeDevice,
 } from '../../../sidecar/netfilter/hoststate.ts';
+import { alignHandles, parseNftTable } from '../../../sidecar/netfilter/nfthandles.ts';
 
 const golden = (f: string) =>
   readFileSync(new URL(`../../golden/netfilter/azure-node/${f}`, import.meta.url), 'utf8');
@@ -175,5 +176,43 @@ describe('host state parsers', () => {
     assert.equal(routeDevice(routes, '198.19.0.1'), 'b');
     assert.equal(routeDevice(routes, '198.18.2.1'), 'd');
     assert.equal(routeDevice(routes, '203.0.113.9'), 'eth0');
+  });
+});
+
+describe('nft handle alignment', () => {
+  const eb = () => parseListing(golden('nat-nft.txt')).rules;
+  it('ties each listed rule to its handle on the recorded layout', () => {
+    const t = parseNftTable(golden('nft-a.txt'));
+    assert.equal(t.tableHandle, 1);
+    const handles = alignHandles(eb(), t, t);
+    assert.deepEqual(
+      handles,
+      Array.from({ length: 19 }, (_, i) => i + 2),
+    );
+  });
+
+  it('refuses when the chain changed between the two listings, or positions disagree', () => {
+    const text = golden('nft-a.txt');
+    const t = parseNftTable(text);
+    const changed = parseNftTable(text.replace('# handle 20', '# handle 23'));
+    assert.match(String(alignHandles(eb(), t, changed)), /changed while it was being listed/);
+    const lines = text.split('\n');
+    const missing = lines.filter((l) => !l.endsWith('# handle 9')).join('\n');
+    assert.match(
+      String(alignHandles(eb(), parseNftTable(missing), parseNftTable(missing))),
+      /nft lists 18 rules, ebtables 19/,
+    );
+    // Swap two rules: an arpreply where a dnat should be.
+    const i = lines.findIndex((l) => l.endsWith('# handle 11'));
+    const swapped = [...lines];
+    [swapped[i], swapped[i + 1]] = [swapped[i + 1]!, swapped[i]!];
+    const s = parseNftTable(swapped.join('\n'));
+    assert.match(String(alignHandles(eb(), s, s)), /position 10: target differs/);
+    // Same shape, other data: a dnat's MAC differs.
+    const other = parseNftTable(
+      text.replace('set 2:aa:0:0:0:12 accept # handle 12', 'set 2:aa:0:0:0:99 accept # handle 12'),
+    );
+    assert.match(String(alignHandles(eb(), other, other)), /position 11: nft shows/);
+    assert.throws(() => parseNftTable('table ip filter { # handle 3\n}'), /no "table bridge nat/);
   });
 });
