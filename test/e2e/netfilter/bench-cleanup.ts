@@ -19,19 +19,35 @@ const macOf = (prefix: number, i: number) =>
   `02:${prefix.toString(16).padStart(2, '0')}:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
 const arpreply = (ip: string, mac: string) =>
   `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac}`;
-const dnat = (ip: string, mac: string) => `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
+const dnat = (ip: string, mac: string) =>
+  `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
 
 async function main(): Promise<number> {
   const node = await createNamespace('bench');
   try {
-    await sh(['ip', 'link', 'add', 'dgbench0', 'netns', node.ns, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', node.ns]);
+    await sh([
+      'ip',
+      'link',
+      'add',
+      'dgbench0',
+      'netns',
+      node.ns,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      node.ns,
+    ]);
     await node.run(['ip', 'link', 'add', 'azure0', 'type', 'bridge']);
     await node.run(['ip', 'link', 'set', 'eth0', 'master', 'azure0']);
     for (const d of ['eth0', 'dgbench0', 'azure0']) await node.run(['ip', 'link', 'set', d, 'up']);
     await node.run(['ip', 'addr', 'add', '192.0.2.10/24', 'dev', 'azure0']);
     await node.run(['ip', 'route', 'add', '198.18.0.0/15', 'dev', 'azure0']);
-    const eth0Mac = (JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[])[0]!
-      .address;
+    const eth0Mac = (
+      JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[]
+    )[0]!.address;
 
     // Pods 0..999 are current; IPs 1000..1999 belonged to pods that are gone.
     const pods: PodInfo[] = Array.from({ length: PODS }, (_, i) => ({
@@ -41,17 +57,29 @@ async function main(): Promise<number> {
     }));
     const protectedSpecs: { chain: string; spec: string }[] = [
       { chain: 'PREROUTING', spec: arpreply('192.0.2.10', eth0Mac) },
-      { chain: 'PREROUTING', spec: '-p ARP -i eth0 --arp-op Reply -j dnat --to-dst ff:ff:ff:ff:ff:ff --dnat-target ACCEPT' },
+      {
+        chain: 'PREROUTING',
+        spec: '-p ARP -i eth0 --arp-op Reply -j dnat --to-dst ff:ff:ff:ff:ff:ff --dnat-target ACCEPT',
+      },
       { chain: 'PREROUTING', spec: '-i az+ -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT' },
       { chain: 'PREROUTING', spec: '-p 802_1Q -j DROP' },
-      { chain: 'PREROUTING', spec: '-p IPv4 -i eth0 --ip-dst 198.18.0.0/16 -j dnat --to-dst 02:ee:00:00:00:01 --dnat-target ACCEPT' },
-      { chain: 'POSTROUTING', spec: `-s Unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT` },
+      {
+        chain: 'PREROUTING',
+        spec: '-p IPv4 -i eth0 --ip-dst 198.18.0.0/16 -j dnat --to-dst 02:ee:00:00:00:01 --dnat-target ACCEPT',
+      },
+      {
+        chain: 'POSTROUTING',
+        spec: `-s Unicast -o eth0 -j snat --to-src ${eth0Mac} --snat-arp --snat-target ACCEPT`,
+      },
     ];
     const neighbours: string[] = [];
     for (let i = 0; i < LIVE_WITH_RULES; i++) {
       const ip = ipOf(i + 1);
       const mac = macOf(0xbb, i + 1);
-      protectedSpecs.push({ chain: 'PREROUTING', spec: arpreply(ip, mac) }, { chain: 'PREROUTING', spec: dnat(ip, mac) });
+      protectedSpecs.push(
+        { chain: 'PREROUTING', spec: arpreply(ip, mac) },
+        { chain: 'PREROUTING', spec: dnat(ip, mac) },
+      );
       neighbours.push(`neigh replace ${ip} lladdr ${mac} dev azure0 nud permanent`);
     }
     const staleSpecs: string[] = [];
@@ -95,7 +123,8 @@ async function main(): Promise<number> {
     process.stdout.write(
       `bench-cleanup: ${pods.length} pods, ${before.length} rules (${staleSpecs.length} stale, ${protectedSpecs.length} protected)\n`,
     );
-    if (staleSpecs.length + protectedSpecs.length !== before.length) throw new Error('setup: rule count mismatch');
+    if (staleSpecs.length + protectedSpecs.length !== before.length)
+      throw new Error('setup: rule count mismatch');
     const runner = new ToolRunner({ log, prefix, historyLimit: 100 });
     const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
     const t0 = performance.now();
@@ -121,7 +150,8 @@ async function main(): Promise<number> {
     const t2 = performance.now();
     await lister.snapshot(); // the listing a pass starts with
     const fresh = decide({ snapshot: await lister.snapshot(), ...input }); // the re-list before deleting
-    for (const r of fresh.staleRules) await baseRunner.run('ebtables', ebtablesDeleteArgs(r), { mutates: true });
+    for (const r of fresh.staleRules)
+      await baseRunner.run('ebtables', ebtablesDeleteArgs(r), { mutates: true });
     const baseS = (performance.now() - t2) / 1000;
     const afterBase = await listed();
     const baseProtectedDeleted = protectedSpecs.filter((p) => !afterBase.includes(p.spec)).length;
