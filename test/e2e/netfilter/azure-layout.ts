@@ -2,7 +2,9 @@
 // another CNI: a node with bridge azure0 (uplink eth0 enslaved), a client on the other end of
 // eth0, and one routed "new CNI" pod namespace whose IP azure-vnet once gave to another pod.
 import type { PodInfo } from '../../../sidecar/netfilter/decide.ts';
-import { createNamespace, type Netns } from './ns.ts';
+import { type Netns as BareNetns, createNamespace, sh } from '../../lib/netns.ts';
+
+type Netns = BareNetns & { destroy(): Promise<void> };
 
 export const NODE_IP = '192.0.2.10';
 export const NODE_IP6 = '2001:db8::10';
@@ -234,7 +236,6 @@ export async function buildAzureNode(): Promise<AzureNode> {
 }
 
 async function sh2(cmd: string[]): Promise<void> {
-  const { sh } = await import('./ns.ts');
   const r = await sh(cmd);
   if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
 }

@@ -7,7 +7,7 @@ import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { decide, type PodInfo } from '../../../sidecar/netfilter/decide.ts';
 import { ebtablesDeleteArgs } from '../../../sidecar/netfilter/plan.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { createNamespace, sh } from './ns.ts';
+import { createNamespace, sh } from '../../lib/netns.ts';
 
 const PODS = 1000;
 const GONE = 1000; // IPs of pods that are gone: arpreply + dnat each = 2,000 stale rules

@@ -14,8 +14,8 @@ import type { Capability } from '../../../sidecar/capability.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
 import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
+import { sh } from '../../lib/netns.ts';
 import { type AzureNode, buildAzureNode, IP, NODE_IP } from './azure-layout.ts';
-import { sh } from './ns.ts';
 
 const log = createLogger('test', 'warn');
 const uid = process.pid.toString(36);
