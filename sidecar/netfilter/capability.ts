@@ -39,6 +39,7 @@ class NetfilterCleanup implements Capability {
   private readonly passCounter;
   private readonly staleGauge;
   private readonly usableGauge;
+  private readonly reportedDry = new Set<string>();
   passes = 0;
   lastResult: PassResult | undefined;
 
@@ -154,6 +155,13 @@ class NetfilterCleanup implements Capability {
     this.passCounter.inc({ result: result.errors.length ? 'partial' : 'ok' });
     this.staleGauge.set({ kind: 'rule' }, result.staleRules.length);
     this.staleGauge.set({ kind: 'neighbour' }, result.staleNeighbours.length);
+    if (result.dryRun) {
+      // Dry-run deletes nothing, so the same items come back every pass: report each once.
+      const isNew = (k: string) => !this.reportedDry.has(k);
+      result.removedRules = result.removedRules.filter((r) => isNew(r.key));
+      result.removedNeighbours = result.removedNeighbours.filter((n) => isNew(n.key));
+      for (const k of [...result.removedRules, ...result.removedNeighbours]) this.reportedDry.add(k.key);
+    }
     const dry = String(result.dryRun);
     if (result.removedRules.length)
       this.removedCounter.inc({ kind: 'rule', dry_run: dry }, result.removedRules.length);
