@@ -153,7 +153,7 @@ export class Cleaner {
     }
     const [rules, addrs, neigh, r4, r6, fdb] = await Promise.all([
       listRules(),
-      runner.run('ip', ['-j', 'addr', 'show']),
+      runner.run('ip', ['-d', '-j', 'addr', 'show']),
       runner.run('ip', ['-j', 'neigh', 'show']),
       runner.run('ip', ['-j', 'route', 'show', 'table', 'main']),
       runner.run('ip', ['-j', '-6', 'route', 'show', 'table', 'main']),

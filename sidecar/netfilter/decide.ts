@@ -49,11 +49,14 @@ export interface Decision {
 
 const neighbourKey = (n: Pick<Neighbour, 'ip' | 'dev'>) => `${n.ip}|${n.dev}`;
 const BAD_NEIGHBOUR_STATES = ['PERMANENT', 'FAILED', 'INCOMPLETE'];
+/** Bridge ports that lead to local endpoints (pods, VMs), as opposed to uplinks. */
+const LOCAL_PORT_KINDS = new Set(['veth', 'tap', 'tun']);
 
 /**
  * A per-pod ebtables rule is stale when its IP is not a node address and its MAC is not
  * known here; known = a local interface's MAC, a MAC learned in a bridge FDB on a local
- * port, or (for an IP of a current pod) the lladdr of the pod IP's neighbour on its route device. The
+ * port (a veth/tap port that no nat rule names as its -i/-o), or (for an IP of a current
+ * pod) the lladdr of the pod IP's neighbour on its route device. The
  * neighbour criterion is per IP, so a tunnel-mode MAC shared by all pods is judged per IP.
  * A neighbour is stale only for an IP of a current pod on this node, when it is
  * PERMANENT/FAILED/INCOMPLETE on a device other than that IP's route device.
@@ -68,8 +71,18 @@ export function decide(input: DecideInput): Decision {
   const globalMacs = new Map<string, string>();
   for (const i of snapshot.ifaces)
     if (i.mac && !isGroupMac(i.mac) && i.mac !== '000000000000') globalMacs.set(i.mac, `interface ${i.name}`);
+  // Only ports towards local endpoints count: a MAC learned on the uplink is somebody else's
+  // (in tunnel mode the gateway's 12:34:56:78:9a:bc is learned there, and would otherwise make
+  // every tunnel-mode rule look live). Uplinks: ports named by the nat rules themselves
+  // (azure-vnet's -i eth0 / -o eth0) and anything that is not a veth/tap.
+  const ruleIfaces = new Set<string>();
+  for (const r of snapshot.rules ?? [])
+    for (let k = 0; k < r.tokens.length - 1; k++)
+      if (r.tokens[k] === '-i' || r.tokens[k] === '-o') ruleIfaces.add(r.tokens[k + 1]!);
+  const kindOf = new Map(snapshot.ifaces.map((i) => [i.name, i.kind]));
+  const isLocalPort = (dev: string) => !ruleIfaces.has(dev) && LOCAL_PORT_KINDS.has(kindOf.get(dev) ?? '');
   for (const f of snapshot.fdb)
-    if (f.master && !isGroupMac(f.mac) && !globalMacs.has(f.mac))
+    if (f.master && !isGroupMac(f.mac) && !globalMacs.has(f.mac) && isLocalPort(f.dev))
       globalMacs.set(f.mac, `bridge FDB on ${f.dev} (${f.master})`);
 
   const podByIp = new Map<string, PodInfo>();

@@ -14,6 +14,8 @@ export interface Iface {
   name: string;
   mac?: string;
   ips: string[];
+  /** linkinfo.info_kind from `ip -d`: veth, bridge, vxlan…; absent for physical NICs. */
+  kind?: string;
 }
 
 export interface Route {
@@ -58,16 +60,17 @@ export function parseNeighbours(text: string): Neighbour[] {
   return out;
 }
 
-/** `ip -j addr show` → interfaces with MAC and addresses. */
+/** `ip -d -j addr show` → interfaces with MAC, addresses and link kind. */
 export function parseAddrs(text: string): Iface[] {
-  return parseJsonArray(text, 'ip -j addr show').flatMap((e) => {
+  return parseJsonArray(text, 'ip -d -j addr show').flatMap((e) => {
     if (typeof e.ifname !== 'string') return [];
     const mac = typeof e.address === 'string' ? normalizeMac(e.address) : undefined;
     const info = Array.isArray(e.addr_info) ? (e.addr_info as Record<string, unknown>[]) : [];
     const ips = info.flatMap((a) =>
       typeof a.local === 'string' && isIP(a.local) ? [canonicalIp(a.local)] : [],
     );
-    return [{ name: e.ifname, ...(mac ? { mac } : {}), ips }];
+    const kind = (e.linkinfo as { info_kind?: unknown } | undefined)?.info_kind;
+    return [{ name: e.ifname, ...(mac ? { mac } : {}), ips, ...(typeof kind === 'string' ? { kind } : {}) }];
   });
 }
 

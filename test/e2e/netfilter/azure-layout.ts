@@ -92,6 +92,9 @@ export async function buildAzureNode(): Promise<AzureNode> {
   await n('ip -6 route add 2001:db8:1::/64 dev azure0');
 
   await client.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+  // The client plays the Azure gateway of tunnel mode: its MAC is the shared tunnel MAC, so the
+  // node's bridge learns that MAC on its uplink eth0 (which must not make tunnel rules "known").
+  await client.run(['ip', 'link', 'set', 'dgc0', 'address', TUNNEL_MAC]);
   await client.run(['ip', 'addr', 'add', `${CLIENT_IP}/24`, 'dev', 'dgc0']);
   await client.run(['ip', 'addr', 'add', `${CLIENT_IP6}/64`, 'dev', 'dgc0', 'nodad']);
   await client.run(['ip', 'link', 'set', 'dgc0', 'up']);

@@ -62,6 +62,8 @@ describe('azure-vnet leftovers in real namespaces', () => {
     assert.ok(await ping(l, '192.0.2.10'), 'client reaches the node');
     assert.equal(await ping(l, IP.reused), false, 'stale dnat must break the reused IP');
     assert.equal(await ping(l, IP6.reused), false, 'and the reused IPv6');
+    const fdb = await l.node.run(['bridge', '-j', 'fdb', 'show', 'br', 'azure0']);
+    assert.match(fdb, /"mac":"12:34:56:78:9a:bc","ifname":"eth0"/, 'tunnel MAC learned on the uplink');
   });
 
   it('removes exactly the stale rules and neighbours after two passes, keeps every protected one', async () => {

@@ -124,7 +124,13 @@ describe('Cleaner passes against a fake host', () => {
     const clock = fakeClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     await c.pass(input);
-    // The MAC shows up in the bridge FDB: known here now.
+    // The MAC shows up in the bridge FDB on a local (veth) port: known here now.
+    h.addrs.push({
+      ifname: 'veth1',
+      address: '02:00:00:00:01:01',
+      addr_info: [],
+      linkinfo: { info_kind: 'veth' },
+    });
     h.fdb = [{ mac: '02:aa:00:00:00:13', ifname: 'veth1', master: 'azure0', state: '', flags: [] }];
     clock.t = 2000;
     await c.pass(input);

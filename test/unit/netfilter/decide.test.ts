@@ -87,9 +87,29 @@ describe('staleness decision on the recorded azure-vnet layout', () => {
 
   it('a MAC learned in the bridge FDB on a local port is known', () => {
     const s = snapshot('nat-nft.txt');
+    s.ifaces.push({ name: 'veth9', ips: [], kind: 'veth' });
     s.fdb.push({ mac: '02aa00000012', dev: 'veth9', master: 'azure0', state: '', flags: [] });
     const d = decide({ snapshot: s, pods, nodeAddresses: [] });
     assert.ok(!d.staleRules.some((r) => r.rule.perPod?.ip === '198.51.100.12'));
+    assert.ok(
+      d.verdicts.some(
+        (v) => v.reason === 'MAC 02:aa:00:00:00:12 is known here (bridge FDB on veth9 (azure0))',
+      ),
+    );
+  });
+
+  it('a MAC learned on the uplink is not "here" (tunnel mode: the gateway MAC is learned on eth0)', () => {
+    const s = snapshot('nat-nft.txt');
+    // eth0 is a veth in the test layout, but the nat rules name it (-i eth0 / -o eth0): uplink.
+    s.ifaces.push({ name: 'ens5', ips: [] }); // a physical NIC: no link kind
+    s.fdb.push(
+      { mac: '123456789abc', dev: 'eth0', master: 'azure0', state: '', flags: [] },
+      { mac: '02aa00000012', dev: 'ens5', master: 'azure0', state: '', flags: [] },
+    );
+    const d = decide({ snapshot: s, pods, nodeAddresses: [] });
+    const stale = new Set(d.staleRules.map((r) => r.rule.perPod?.ip));
+    assert.ok(stale.has('198.51.100.14') && stale.has('198.51.100.15'), 'tunnel-mode rules still stale');
+    assert.ok(stale.has('198.51.100.12'), 'a MAC learned on a physical port is not known here');
   });
 
   it('no ebtables (unusable flavour): neighbours are still judged', () => {

@@ -21,7 +21,12 @@ export class FakeHost extends ToolRunner {
   rules: FakeRule[] = [];
   flavour: 'nft' | 'legacy' = 'nft';
   neighbours: { dst: string; dev: string; lladdr?: string; state: string[] }[] = [];
-  addrs: { ifname: string; address: string; addr_info: { local: string }[] }[] = [];
+  addrs: {
+    ifname: string;
+    address: string;
+    addr_info: { local: string }[];
+    linkinfo?: { info_kind: string };
+  }[] = [];
   routes4: { dst: string; dev: string; type?: string }[] = [];
   routes6: { dst: string; dev: string }[] = [];
   fdb: { mac: string; ifname: string; master?: string; state: string; flags: string[] }[] = [];
@@ -153,7 +158,7 @@ export class FakeHost extends ToolRunner {
       this.remove(r!);
       return ok('');
     }
-    if (cmd === 'ip -j addr show') return ok(JSON.stringify(this.addrs));
+    if (cmd === 'ip -d -j addr show') return ok(JSON.stringify(this.addrs));
     if (cmd === 'ip -j neigh show') return ok(JSON.stringify(this.neighbours));
     if (cmd === 'ip -j route show table main') return ok(JSON.stringify(this.routes4));
     if (cmd === 'ip -j -6 route show table main') return ok(JSON.stringify(this.routes6));
