@@ -270,57 +270,100 @@ describe('handle-based batch (nft flavour)', () => {
 });
 
 describe('property: generated rulesets, reinstalls and clock jumps', () => {
-  it('never deletes a protected or live rule; every deletion was stale on two passes >= confirm apart', async () => {
-    const ipArb = fc.integer({ min: 1, max: 40 }).map((i) => `198.51.100.${i}`);
+  it('never deletes a protected or live item; every deletion was stale on two passes >= confirm apart', async () => {
+    const ipArb = fc.oneof(
+      fc.integer({ min: 1, max: 40 }).map((i) => `198.51.100.${i}`),
+      fc.constant(NODE_IP),
+    );
     const macArb = fc.integer({ min: 1, max: 6 }).map((i) => `02:aa:00:00:00:0${i}`);
     const ruleArb = fc.record({
       kind: fc.constantFrom('arp', 'dnat'),
       ip: ipArb,
       mac: fc.oneof(macArb, fc.constant(LOCAL_MAC), fc.constant('12:34:56:78:9a:bc')),
     });
+    const neighArb = fc.record({
+      dst: fc.constantFrom('198.51.100.13', '198.51.100.12', '198.51.100.200'),
+      dev: fc.constantFrom('azure0', 'lxc13'),
+      state: fc.constantFrom('PERMANENT', 'FAILED', 'INCOMPLETE', 'REACHABLE', 'STALE'),
+    });
     const stepArb = fc.record({
       advance: fc.constantFrom(0, 300, 1000, 2000, 2500),
       add: fc.array(ruleArb, { maxLength: 4 }),
       removeFirst: fc.nat({ max: 3 }),
+      // A rule azure-vnet adds while the pass is listing (between the nft listings).
+      midListing: fc.option(ruleArb, { nil: undefined }),
+      // The kernel keeps one entry per (IP, device).
+      neighbours: fc.option(
+        fc.uniqueArray(neighArb, { maxLength: 4, selector: (n) => `${n.dst}|${n.dev}` }),
+        {
+          nil: undefined,
+        },
+      ),
     });
     await fc.assert(
       fc.asyncProperty(
+        fc.constantFrom<'nft' | 'legacy'>('nft', 'legacy'),
         fc.array(ruleArb, { maxLength: 20 }),
         fc.array(stepArb, { minLength: 1, maxLength: 8 }),
-        async (initial, steps) => {
+        async (flavour, initial, steps) => {
           const h = host();
+          h.flavour = flavour;
           const mk = (r: { kind: string; ip: string; mac: string }) =>
             r.kind === 'arp' ? arp(r.ip, r.mac) : dnat(r.ip, r.mac);
           h.rules.push(...initial.map(mk));
           const clock = fakeClock();
           const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
-          // spec -> times of passes that listed it as present (pass history for the oracle)
+          // What each pass saw at its start: the oracle for "stale on two passes".
           const history: { t: number; present: Set<string> }[] = [];
+          const seenTwice = (key: string) => {
+            for (let i = history.length - 1; i >= 0; i--) {
+              if (!history[i]!.present.has(key)) return false;
+              if (clock.t - history[i]!.t >= 2000) return true;
+            }
+            return false;
+          };
           for (const step of steps) {
             clock.t += step.advance;
             h.rules.splice(PROTECTED.length, step.removeFirst);
             h.rules.push(...step.add.map(mk));
+            if (step.neighbours)
+              h.neighbours = step.neighbours.map((n) => ({
+                dst: n.dst,
+                dev: n.dev,
+                state: [n.state],
+                ...(n.state === 'FAILED' || n.state === 'INCOMPLETE' ? {} : { lladdr: '02:aa:00:00:00:13' }),
+              }));
+            let mid = step.midListing ? mk(step.midListing) : undefined;
+            h.afterNftList = () => {
+              if (mid) h.rules.push(mid);
+              mid = undefined;
+            };
             const before = h.deleted.length;
-            history.push({ t: clock.t, present: new Set(h.rules.map((r) => r.spec)) });
+            const beforeN = h.deletedNeighbours.length;
+            history.push({
+              t: clock.t,
+              present: new Set([
+                ...h.rules.map((r) => r.spec),
+                ...h.neighbours.map((n) => `${n.dst}|${n.dev}`),
+              ]),
+            });
             await c.pass(input);
             for (const d of h.deleted.slice(before)) {
               assert.ok(!PROTECTED.some((p) => p.spec === d.spec), `protected deleted: ${d.spec}`);
               assert.ok(!d.spec.includes(LOCAL_MAC), `live deleted: ${d.spec}`);
-              // Present on this pass and on every pass back to one >= 2000 ms earlier.
-              let ok = false;
-              for (let i = history.length - 1; i >= 0; i--) {
-                if (!history[i]!.present.has(d.spec)) break;
-                if (clock.t - history[i]!.t >= 2000) {
-                  ok = true;
-                  break;
-                }
-              }
-              assert.ok(ok, `deleted without two sightings >= 2 s apart: ${d.spec}`);
+              assert.ok(!d.spec.includes(` ${NODE_IP} `), `node address rule deleted: ${d.spec}`);
+              assert.ok(seenTwice(d.spec), `deleted without two sightings >= 2 s apart: ${d.spec}`);
+            }
+            for (const n of h.deletedNeighbours.slice(beforeN)) {
+              assert.equal(n.dst, '198.51.100.13', 'only neighbours of current pods');
+              assert.equal(n.dev, 'azure0', 'never the one on the pod route device');
+              assert.ok(['PERMANENT', 'FAILED', 'INCOMPLETE'].includes(n.state[0]!), n.state[0]);
+              assert.ok(seenTwice(`${n.dst}|${n.dev}`), `neighbour deleted too early: ${n.dst}`);
             }
           }
         },
       ),
-      { numRuns: 150 },
+      { numRuns: 200 },
     );
   });
 });

@@ -32,6 +32,7 @@ export class FakeHost extends ToolRunner {
   fdb: { mac: string; ifname: string; master?: string; state: string; flags: string[] }[] = [];
   /** Every deletion: the spec and the fake time it happened. */
   deleted: FakeRule[] = [];
+  deletedNeighbours: FakeHost['neighbours'] = [];
   calls: string[] = [];
   /** Runs right before a batch (ebtables-restore or nft -f) is applied (to simulate races). */
   beforeRestore: (() => void) | undefined;
@@ -169,7 +170,7 @@ export class FakeHost extends ToolRunner {
         const [, , ip, , dev] = l.split(' ');
         const i = this.neighbours.findIndex((n) => n.dst === ip && n.dev === dev);
         if (i < 0) failed = true;
-        else this.neighbours.splice(i, 1);
+        else this.deletedNeighbours.push(...this.neighbours.splice(i, 1));
       }
       if (failed) throw new ToolError(cmd, 1, 'RTNETLINK answers: No such file or directory');
       return ok('');
