@@ -58,6 +58,8 @@ interface Listed {
   snapshot: Snapshot;
   handles?: number[];
   handleError?: string;
+  /** The nat listing could not be parsed: rules were not judged. */
+  ruleError?: string;
 }
 
 export class Cleaner {
@@ -122,7 +124,8 @@ export class Cleaner {
     const eb = await this.detectEbtables();
     const nftList = async () =>
       parseNftTable((await runner.run('nft', ['-a', 'list', 'table', 'bridge', 'nat'])).stdout);
-    let handleInfo: Omit<Listed, 'snapshot'> = {};
+    let handleInfo: Omit<Listed, 'snapshot' | 'ruleError'> = {};
+    let ruleError: string | undefined;
     const listRules = async (): Promise<EbRule[] | undefined> => {
       if (!eb.usable) return undefined;
       let before: NftTable | undefined;
@@ -131,7 +134,15 @@ export class Cleaner {
           handleInfo = { handleError: e.message };
           return undefined;
         });
-      const rules = parseListing((await runner.run('ebtables', ['-t', 'nat', '-L'])).stdout).rules;
+      const text = (await runner.run('ebtables', ['-t', 'nat', '-L'])).stdout;
+      let rules: EbRule[];
+      try {
+        rules = parseListing(text).rules;
+      } catch (e) {
+        // A listing we cannot read is no reason to skip the neighbours: judge no rules this pass.
+        ruleError = `ebtables -t nat -L: ${(e as Error).message}`;
+        return undefined;
+      }
       if (before) {
         try {
           const aligned = alignHandles(rules, before, await nftList());
@@ -149,6 +160,7 @@ export class Cleaner {
       return {
         snapshot: { ...reuse, ...(rules ? { rules } : {}), neighbours: parseNeighbours(neigh.stdout) },
         ...handleInfo,
+        ...(ruleError ? { ruleError } : {}),
       };
     }
     const [rules, addrs, neigh, r4, r6, fdb] = await Promise.all([
@@ -169,6 +181,7 @@ export class Cleaner {
         fdb: parseFdb(fdb.stdout),
       },
       ...handleInfo,
+      ...(ruleError ? { ruleError } : {}),
     };
   }
 
@@ -176,7 +189,8 @@ export class Cleaner {
   async pass(input: PassInput): Promise<PassResult> {
     const { clock, log } = this.opts;
     const at = clock.now();
-    const first = await this.snapshot();
+    const firstListed = await this.snapshotWithHandles(false);
+    const first = firstListed.snapshot;
     const decision = decide({ snapshot: first, ...input });
     const confirmed = this.tracker.observe(at, [
       ...decision.staleRules.map((r) => r.key),
@@ -189,7 +203,7 @@ export class Cleaner {
       removedRules: [],
       removedNeighbours: [],
       dryRun: this.opts.dryRun || this.opts.runner.observeOnly,
-      errors: [],
+      errors: firstListed.ruleError ? [firstListed.ruleError] : [],
       decision,
     };
     if (confirmed.size > 0) {

@@ -222,6 +222,23 @@ describe('Cleaner passes against a fake host', () => {
   });
 });
 
+describe('unreadable listings', () => {
+  it('an unparsable nat listing is an error of the pass; neighbours are still cleaned', async () => {
+    const h = host();
+    h.neighbours = [
+      { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
+    ];
+    h.listing = () =>
+      'Bridge table: nat\n\nBridge chain: PREROUTING, entries: 5, policy: ACCEPT\n-j ACCEPT\n';
+    const c = new Cleaner({ runner: h, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    const p = await c.pass(input);
+    assert.match(p.errors[0]!, /ebtables -t nat -L: chain PREROUTING: header says 5 entries, listed 1/);
+    assert.equal(p.removedNeighbours.length, 1);
+    assert.equal(h.deleted.length, 0);
+  });
+});
+
 describe('handle-based batch (nft flavour)', () => {
   it('falls back to ebtables-restore by spec when the chain changes between the bracketing listings', async () => {
     const h = host();
