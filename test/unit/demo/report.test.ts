@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { escapeHtml, renderChart, renderReport } from '../../../demo/report.ts';
+import {
+  firstAnsweredBy,
+  lastAnsweredBy,
+  leaseMovedAt,
+  longestArpSilence,
+  segments,
+  summaryTable,
+  type Timeline,
+} from '../../../demo/timeline.ts';
+
+const GOLDEN = new URL('../../golden/demo/report.html', import.meta.url);
+
+const timeline = (): Timeline => ({
+  title: 'drainguard demo <drain node-a>',
+  startedAt: '2026-11-22T01:00:00.000Z',
+  endT: 12_000,
+  nodes: ['node-a', 'node-b', 'node-c'],
+  vip: '198.51.100.100',
+  leaseName: 'skupper/skupper-site-leader',
+  arp: [
+    { t: 0, nodes: ['node-a'] },
+    { t: 100, nodes: ['node-a'] },
+    { t: 1800, nodes: ['node-a', 'node-b'] },
+    { t: 1900, nodes: ['node-b'] },
+    { t: 5000, nodes: ['node-b'] },
+  ],
+  lease: [
+    { t: 0, holder: 'router-node-a' },
+    { t: 3000, holder: 'router-node-b' },
+  ],
+  events: [
+    {
+      t: 2500,
+      source: 'Event LeaseHandedOver',
+      text: 'Lease skupper/skupper-site-leader handed to router-node-b',
+    },
+    { t: 200, source: 'Node node-a label', text: 'exclude label added & <annotated>' },
+  ],
+  marks: [{ t: 0, label: 'cordon node-a' }],
+  gaps: [
+    { name: 'ARP silence', measuredMs: 0, baselineMs: 5000, baselineNote: 'memberlist failure detection' },
+    { name: 'Lease without leader', measuredMs: 850, baselineMs: null, baselineNote: 'n/a' },
+  ],
+});
+
+test('segments collapse equal neighbours and run to the end', () => {
+  assert.deepEqual(
+    segments(
+      [
+        { t: 0, value: 'a' },
+        { t: 10, value: 'a' },
+        { t: 20, value: '' },
+        { t: 30, value: 'b' },
+      ],
+      50,
+    ),
+    [
+      { from: 0, to: 20, value: 'a' },
+      { from: 20, to: 30, value: '' },
+      { from: 30, to: 50, value: 'b' },
+    ],
+  );
+  assert.deepEqual(segments([], 10), []);
+});
+
+test('gap measurements from probe rounds and lease reads', () => {
+  const arp = [
+    { t: 0, nodes: ['a'] },
+    { t: 100, nodes: [] },
+    { t: 250, nodes: [] },
+    { t: 400, nodes: ['b'] },
+    { t: 500, nodes: [] },
+    { t: 550, nodes: ['b'] },
+  ];
+  assert.equal(longestArpSilence(arp, 0, 1000), 300);
+  assert.equal(longestArpSilence(arp, 420, 1000), 50);
+  assert.equal(longestArpSilence([{ t: 0, nodes: ['a'] }], 0, 1000), 0);
+  assert.equal(firstAnsweredBy(arp, 'b', 0), 400);
+  assert.equal(firstAnsweredBy(arp, 'c', 0), null);
+  assert.equal(lastAnsweredBy(arp, 'a', 0), 0);
+  const lease = [
+    { t: 0, holder: 'x' },
+    { t: 10, holder: '' },
+    { t: 20, holder: 'y' },
+  ];
+  assert.equal(leaseMovedAt(lease, 'x', 0), 20);
+  assert.equal(leaseMovedAt(lease, 'y', 0), 0);
+  assert.equal(leaseMovedAt([{ t: 0, holder: 'x' }], 'x', 0), null);
+});
+
+test('escapes everything that comes from the cluster', () => {
+  assert.equal(escapeHtml('<a href="x">&</a>'), '&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;');
+  const html = renderReport(timeline());
+  assert.ok(!html.includes('<drain node-a>'));
+  assert.ok(html.includes('&lt;drain node-a&gt;'));
+  assert.ok(html.includes('exclude label added &amp; &lt;annotated&gt;'));
+});
+
+test('the chart has one rect per run in each lane, nobody in red, and the markers', () => {
+  const svg = renderChart(timeline());
+  assert.match(svg, /^<svg /);
+  // ARP: a, a+b, b ; Lease: router-node-a, router-node-b
+  assert.equal((svg.match(/<rect /g) ?? []).length, 5);
+  assert.ok(svg.includes('node-a+node-b'));
+  assert.ok(svg.includes('cordon node-a'));
+  const silent = renderChart({ ...timeline(), arp: [{ t: 0, nodes: [] }] });
+  assert.ok(silent.includes('fill="#e15759"'));
+});
+
+test('events are listed in time order', () => {
+  const html = renderReport(timeline());
+  assert.ok(html.indexOf('exclude label added') < html.indexOf('handed to router-node-b'));
+});
+
+test('report matches the golden file (UPDATE_GOLDEN=1 rewrites it)', () => {
+  const html = renderReport(timeline());
+  if (process.env.UPDATE_GOLDEN) writeFileSync(GOLDEN, html);
+  assert.equal(html, readFileSync(GOLDEN, 'utf8'));
+});
+
+test('summary table aligns columns and shows missing values as a dash', () => {
+  const s = summaryTable(timeline().gaps);
+  const lines = s.split('\n');
+  assert.equal(lines.length, 3);
+  assert.match(lines[2] ?? '', /^Lease without leader\s+850 ms\s+—\s+n\/a$/);
+  assert.match(lines[1] ?? '', /5\.0 s/);
+});
