@@ -16,4 +16,14 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
     load: () => import('../sidecar/netfilter/cli.ts'),
   },
+  status: {
+    summary: 'per node and guarded Lease: draining, fence, VIPs, exclude label, holder, last handover',
+    usage: 'drainguard status [--kubeconfig PATH] [-o table|json]',
+    load: () => import('./status.ts'),
+  },
+  reset: {
+    summary: "undo drainguard's label, annotations and (--local) nft tables after its sidecar is gone",
+    usage: 'drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH]',
+    load: () => import('./reset.ts'),
+  },
 };

@@ -22,6 +22,15 @@ export function parseLeaseRefs(items: readonly string[], defaultNamespace: strin
   });
 }
 
+/** Reasons of the Events the handover records on its pod (every message names "Lease <ns>/<name>"); `drainguard status` reads them. */
+export const LEASE_EVENT_REASONS = {
+  handedOver: 'LeaseHandedOver',
+  unverified: 'LeaseHandoverUnverified',
+  observed: 'LeaseHandoverObserved',
+  failed: 'LeaseHandoverFailed',
+  leftToExpire: 'LeaseLeftToExpire',
+} as const;
+
 export const SKUPPER_DEFAULTS = {
   leases: ['skupper-site-leader'],
   leaderContainer: 'kube-adaptor',

@@ -13,6 +13,7 @@ import {
   containerPhase,
   decideHandover,
   isOwnIdentity,
+  LEASE_EVENT_REASONS,
   type LeaseRef,
   type LeaseSettings,
   leaderStopped,
@@ -319,7 +320,7 @@ export class LeaseHandover implements Capability {
         if (!isOwnIdentity(lease?.spec?.holderIdentity, c.podName, s.identityScheme))
           return { lease: key, outcome: 'not-holder' };
         const msg = `Lease ${key} left to expire: leader container ${s.leaderContainer} did not stop within ${c.leaderStopTimeoutSeconds} s`;
-        await this.ctx.events.record(podTarget, 'Warning', 'LeaseLeftToExpire', msg);
+        await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
         return { lease: key, outcome: 'leader-still-running', detail: msg };
       }
       const backoff = new Backoff({ baseMs: 100, capMs: 1_000 });
@@ -347,7 +348,7 @@ export class LeaseHandover implements Capability {
         if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
         if (c.observeOnly) {
           const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
-          await this.ctx.events.record(podTarget, 'Normal', 'LeaseHandoverObserved', msg);
+          await this.ctx.events.record(podTarget, 'Normal', LEASE_EVENT_REASONS.observed, msg);
           return {
             lease: key,
             outcome: 'observed',
@@ -384,7 +385,7 @@ export class LeaseHandover implements Capability {
     } catch (e) {
       const msg = `Lease ${key} not handed over: ${(e as Error).message}; it will expire on its own`;
       this.ctx.log.error({ lease: key, err: (e as Error).message }, msg);
-      await this.ctx.events.record(podTarget, 'Warning', 'LeaseHandoverFailed', msg);
+      await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.failed, msg);
       return { lease: key, outcome: 'api-failed', detail: msg };
     }
   }
@@ -457,7 +458,7 @@ export class LeaseHandover implements Capability {
     await this.ctx.events.record(
       podTarget,
       warn ? 'Warning' : 'Normal',
-      warn ? 'LeaseHandoverUnverified' : 'LeaseHandedOver',
+      warn ? LEASE_EVENT_REASONS.unverified : LEASE_EVENT_REASONS.handedOver,
       msg,
     );
     return { lease: key, outcome, detail: msg, writeMs, verifyMs, ...(successor ? { successor } : {}) };

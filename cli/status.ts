@@ -1,0 +1,299 @@
+// `drainguard status`: what drainguard is doing in a cluster, read from the API only — the
+// sidecars publish their state on the Node (annotations/label) and as Events, the webhook
+// records what it injected on each pod. Pure core (buildStatus/renderStatus) plus a thin reader.
+import { parseArgs } from 'node:util';
+import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
+import { isApiError, KubeClient } from '../shared/kube/client.ts';
+import { resolveTarget } from '../shared/kube/config.ts';
+import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
+import { nodeDrainReason } from '../sidecar/drain/state.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, parseStatus, STATUS_ANNOTATION } from '../sidecar/l2/core.ts';
+import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
+import { A, SIDECAR_NAME } from '../webhook/profiles.ts';
+
+export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [-o table|json]
+
+Per node: draining?, L2 handover phase, fence installed?, VIPs announced, and whether the
+exclude-from-external-load-balancers label is there because drainguard added it (all read from
+the Node annotation ${STATUS_ANNOTATION} and label bookkeeping the sidecar publishes).
+Per Lease guarded by an injected pod: holder, last renew, last handover (from the Events the
+sidecar records). Reads only; needs get/list on nodes, pods, leases and events.
+
+  --kubeconfig PATH  API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
+  -o, --output FMT   table (default) or json
+
+Exit: 0 printed, 1 API error, 2 bad usage.
+`;
+
+export interface EventLike {
+  reason?: string;
+  message?: string;
+  type?: string;
+  lastTimestamp?: string | null;
+  eventTime?: string | null;
+  firstTimestamp?: string | null;
+  metadata?: { creationTimestamp?: string };
+  involvedObject?: { kind?: string; name?: string; namespace?: string };
+}
+
+export interface NodeRow {
+  node: string;
+  /** Why the node counts as draining (cordoned, taint …), or null. */
+  draining: string | null;
+  /** L2 handover phase from the sidecar's annotation, or null when it wrote none. */
+  l2Phase: string | null;
+  fence: 'installed' | 'failsafe' | 'none' | 'unknown';
+  vips: string[];
+  handedTo: Record<string, string>;
+  excludeLabel: 'added-by-drainguard' | 'present-not-drainguard' | 'absent';
+  /** Injected pods scheduled on this node. */
+  injectedPods: string[];
+}
+
+export interface LeaseRow {
+  lease: string;
+  guardedBy: string[];
+  exists: boolean;
+  holder: string;
+  renewTime: string | null;
+  lastHandover: { time: string; reason: string; message: string } | null;
+}
+
+export interface StatusReport {
+  nodes: NodeRow[];
+  leases: LeaseRow[];
+}
+
+interface InjectedStatus {
+  profile?: string;
+  features?: string[];
+}
+
+export function injectedStatus(pod: Pod): InjectedStatus | undefined {
+  const raw = pod.metadata?.annotations?.[A.status];
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw) as InjectedStatus;
+  } catch {
+    return {};
+  }
+}
+
+const podKey = (p: Pod) => `${p.metadata?.namespace}/${p.metadata?.name}`;
+
+type Container = { name: string; env?: { name: string; value?: string }[] };
+
+/** The Leases an injected pod guards: its sidecar's DRAINGUARD_LEASES, else the profile's default. */
+export function guardedLeases(pod: Pod): string[] {
+  const st = injectedStatus(pod);
+  if (!st) return [];
+  const spec = pod.spec as { containers?: Container[]; initContainers?: Container[] } | undefined;
+  const sidecar = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find(
+    (c) => c.name === SIDECAR_NAME,
+  );
+  const env = new Map((sidecar?.env ?? []).map((e) => [e.name, e.value ?? '']));
+  const features = env.get('DRAINGUARD_FEATURES')?.split(',') ?? st.features ?? [];
+  if (!features.includes('lease-handover')) return [];
+  const listed = (env.get('DRAINGUARD_LEASES') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const profile = env.get('DRAINGUARD_PROFILE') ?? st.profile;
+  const names = listed.length > 0 ? listed : profile === 'skupper-router' ? SKUPPER_DEFAULTS.leases : [];
+  try {
+    return parseLeaseRefs(names, pod.metadata?.namespace ?? 'default').map((r) => `${r.namespace}/${r.name}`);
+  } catch {
+    return [];
+  }
+}
+
+const REASONS = new Set<string>(Object.values(LEASE_EVENT_REASONS));
+const eventTime = (e: EventLike) =>
+  e.lastTimestamp || e.eventTime || e.firstTimestamp || e.metadata?.creationTimestamp || '';
+
+export function buildStatus(input: {
+  nodes: Node[];
+  pods: Pod[];
+  leases: Map<string, Lease | undefined>;
+  events: EventLike[];
+  drainTaints?: readonly string[];
+}): StatusReport {
+  const injected = input.pods.filter((p) => injectedStatus(p) !== undefined);
+  const nodes = input.nodes.map((n): NodeRow => {
+    const name = n.metadata?.name ?? '';
+    const ann = n.metadata?.annotations ?? {};
+    const st = parseStatus(ann[STATUS_ANNOTATION]);
+    const labelled = n.metadata?.labels?.[EXCLUDE_LABEL] !== undefined;
+    return {
+      node: name,
+      draining: nodeDrainReason(n, input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
+      l2Phase: st?.phase ?? null,
+      fence: !st ? 'unknown' : st.failsafe && st.fenced ? 'failsafe' : st.fenced ? 'installed' : 'none',
+      vips: st?.vips ?? [],
+      handedTo: st?.handedTo ?? {},
+      excludeLabel: !labelled
+        ? 'absent'
+        : ann[LABEL_OWNED_ANNOTATION] === 'true'
+          ? 'added-by-drainguard'
+          : 'present-not-drainguard',
+      injectedPods: injected.filter((p) => p.spec?.nodeName === name).map(podKey),
+    };
+  });
+  const guarded = new Map<string, string[]>();
+  for (const p of injected)
+    for (const l of guardedLeases(p)) guarded.set(l, [...(guarded.get(l) ?? []), podKey(p)]);
+  const leases = [...guarded.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, pods]): LeaseRow => {
+      const lease = input.leases.get(key);
+      const mention = new RegExp(`Lease ${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![-a-z0-9.])`);
+      const last = input.events
+        .filter((e) => REASONS.has(e.reason ?? '') && mention.test(e.message ?? ''))
+        .sort((a, b) => eventTime(a).localeCompare(eventTime(b)))
+        .pop();
+      return {
+        lease: key,
+        guardedBy: pods.sort(),
+        exists: lease !== undefined,
+        holder: lease?.spec?.holderIdentity ?? '',
+        renewTime: lease?.spec?.renewTime ?? null,
+        lastHandover: last
+          ? { time: eventTime(last), reason: last.reason ?? '', message: last.message ?? '' }
+          : null,
+      };
+    });
+  return { nodes, leases };
+}
+
+function table(rows: string[][]): string {
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+export function renderStatus(r: StatusReport): string {
+  const out: string[] = [];
+  const nodeRows = [
+    ['NODE', 'DRAINING', 'L2 PHASE', 'FENCE', 'VIPS', 'HANDED TO', 'EXCLUDE LABEL', 'INJECTED PODS'],
+  ];
+  for (const n of r.nodes)
+    nodeRows.push([
+      n.node,
+      n.draining ?? 'no',
+      n.l2Phase ?? '-',
+      n.fence,
+      n.vips.join(',') || '-',
+      Object.entries(n.handedTo)
+        .map(([svc, node]) => `${svc}→${node}`)
+        .join(',') || '-',
+      n.excludeLabel,
+      String(n.injectedPods.length),
+    ]);
+  out.push(table(nodeRows));
+  out.push('');
+  if (r.leases.length === 0) out.push('No Leases guarded by injected pods.');
+  else {
+    const leaseRows = [['LEASE', 'HOLDER', 'RENEWED', 'LAST HANDOVER', 'GUARDED BY']];
+    for (const l of r.leases)
+      leaseRows.push([
+        l.lease,
+        l.exists ? l.holder || '(none)' : '(missing)',
+        l.renewTime ?? '-',
+        l.lastHandover ? `${l.lastHandover.time} ${l.lastHandover.reason}: ${l.lastHandover.message}` : '-',
+        l.guardedBy.join(','),
+      ]);
+    out.push(table(leaseRows));
+  }
+  return `${out.join('\n')}\n`;
+}
+
+async function list<T>(client: KubeClient, path: string): Promise<T[]> {
+  const items: T[] = [];
+  let cont = '';
+  do {
+    const sep = path.includes('?') ? '&' : '?';
+    const page = await client.get<KubeList<T>>(
+      `${path}${sep}limit=500${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
+    );
+    items.push(...(page.items ?? []));
+    cont = page.metadata?.continue ?? '';
+  } while (cont);
+  return items;
+}
+
+export async function readStatus(client: KubeClient): Promise<StatusReport> {
+  const [nodes, pods] = await Promise.all([
+    list<Node>(client, '/api/v1/nodes'),
+    list<Pod>(client, '/api/v1/pods'),
+  ]);
+  const keys = new Set(pods.flatMap(guardedLeases));
+  const leases = new Map<string, Lease | undefined>();
+  const events: EventLike[] = [];
+  for (const key of keys) {
+    const [ns, name] = key.split('/') as [string, string];
+    try {
+      leases.set(
+        key,
+        await client.get<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${name}`),
+      );
+    } catch (e) {
+      if (!isApiError(e, 404)) throw e;
+      leases.set(key, undefined);
+    }
+  }
+  for (const ns of new Set([...keys].map((k) => k.split('/')[0] as string)))
+    events.push(
+      ...(await list<EventLike & KubeObject>(
+        client,
+        `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.kind%3DPod`,
+      )),
+    );
+  return buildStatus({ nodes, pods, leases, events });
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: { kubeconfig?: string; output?: string; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        kubeconfig: { type: 'string' },
+        output: { type: 'string', short: 'o' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    process.stderr.write(`drainguard status: ${(e as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const output = values.output ?? 'table';
+  if (output !== 'table' && output !== 'json') {
+    process.stderr.write(
+      `drainguard status: -o ${JSON.stringify(output)}: accepted values are table, json\n`,
+    );
+    return 2;
+  }
+  const client = new KubeClient(await resolveTarget(values.kubeconfig));
+  try {
+    const report = await readStatus(client);
+    process.stdout.write(output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : renderStatus(report));
+    return 0;
+  } catch (e) {
+    process.stderr.write(`drainguard status: ${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    client.close();
+  }
+}

@@ -1,0 +1,248 @@
+// `drainguard status` and `drainguard reset` as a user runs them: the CLI process against a real
+// API server, and the nft part against real tables in a network namespace.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import { EventRecorder } from '../../../shared/kube/events.ts';
+import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { microTime } from '../../../shared/kube/types.ts';
+import { createLogger } from '../../../shared/log.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { FENCE_TABLE, fenceTablesIn, renderFence } from '../../../sidecar/l2/fence.ts';
+import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
+import { A, SIDECAR_NAME } from '../../../webhook/profiles.ts';
+import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
+import { createNamespace } from '../../lib/netns.ts';
+
+const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
+let cp: ControlPlane;
+let client: KubeClient;
+
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [CLI, ...args, '--kubeconfig', cp.kubeconfigPath], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (c) => {
+      stdout += c;
+    });
+    p.stderr.on('data', (c) => {
+      stderr += c;
+    });
+    p.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+const l2Status = JSON.stringify({
+  phase: 'fenced',
+  since: '2026-11-22T01:00:00.000Z',
+  vips: ['198.51.100.100'],
+  services: [{ service: 'web/www', ips: ['198.51.100.100'] }],
+  handedTo: { 'web/www': 'st-b' },
+  fenced: true,
+  failsafe: false,
+  interfaces: ['eth0'],
+});
+
+async function makeNode(name: string, labels: Record<string, string>, annotations: Record<string, string>) {
+  await client.create('/api/v1/nodes', {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, labels, annotations },
+  });
+}
+
+before(async () => {
+  cp = await sharedControlPlane();
+  client = cp.client();
+});
+after(() => client.close());
+
+test('status: nodes and guarded Leases, table and json, from what the sidecar and webhook publish', async () => {
+  await makeNode(
+    'st-a',
+    { [EXCLUDE_LABEL]: '' },
+    { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: l2Status },
+  );
+  await client.patch('/api/v1/nodes/st-a', { spec: { unschedulable: true } }, 'merge');
+  await makeNode('st-b', { [EXCLUDE_LABEL]: 'true' }, {});
+  await client.create('/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: 'st-site' },
+  });
+  const pod = await client.create<Pod>('/api/v1/namespaces/st-site/pods', {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'router-1',
+      namespace: 'st-site',
+      annotations: {
+        [A.status]: JSON.stringify({ profile: 'skupper-router', features: ['lease-handover'] }),
+      },
+    },
+    spec: {
+      nodeName: 'st-a',
+      automountServiceAccountToken: false,
+      containers: [
+        { name: 'kube-adaptor', image: 'x' },
+        {
+          name: SIDECAR_NAME,
+          image: 'drainguard',
+          env: [
+            { name: 'DRAINGUARD_PROFILE', value: 'skupper-router' },
+            { name: 'DRAINGUARD_FEATURES', value: 'lease-handover' },
+          ],
+        },
+      ],
+    },
+  });
+  const renew = microTime(Date.now());
+  await client.create('/apis/coordination.k8s.io/v1/namespaces/st-site/leases', {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name: 'skupper-site-leader', namespace: 'st-site' },
+    spec: { holderIdentity: 'router-2', leaseDurationSeconds: 15, renewTime: renew, acquireTime: renew },
+  });
+  // The Event as the sidecar records it (same recorder, same reason constant).
+  const rec = new EventRecorder(client, 'drainguard', 'st-a', createLogger('test', 'error'));
+  await rec.record(
+    { kind: 'Pod', name: 'router-1', namespace: 'st-site', uid: pod.metadata?.uid ?? '' },
+    'Normal',
+    LEASE_EVENT_REASONS.handedOver,
+    'Lease st-site/skupper-site-leader handed to router-2 in 0.3 s',
+  );
+
+  const json = await cli(['status', '-o', 'json']);
+  assert.equal(json.code, 0, json.stderr);
+  const r = JSON.parse(json.stdout) as {
+    nodes: {
+      node: string;
+      draining: string | null;
+      fence: string;
+      vips: string[];
+      excludeLabel: string;
+      injectedPods: string[];
+    }[];
+    leases: {
+      lease: string;
+      holder: string;
+      renewTime: string;
+      lastHandover: { reason: string; message: string } | null;
+    }[];
+  };
+  const a = r.nodes.find((n) => n.node === 'st-a');
+  const b = r.nodes.find((n) => n.node === 'st-b');
+  assert.equal(a?.draining, 'cordoned');
+  assert.equal(a?.fence, 'installed');
+  assert.deepEqual(a?.vips, ['198.51.100.100']);
+  assert.equal(a?.excludeLabel, 'added-by-drainguard');
+  assert.deepEqual(a?.injectedPods, ['st-site/router-1']);
+  assert.equal(b?.draining, null);
+  assert.equal(b?.excludeLabel, 'present-not-drainguard');
+  const l = r.leases.find((x) => x.lease === 'st-site/skupper-site-leader');
+  assert.equal(l?.holder, 'router-2');
+  assert.equal(l?.renewTime, renew);
+  assert.equal(l?.lastHandover?.reason, LEASE_EVENT_REASONS.handedOver);
+
+  const table = await cli(['status']);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /st-a\s+cordoned\s+fenced\s+installed/);
+  assert.match(
+    table.stdout,
+    /st-site\/skupper-site-leader\s+router-2\s+\S+\s+\S+ LeaseHandedOver: Lease st-site/,
+  );
+
+  const bad = await cli(['status', '-o', 'yaml']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /accepted values are table, json/);
+});
+
+test('reset: dry run changes nothing; --yes removes only what drainguard owns', async () => {
+  await makeNode(
+    'rs-a',
+    { [EXCLUDE_LABEL]: '', keep: 'me' },
+    { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: l2Status, 'other.io/x': 'keep' },
+  );
+  await makeNode('rs-cp', { [EXCLUDE_LABEL]: '' }, { [STATUS_ANNOTATION]: l2Status });
+  const before = await client.get<Node>('/api/v1/nodes/rs-a');
+
+  const dry = await cli(['reset', '--node', 'rs-a']);
+  assert.equal(dry.code, 0, dry.stderr);
+  assert.match(dry.stdout, /dry run/);
+  assert.match(dry.stdout, new RegExp(`would remove label ${EXCLUDE_LABEL}`));
+  const unchanged = await client.get<Node>('/api/v1/nodes/rs-a');
+  assert.equal(unchanged.metadata?.resourceVersion, before.metadata?.resourceVersion);
+
+  const yes = await cli(['reset', '--node', 'rs-a', '--yes']);
+  assert.equal(yes.code, 0, yes.stderr);
+  const a = await client.get<Node>('/api/v1/nodes/rs-a');
+  assert.equal(a.metadata?.labels?.[EXCLUDE_LABEL], undefined);
+  assert.equal(a.metadata?.labels?.keep, 'me');
+  assert.deepEqual(a.metadata?.annotations, { 'other.io/x': 'keep' });
+
+  // A label drainguard did not add (kubeadm on control-plane nodes) survives --all.
+  const all = await cli(['reset', '--all', '--yes']);
+  assert.equal(all.code, 0, all.stderr);
+  const cpNode = await client.get<Node>('/api/v1/nodes/rs-cp');
+  assert.equal(cpNode.metadata?.labels?.[EXCLUDE_LABEL], '');
+  assert.equal(cpNode.metadata?.annotations?.[STATUS_ANNOTATION], undefined);
+  assert.match(all.stdout, /node\/rs-cp: keeping label/);
+
+  for (const [args, msg] of [
+    [['reset'], /--node NAME, or use --all/],
+    [['reset', '--all', '--local'], /--local acts on this machine only/],
+    [['reset', '--all', '--node', 'x'], /exclude each other/],
+  ] as const) {
+    const r = await cli([...args]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, msg);
+  }
+  const missing = await cli(['reset', '--node', 'no-such-node', '--yes']);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /404|not found/i);
+});
+
+test('reset --local removes the drainguard nft tables in the node namespace (and only with --yes)', async () => {
+  const ns = await createNamespace('reset');
+  try {
+    await ns.run(['ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0p']);
+    // No dummy module in this kernel: a veth pair gives the fence a device with an egress hook.
+    await ns.run(['ip', 'link', 'set', 'eth0', 'up']);
+    // The sidecar's own fence (with the memberlist cut, so both tables exist), plus a foreign table.
+    await ns.run(['nft', '-f', '-'], {
+      input: renderFence({
+        vips4: ['198.51.100.100'],
+        vips6: [],
+        interfaces: ['eth0'],
+        memberlistPorts: [7946],
+      }),
+    });
+    await ns.run(['nft', 'add', 'table', 'inet', 'someone-else']);
+    const tables = async () => fenceTablesIn(await ns.run(['nft', '-j', 'list', 'tables']));
+    assert.deepEqual(await tables(), ['inet', 'netdev']);
+    await makeNode('rs-local', {}, { [STATUS_ANNOTATION]: l2Status });
+
+    const dry = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns]);
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, new RegExp(`would remove nft table netdev ${FENCE_TABLE}`));
+    assert.deepEqual(await tables(), ['inet', 'netdev']);
+
+    const yes = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns, '--yes']);
+    assert.equal(yes.code, 0, yes.stderr);
+    assert.match(yes.stdout, new RegExp(`removed nft table inet ${FENCE_TABLE}`));
+    assert.deepEqual(await tables(), []);
+    assert.match(await ns.run(['nft', 'list', 'tables']), /someone-else/);
+    const n = await client.get<Node>('/api/v1/nodes/rs-local');
+    assert.equal(n.metadata?.annotations?.[STATUS_ANNOTATION], undefined);
+
+    const again = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns, '--yes']);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /no drainguard nft table/);
+  } finally {
+    await ns.destroy();
+  }
+});
