@@ -42,8 +42,11 @@ function lane(y: number, label: string, segs: Segment[], x: (t: number) => numbe
 
 /** The SVG chart alone (exported for tests). */
 export function renderChart(t: Timeline): string {
-  const end = Math.max(t.endT, 1);
-  const x = (ms: number) => LEFT + (Math.min(Math.max(ms, 0), end) / end) * (W - LEFT - 10);
+  // The chart starts at the first sample (the state before the drain), t=0 is the drain.
+  const start = Math.min(0, ...t.arp.map((a) => a.t), ...t.lease.map((l) => l.t));
+  const end = Math.max(t.endT, start + 1);
+  const x = (ms: number) =>
+    LEFT + ((Math.min(Math.max(ms, start), end) - start) / (end - start)) * (W - LEFT - 10);
   const arpSegs = segments(
     t.arp.map((a) => ({ t: a.t, value: arpValue(a) })),
     end,
@@ -58,8 +61,9 @@ export function renderChart(t: Timeline): string {
   const axisY = leaseY + LANE_H + 18;
   const H = axisY + 30;
   const ticks: string[] = [];
-  const step = end <= 10_000 ? 1000 : end <= 60_000 ? 5000 : 10_000;
-  for (let ms = 0; ms <= end; ms += step)
+  const span = end - start;
+  const step = span <= 10_000 ? 1000 : span <= 60_000 ? 5000 : 10_000;
+  for (let ms = Math.ceil(start / step) * step; ms <= end; ms += step)
     ticks.push(
       `<line x1="${x(ms).toFixed(1)}" y1="${axisY - 4}" x2="${x(ms).toFixed(1)}" y2="${axisY}" stroke="#555"/><text x="${x(ms).toFixed(1)}" y="${axisY + 14}" text-anchor="middle">${ms / 1000}s</text>`,
     );

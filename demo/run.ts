@@ -8,7 +8,6 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { waitFor } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
@@ -20,7 +19,7 @@ import { freePort } from '../test/lib/control-plane.ts';
 import { pickSegment, sh } from '../test/lib/netns.ts';
 import { type ContainerHandle, KubeletStandIn } from '../test/sim/kubelet.ts';
 import { LeaseCandidate } from '../test/sim/lease-candidate.ts';
-import { A, INJECT_LABEL, SIDECAR_NAME } from '../webhook/profiles.ts';
+import { INJECT_LABEL, SIDECAR_NAME } from '../webhook/profiles.ts';
 import { podDiff, summarize } from './diff.ts';
 import { renderReport } from './report.ts';
 import {
@@ -153,6 +152,19 @@ async function startWebhook(w: L2World): Promise<void> {
       return Boolean(cfg.webhooks[0]?.clientConfig.caBundle);
     },
     { timeoutMs: 30_000, intervalMs: 200 },
+  );
+  // The caBundle is patched before the server listens: wait for the port too.
+  await waitFor(
+    'the webhook to listen',
+    () =>
+      new Promise<boolean>((resolve) => {
+        const sock = connect(port, '127.0.0.1', () => {
+          sock.destroy();
+          resolve(true);
+        });
+        sock.on('error', () => resolve(false));
+      }),
+    { timeoutMs: 30_000, intervalMs: 100 },
   );
   say(
     `drainguard webhook on https://127.0.0.1:${port} (self-managed CA, caBundle patched into its configuration)`,

@@ -111,6 +111,17 @@ test('the chart has one rect per run in each lane, nobody in red, and the marker
   assert.ok(silent.includes('fill="#e15759"'));
 });
 
+test('the chart starts at the first sample before the drain, with t=0 inside it', () => {
+  const t = timeline();
+  const svg = renderChart({ ...t, endT: 6000, arp: [{ t: -2000, nodes: ['node-a'] }, ...t.arp] });
+  assert.ok(svg.includes('>-2s<'));
+  assert.ok(svg.includes('>0s<'));
+  // The pre-drain run starts at the left edge of the plot and is not squeezed to a sliver.
+  const first = /<rect x="([\d.]+)" y="\d+" width="([\d.]+)"/.exec(svg);
+  assert.equal(Number(first?.[1]), 130);
+  assert.ok(Number(first?.[2]) > 100);
+});
+
 test('events are listed in time order', () => {
   const html = renderReport(timeline());
   assert.ok(html.indexOf('exclude label added') < html.indexOf('handed to router-node-b'));
