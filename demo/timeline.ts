@@ -12,6 +12,7 @@ export interface ArpSample {
 export interface LeaseSample {
   t: number;
   holder: string;
+  renewTime?: string;
 }
 
 /** Something read back from the API (annotation, label, Event, pod phase), with its time. */
@@ -106,6 +107,25 @@ export function leaseMovedAt(lease: LeaseSample[], oldHolder: string, after: num
 export function leaseVacancy(lease: LeaseSample[], oldHolder: string, vacatedAt: number): number | null {
   const moved = leaseMovedAt(lease, oldHolder, vacatedAt);
   return moved === null ? null : moved - vacatedAt;
+}
+
+/**
+ * First read (at or after `after`) showing `holder` renewing the Lease itself: same holder, a
+ * renewTime newer than the one written when it was named holder (by a handover or its own acquire
+ * — for an acquire that first read already counts, pass `acquireCounts`).
+ */
+export function firstRenewBy(
+  lease: LeaseSample[],
+  holder: string,
+  after: number,
+  acquireCounts = false,
+): number | null {
+  const mine = lease.filter((l) => l.t >= after && l.holder === holder);
+  const first = mine[0];
+  if (!first) return null;
+  if (acquireCounts) return first.t;
+  const renewed = mine.find((l) => l.renewTime !== first.renewTime);
+  return renewed ? renewed.t : null;
 }
 
 export const fmtMs = (ms: number | null) =>

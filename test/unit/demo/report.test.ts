@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { escapeHtml, renderChart, renderReport } from '../../../demo/report.ts';
 import {
   firstAnsweredBy,
+  firstRenewBy,
   lastAnsweredBy,
   leaseMovedAt,
   longestArpSilence,
@@ -90,6 +91,16 @@ test('gap measurements from probe rounds and lease reads', () => {
   assert.equal(leaseMovedAt(lease, 'x', 0), 20);
   assert.equal(leaseMovedAt(lease, 'y', 0), 0);
   assert.equal(leaseMovedAt([{ t: 0, holder: 'x' }], 'x', 0), null);
+  const renewed = [
+    { t: 0, holder: 'x', renewTime: 'r0' },
+    { t: 10, holder: 'y', renewTime: 'r1' },
+    { t: 20, holder: 'y', renewTime: 'r1' },
+    { t: 30, holder: 'y', renewTime: 'r2' },
+  ];
+  assert.equal(firstRenewBy(renewed, 'y', 0), 30);
+  assert.equal(firstRenewBy(renewed, 'y', 0, true), 10);
+  assert.equal(firstRenewBy(renewed.slice(0, 3), 'y', 0), null);
+  assert.equal(firstRenewBy(renewed, 'z', 0), null);
 });
 
 test('escapes everything that comes from the cluster', () => {
