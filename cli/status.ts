@@ -13,11 +13,13 @@ import { A, SIDECAR_NAME } from '../webhook/profiles.ts';
 
 export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [-o table|json]
 
-Per node: draining?, L2 handover phase, fence installed?, VIPs announced, and whether the
+Per node: draining?, VIPs it announces (MetalLB ServiceL2Status), L2 handover phase, fence
+installed?, where its VIPs were handed over to, and whether the
 exclude-from-external-load-balancers label is there because drainguard added it (all read from
 the Node annotation ${STATUS_ANNOTATION} and label bookkeeping the sidecar publishes).
 Per Lease guarded by an injected pod: holder, last renew, last handover (from the Events the
-sidecar records). Reads only; needs get/list on nodes, pods, leases and events.
+sidecar records). Reads only; needs get/list on nodes, pods, services, leases, events and
+servicel2statuses.metallb.io.
 
   --kubeconfig PATH  API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
   -o, --output FMT   table (default) or json
@@ -43,6 +45,9 @@ export interface NodeRow {
   /** L2 handover phase from the sidecar's annotation, or null when it wrote none. */
   l2Phase: string | null;
   fence: 'installed' | 'failsafe' | 'none' | 'unknown';
+  /** VIPs this node announces now, per MetalLB's ServiceL2Status (the speakers' intent). */
+  announces: string[];
+  /** VIPs the node announced when its handover started (from the sidecar's annotation). */
   vips: string[];
   handedTo: Record<string, string>;
   excludeLabel: 'added-by-drainguard' | 'present-not-drainguard' | 'absent';
@@ -111,13 +116,44 @@ const REASONS = new Set<string>(Object.values(LEASE_EVENT_REASONS));
 const eventTime = (e: EventLike) =>
   e.lastTimestamp || e.eventTime || e.firstTimestamp || e.metadata?.creationTimestamp || '';
 
+/** MetalLB's ServiceL2Status: which node announces which Service (metallb.io/v1beta1, MetalLB ≥ 0.14.4). */
+export interface L2StatusLike {
+  status?: { node?: string; serviceName?: string; serviceNamespace?: string };
+}
+
+export interface ServiceLike {
+  metadata?: { name?: string; namespace?: string };
+  status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
+}
+
+/** node → VIPs it announces: ServiceL2Status names the service, the Service has the VIPs. */
+export function announcedVips(l2: L2StatusLike[], services: ServiceLike[]): Map<string, string[]> {
+  const vipsOf = new Map(
+    services.map((s) => [
+      `${s.metadata?.namespace}/${s.metadata?.name}`,
+      (s.status?.loadBalancer?.ingress ?? []).map((i) => i.ip ?? '').filter(Boolean),
+    ]),
+  );
+  const out = new Map<string, string[]>();
+  for (const o of l2) {
+    const node = o.status?.node;
+    if (!node) continue;
+    const vips = vipsOf.get(`${o.status?.serviceNamespace}/${o.status?.serviceName}`) ?? [];
+    out.set(node, [...new Set([...(out.get(node) ?? []), ...vips])].sort());
+  }
+  return out;
+}
+
 export function buildStatus(input: {
   nodes: Node[];
   pods: Pod[];
   leases: Map<string, Lease | undefined>;
   events: EventLike[];
+  l2Statuses?: L2StatusLike[];
+  services?: ServiceLike[];
   drainTaints?: readonly string[];
 }): StatusReport {
+  const announced = announcedVips(input.l2Statuses ?? [], input.services ?? []);
   const injected = input.pods.filter((p) => injectedStatus(p) !== undefined);
   const nodes = input.nodes.map((n): NodeRow => {
     const name = n.metadata?.name ?? '';
@@ -129,6 +165,7 @@ export function buildStatus(input: {
       draining: nodeDrainReason(n, input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
       l2Phase: st?.phase ?? null,
       fence: !st ? 'unknown' : st.failsafe && st.fenced ? 'failsafe' : st.fenced ? 'installed' : 'none',
+      announces: announced.get(name) ?? [],
       vips: st?.vips ?? [],
       handedTo: st?.handedTo ?? {},
       excludeLabel: !labelled
@@ -180,18 +217,20 @@ function table(rows: string[][]): string {
 export function renderStatus(r: StatusReport): string {
   const out: string[] = [];
   const nodeRows = [
-    ['NODE', 'DRAINING', 'L2 PHASE', 'FENCE', 'VIPS', 'HANDED TO', 'EXCLUDE LABEL', 'INJECTED PODS'],
+    ['NODE', 'DRAINING', 'ANNOUNCES', 'L2 PHASE', 'FENCE', 'HANDED OVER', 'EXCLUDE LABEL', 'INJECTED PODS'],
   ];
   for (const n of r.nodes)
     nodeRows.push([
       n.node,
       n.draining ?? 'no',
+      n.announces.join(',') || '-',
       n.l2Phase ?? '-',
       n.fence,
-      n.vips.join(',') || '-',
       Object.entries(n.handedTo)
         .map(([svc, node]) => `${svc}→${node}`)
-        .join(',') || '-',
+        .join(',') ||
+        n.vips.join(',') ||
+        '-',
       n.excludeLabel,
       String(n.injectedPods.length),
     ]);
@@ -233,6 +272,15 @@ export async function readStatus(client: KubeClient): Promise<StatusReport> {
     list<Pod>(client, '/api/v1/pods'),
   ]);
   const keys = new Set(pods.flatMap(guardedLeases));
+  // ServiceL2Status only exists with MetalLB ≥ 0.14.4 installed: without the CRD, nothing announces.
+  let l2Statuses: L2StatusLike[] = [];
+  let services: ServiceLike[] = [];
+  try {
+    l2Statuses = await list<L2StatusLike>(client, '/apis/metallb.io/v1beta1/servicel2statuses');
+    if (l2Statuses.length > 0) services = await list<ServiceLike>(client, '/api/v1/services');
+  } catch (e) {
+    if (!isApiError(e, 404)) throw e;
+  }
   const leases = new Map<string, Lease | undefined>();
   const events: EventLike[] = [];
   for (const key of keys) {
@@ -254,7 +302,7 @@ export async function readStatus(client: KubeClient): Promise<StatusReport> {
         `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.kind%3DPod`,
       )),
     );
-  return buildStatus({ nodes, pods, leases, events });
+  return buildStatus({ nodes, pods, leases, events, l2Statuses, services });
 }
 
 export async function run(argv: string[]): Promise<number> {

@@ -3,9 +3,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
+import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
-import type { Node, Pod } from '../../../shared/kube/types.ts';
+import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
@@ -16,6 +17,7 @@ import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.t
 import { createNamespace } from '../../lib/netns.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
+const CRD = new URL('../../crds/servicel2status.yaml', import.meta.url).pathname;
 let cp: ControlPlane;
 let client: KubeClient;
 
@@ -150,7 +152,7 @@ test('status: nodes and guarded Leases, table and json, from what the sidecar an
 
   const table = await cli(['status']);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /st-a\s+cordoned\s+fenced\s+installed/);
+  assert.match(table.stdout, /st-a\s+cordoned\s+-\s+fenced\s+installed\s+web\/www→st-b/);
   assert.match(
     table.stdout,
     /st-site\/skupper-site-leader\s+router-2\s+\S+\s+\S+ LeaseHandedOver: Lease st-site/,
@@ -159,6 +161,53 @@ test('status: nodes and guarded Leases, table and json, from what the sidecar an
   const bad = await cli(['status', '-o', 'yaml']);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /accepted values are table, json/);
+});
+
+test('status: VIPs a node announces, from MetalLB ServiceL2Status and the Service (once the CRD exists)', async () => {
+  const crd = await cp.kubectl(['apply', '--validate=false', '-f', CRD]);
+  assert.equal(crd.code, 0, crd.stderr);
+  await waitFor(
+    'ServiceL2Status served',
+    async () => (await cp.kubectl(['get', 'servicel2statuses.metallb.io', '-A'])).code === 0,
+    { timeoutMs: 30_000, intervalMs: 200 },
+  );
+  await makeNode('an-b', {}, {});
+  for (const ns of ['an-web', 'an-metallb'])
+    await client.create('/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns },
+    });
+  const svc = await client.create<KubeObject>('/api/v1/namespaces/an-web/services', {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'www', namespace: 'an-web' },
+    spec: { type: 'LoadBalancer', ports: [{ port: 80 }] },
+  });
+  await client.replace('/api/v1/namespaces/an-web/services/www/status', {
+    ...svc,
+    status: { loadBalancer: { ingress: [{ ip: '198.51.100.100' }] } },
+  });
+  // As MetalLB's speaker writes it: empty spec, the announcing node in status.
+  const l2 = await client.create<KubeObject>(
+    '/apis/metallb.io/v1beta1/namespaces/an-metallb/servicel2statuses',
+    {
+      apiVersion: 'metallb.io/v1beta1',
+      kind: 'ServiceL2Status',
+      metadata: { name: 'l2-www', namespace: 'an-metallb' },
+      spec: {},
+    },
+  );
+  await client.replace('/apis/metallb.io/v1beta1/namespaces/an-metallb/servicel2statuses/l2-www/status', {
+    ...l2,
+    status: { node: 'an-b', serviceName: 'www', serviceNamespace: 'an-web', interfaces: [{ name: 'eth0' }] },
+  });
+  const json = await cli(['status', '-o', 'json']);
+  assert.equal(json.code, 0, json.stderr);
+  const r = JSON.parse(json.stdout) as { nodes: { node: string; announces: string[] }[] };
+  assert.deepEqual(r.nodes.find((n) => n.node === 'an-b')?.announces, ['198.51.100.100']);
+  const table = await cli(['status']);
+  assert.match(table.stdout, /an-b\s+no\s+198\.51\.100\.100\s/);
 });
 
 test('reset: dry run changes nothing; --yes removes only what drainguard owns', async () => {

@@ -105,6 +105,24 @@ test('status per node: drain, phase, fence, VIPs, and who put the exclude label 
     ],
     leases: new Map(),
     events: [],
+    l2Statuses: [
+      { status: { node: 'node-b', serviceName: 'www', serviceNamespace: 'web' } },
+      { status: { node: 'node-b', serviceName: 'api', serviceNamespace: 'web' } },
+      // A Service without an address yet, and an object with no node: no VIPs from them.
+      { status: { node: 'node-c', serviceName: 'pending', serviceNamespace: 'web' } },
+      { status: {} },
+    ],
+    services: [
+      {
+        metadata: { name: 'www', namespace: 'web' },
+        status: { loadBalancer: { ingress: [{ ip: '198.51.100.100' }] } },
+      },
+      {
+        metadata: { name: 'api', namespace: 'web' },
+        status: { loadBalancer: { ingress: [{ ip: '198.51.100.101' }, { ip: '2001:db8::100' }] } },
+      },
+      { metadata: { name: 'pending', namespace: 'web' }, status: {} },
+    ],
   });
   const [a, b, c, d] = r.nodes;
   assert.equal(a?.draining, 'cordoned');
@@ -113,17 +131,21 @@ test('status per node: drain, phase, fence, VIPs, and who put the exclude label 
   assert.deepEqual(a?.vips, ['198.51.100.100']);
   assert.deepEqual(a?.injectedPods, ['metallb-system/speaker-a']);
   assert.equal(b?.draining, null);
+  assert.deepEqual(b?.announces, ['198.51.100.100', '198.51.100.101', '2001:db8::100']);
+  assert.deepEqual(a?.announces, []);
+  assert.deepEqual(c?.announces, []);
   assert.equal(b?.excludeLabel, 'present-not-drainguard');
   assert.equal(b?.fence, 'unknown');
   assert.equal(c?.fence, 'failsafe');
   assert.equal(c?.excludeLabel, 'absent');
   assert.equal(d?.l2Phase, null);
   const text = renderStatus(r);
-  assert.match(text, /^NODE\s+DRAINING\s+L2 PHASE/);
+  assert.match(text, /^NODE\s+DRAINING\s+ANNOUNCES\s+L2 PHASE/);
   assert.match(
     text,
-    /node-a\s+cordoned\s+fenced\s+installed\s+198\.51\.100\.100\s+web\/www→node-b\s+added-by-drainguard\s+1/,
+    /node-a\s+cordoned\s+-\s+fenced\s+installed\s+web\/www→node-b\s+added-by-drainguard\s+1/,
   );
+  assert.match(text, /node-b\s+no\s+198\.51\.100\.100,198\.51\.100\.101,2001:db8::100\s+-\s+unknown/);
   assert.match(text, /No Leases guarded/);
 });
 
