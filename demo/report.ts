@@ -21,7 +21,13 @@ function colourOf(value: string, nodes: string[]): string {
   return i >= 0 ? (PALETTE[i % PALETTE.length] as string) : '#bab0ac';
 }
 
-function lane(y: number, label: string, segs: Segment[], x: (t: number) => number, nodes: string[]): string {
+function lane(
+  y: number,
+  label: string,
+  segs: Segment[],
+  x: (t: number) => number,
+  colour: (value: string) => string,
+): string {
   const parts = [
     `<text x="${LEFT - 8}" y="${y + LANE_H / 2 + 4}" text-anchor="end">${escapeHtml(label)}</text>`,
   ];
@@ -30,7 +36,7 @@ function lane(y: number, label: string, segs: Segment[], x: (t: number) => numbe
     const w = Math.max(1, x(s.to) - x0);
     const name = s.value === '' ? 'nobody' : s.value;
     parts.push(
-      `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${LANE_H}" fill="${colourOf(s.value, nodes)}"><title>${escapeHtml(`${name}: ${fmtMs(s.from)} – ${fmtMs(s.to)}`)}</title></rect>`,
+      `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${LANE_H}" fill="${colour(s.value)}"><title>${escapeHtml(`${name}: ${fmtMs(s.from)} – ${fmtMs(s.to)}`)}</title></rect>`,
     );
     if (w > 60)
       parts.push(
@@ -58,7 +64,17 @@ export function renderChart(t: Timeline): string {
   const marksTop = 20;
   const arpY = 40;
   const leaseY = arpY + LANE_H + 16;
-  const axisY = leaseY + LANE_H + 18;
+  const actY = leaseY + LANE_H + 16;
+  const byNode = (v: string) => colourOf(v, t.nodes);
+  // A Lease holder is a pod: colour it by the node it runs on.
+  const byHolderNode = (v: string) => colourOf(v === '' ? '' : (t.holderNodes?.[v] ?? v), t.nodes);
+  const actions = t.events
+    .filter((e) => e.t >= start && e.t <= end)
+    .map(
+      (e) =>
+        `<circle cx="${x(e.t).toFixed(1)}" cy="${actY + 10}" r="5" fill="#333" fill-opacity="0.6"><title>${escapeHtml(`${fmtMs(e.t)} ${e.source}: ${e.text}`)}</title></circle>`,
+    );
+  const axisY = actY + 20 + 18;
   const H = axisY + 30;
   const ticks: string[] = [];
   const span = end - start;
@@ -73,8 +89,10 @@ export function renderChart(t: Timeline): string {
   );
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" font-family="sans-serif" font-size="11">`,
-    lane(arpY, `ARP for ${t.vip}`, arpSegs, x, t.nodes),
-    lane(leaseY, `Lease ${t.leaseName}`, leaseSegs, x, t.nodes),
+    lane(arpY, 'ARP answered by', arpSegs, x, byNode),
+    lane(leaseY, 'Lease holder', leaseSegs, x, byHolderNode),
+    `<text x="${LEFT - 8}" y="${actY + 14}" text-anchor="end">seen in the API</text>`,
+    ...actions,
     `<line x1="${LEFT}" y1="${axisY}" x2="${W - 10}" y2="${axisY}" stroke="#555"/>`,
     ...ticks,
     ...marks,

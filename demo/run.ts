@@ -750,6 +750,7 @@ async function main(): Promise<number> {
       nodes: w.nodes.map((n) => n.name),
       vip: w.vip,
       leaseName: `${SITE_NS}/${LEASE}`,
+      holderNodes: Object.fromEntries(routers.map((r) => [r.name, r.node])),
       arp: rec.arp.filter((a) => a.t >= -1000),
       lease: rec.lease.filter((l) => l.t >= -1000),
       events: [

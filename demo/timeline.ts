@@ -39,6 +39,8 @@ export interface Timeline {
   nodes: string[];
   vip: string;
   leaseName: string;
+  /** Lease holder (pod) → the node it runs on, so the chart colours holders by node. */
+  holderNodes?: Record<string, string>;
   arp: ArpSample[];
   lease: LeaseSample[];
   events: TimelineEvent[];

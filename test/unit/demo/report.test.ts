@@ -22,6 +22,7 @@ const timeline = (): Timeline => ({
   nodes: ['node-a', 'node-b', 'node-c'],
   vip: '198.51.100.100',
   leaseName: 'skupper/skupper-site-leader',
+  holderNodes: { 'router-node-a': 'node-a', 'router-x': 'node-b' },
   arp: [
     { t: 0, nodes: ['node-a'] },
     { t: 100, nodes: ['node-a'] },
@@ -120,6 +121,19 @@ test('the chart has one rect per run in each lane, nobody in red, and the marker
   assert.ok(svg.includes('cordon node-a'));
   const silent = renderChart({ ...timeline(), arp: [{ t: 0, nodes: [] }] });
   assert.ok(silent.includes('fill="#e15759"'));
+  // Every observed action is a dot with its text as tooltip.
+  assert.equal((svg.match(/<circle /g) ?? []).length, 2);
+  assert.ok(svg.includes('Event LeaseHandedOver: Lease skupper/skupper-site-leader handed to router-node-b'));
+});
+
+test('Lease holders take the colour of their node', () => {
+  const t = timeline();
+  const svg = renderChart({ ...t, lease: [{ t: 0, holder: 'router-x' }] });
+  const rects = [...svg.matchAll(/<rect [^>]*fill="(#[0-9a-f]+)"><title>([^<]*)</g)];
+  const nodeB = rects.find((r) => r[2]?.startsWith('node-b:'))?.[1];
+  const holder = rects.find((r) => r[2]?.startsWith('router-x:'))?.[1];
+  assert.ok(nodeB);
+  assert.equal(holder, nodeB);
 });
 
 test('the chart starts at the first sample before the drain, with t=0 inside it', () => {
@@ -134,7 +148,8 @@ test('the chart starts at the first sample before the drain, with t=0 inside it'
 });
 
 test('events are listed in time order', () => {
-  const html = renderReport(timeline());
+  const html = renderReport(timeline()).split('<h2>What was observed</h2>')[1] ?? '';
+  assert.ok(html.includes('handed to router-node-b'));
   assert.ok(html.indexOf('exclude label added') < html.indexOf('handed to router-node-b'));
 });
 
