@@ -16,14 +16,9 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
     load: () => import('../sidecar/netfilter/cli.ts'),
   },
-  webhook: {
-    summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
-    usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
-    load: () => import('../webhook/main.ts'),
-  },
   status: {
     summary: 'per node and guarded Lease: draining, fence, VIPs, exclude label, holder, last handover',
-    usage: 'drainguard status [--kubeconfig PATH] [-o table|json]',
+    usage: 'drainguard status [--kubeconfig PATH] [-o table|json] [NODE...]',
     load: () => import('./status.ts'),
   },
   reset: {

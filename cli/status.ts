@@ -7,11 +7,12 @@ import { isApiError, KubeClient } from '../shared/kube/client.ts';
 import { resolveTarget } from '../shared/kube/config.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, parseStatus, STATUS_ANNOTATION } from '../sidecar/l2/core.ts';
+import { STATUS_ANNOTATION } from '../sidecar/l2/core.ts';
+import { formatRows, type NodeRow as L2NodeRow, rowsOf } from '../sidecar/l2/status.ts';
 import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
 import { A, SIDECAR_NAME } from '../webhook/profiles.ts';
 
-export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [-o table|json]
+export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [-o table|json] [NODE...]
 
 Per node: draining?, VIPs it announces (MetalLB ServiceL2Status), L2 handover phase, fence
 installed?, where its VIPs were handed over to, and whether the
@@ -22,7 +23,8 @@ sidecar records). Reads only; needs get/list on nodes, pods, services, leases, e
 servicel2statuses.metallb.io.
 
   --kubeconfig PATH  API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
-  -o, --output FMT   table (default) or json
+  -o, --output FMT   table (default) or json (--json is the same as -o json)
+  NODE...            only these nodes (default all)
 
 Exit: 0 printed, 1 API error, 2 bad usage.
 `;
@@ -38,19 +40,16 @@ export interface EventLike {
   involvedObject?: { kind?: string; name?: string; namespace?: string };
 }
 
-export interface NodeRow {
-  node: string;
-  /** Why the node counts as draining (cordoned, taint …), or null. */
+/**
+ * One node: the L2 sidecar's row (from sidecar/l2/status.ts: cordoned, who added the exclude
+ * label, the published L2Status) plus what only the cluster-wide view knows.
+ */
+export interface NodeRow extends L2NodeRow {
+  /** Why the node counts as draining (cordoned, drain taint …), or null. */
   draining: string | null;
-  /** L2 handover phase from the sidecar's annotation, or null when it wrote none. */
-  l2Phase: string | null;
   fence: 'installed' | 'failsafe' | 'none' | 'unknown';
   /** VIPs this node announces now, per MetalLB's ServiceL2Status (the speakers' intent). */
   announces: string[];
-  /** VIPs the node announced when its handover started (from the sidecar's annotation). */
-  vips: string[];
-  handedTo: Record<string, string>;
-  excludeLabel: 'added-by-drainguard' | 'present-not-drainguard' | 'absent';
   /** Injected pods scheduled on this node. */
   injectedPods: string[];
 }
@@ -155,25 +154,15 @@ export function buildStatus(input: {
 }): StatusReport {
   const announced = announcedVips(input.l2Statuses ?? [], input.services ?? []);
   const injected = input.pods.filter((p) => injectedStatus(p) !== undefined);
-  const nodes = input.nodes.map((n): NodeRow => {
-    const name = n.metadata?.name ?? '';
-    const ann = n.metadata?.annotations ?? {};
-    const st = parseStatus(ann[STATUS_ANNOTATION]);
-    const labelled = n.metadata?.labels?.[EXCLUDE_LABEL] !== undefined;
+  const byName = new Map(input.nodes.map((n) => [n.metadata?.name ?? '', n]));
+  const nodes = rowsOf(input.nodes).map((r): NodeRow => {
+    const st = r.status;
     return {
-      node: name,
-      draining: nodeDrainReason(n, input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
-      l2Phase: st?.phase ?? null,
+      ...r,
+      draining: nodeDrainReason(byName.get(r.node), input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
       fence: !st ? 'unknown' : st.failsafe && st.fenced ? 'failsafe' : st.fenced ? 'installed' : 'none',
-      announces: announced.get(name) ?? [],
-      vips: st?.vips ?? [],
-      handedTo: st?.handedTo ?? {},
-      excludeLabel: !labelled
-        ? 'absent'
-        : ann[LABEL_OWNED_ANNOTATION] === 'true'
-          ? 'added-by-drainguard'
-          : 'present-not-drainguard',
-      injectedPods: injected.filter((p) => p.spec?.nodeName === name).map(podKey),
+      announces: announced.get(r.node) ?? [],
+      injectedPods: injected.filter((p) => p.spec?.nodeName === r.node).map(podKey),
     };
   });
   const guarded = new Map<string, string[]>();
@@ -214,25 +203,18 @@ function table(rows: string[][]): string {
     .join('\n');
 }
 
-export function renderStatus(r: StatusReport): string {
+export function renderStatus(r: StatusReport, now: number): string {
   const out: string[] = [];
-  const nodeRows = [
-    ['NODE', 'DRAINING', 'ANNOUNCES', 'L2 PHASE', 'FENCE', 'HANDED OVER', 'EXCLUDE LABEL', 'INJECTED PODS'],
-  ];
+  // The L2 sidecar's own view first (the same table `sidecar/l2/status.ts` formats), then the rest.
+  out.push(formatRows(r.nodes, now).trimEnd());
+  out.push('');
+  const nodeRows = [['NODE', 'DRAINING', 'ANNOUNCES', 'INJECTED PODS']];
   for (const n of r.nodes)
     nodeRows.push([
       n.node,
       n.draining ?? 'no',
       n.announces.join(',') || '-',
-      n.l2Phase ?? '-',
-      n.fence,
-      Object.entries(n.handedTo)
-        .map(([svc, node]) => `${svc}→${node}`)
-        .join(',') ||
-        n.vips.join(',') ||
-        '-',
-      n.excludeLabel,
-      String(n.injectedPods.length),
+      n.injectedPods.join(',') || '-',
     ]);
   out.push(table(nodeRows));
   out.push('');
@@ -306,17 +288,19 @@ export async function readStatus(client: KubeClient): Promise<StatusReport> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { kubeconfig?: string; output?: string; help?: boolean };
+  let values: { kubeconfig?: string; output?: string; json?: boolean; help?: boolean };
+  let positionals: string[];
   try {
-    ({ values } = parseArgs({
+    ({ values, positionals } = parseArgs({
       args: argv,
       options: {
         kubeconfig: { type: 'string' },
         output: { type: 'string', short: 'o' },
+        json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
-      allowPositionals: false,
+      allowPositionals: true,
     }));
   } catch (e) {
     process.stderr.write(`drainguard status: ${(e as Error).message}\n${USAGE}`);
@@ -326,7 +310,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  const output = values.output ?? 'table';
+  const output = values.output ?? (values.json ? 'json' : 'table');
   if (output !== 'table' && output !== 'json') {
     process.stderr.write(
       `drainguard status: -o ${JSON.stringify(output)}: accepted values are table, json\n`,
@@ -335,8 +319,15 @@ export async function run(argv: string[]): Promise<number> {
   }
   const client = new KubeClient(await resolveTarget(values.kubeconfig));
   try {
-    const report = await readStatus(client);
-    process.stdout.write(output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : renderStatus(report));
+    const all = await readStatus(client);
+    // NODE arguments narrow the node rows; the Lease rows stay (Leases are not per node).
+    const report =
+      positionals.length === 0
+        ? all
+        : { ...all, nodes: all.nodes.filter((n) => positionals.includes(n.node)) };
+    process.stdout.write(
+      output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : renderStatus(report, Date.now()),
+    );
     return 0;
   } catch (e) {
     process.stderr.write(`drainguard status: ${(e as Error).message}\n`);

@@ -125,7 +125,7 @@ test('status: nodes and guarded Leases, table and json, from what the sidecar an
       node: string;
       draining: string | null;
       fence: string;
-      vips: string[];
+      status?: { vips: string[] };
       excludeLabel: string;
       injectedPods: string[];
     }[];
@@ -140,11 +140,11 @@ test('status: nodes and guarded Leases, table and json, from what the sidecar an
   const b = r.nodes.find((n) => n.node === 'st-b');
   assert.equal(a?.draining, 'cordoned');
   assert.equal(a?.fence, 'installed');
-  assert.deepEqual(a?.vips, ['198.51.100.100']);
-  assert.equal(a?.excludeLabel, 'added-by-drainguard');
+  assert.deepEqual(a?.status?.vips, ['198.51.100.100']);
+  assert.equal(a?.excludeLabel, 'drainguard');
   assert.deepEqual(a?.injectedPods, ['st-site/router-1']);
   assert.equal(b?.draining, null);
-  assert.equal(b?.excludeLabel, 'present-not-drainguard');
+  assert.equal(b?.excludeLabel, 'pre-existing');
   const l = r.leases.find((x) => x.lease === 'st-site/skupper-site-leader');
   assert.equal(l?.holder, 'router-2');
   assert.equal(l?.renewTime, renew);
@@ -152,10 +152,18 @@ test('status: nodes and guarded Leases, table and json, from what the sidecar an
 
   const table = await cli(['status']);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /st-a\s+cordoned\s+-\s+fenced\s+installed\s+web\/www→st-b/);
+  assert.match(table.stdout, /st-a\s+yes\s+drainguard\s+fenced\s+\S+\s+198\.51\.100\.100\s+st-b\s+eth0/);
+  assert.match(table.stdout, /st-a\s+cordoned\s+-\s+st-site\/router-1/);
   assert.match(
     table.stdout,
     /st-site\/skupper-site-leader\s+router-2\s+\S+\s+\S+ LeaseHandedOver: Lease st-site/,
+  );
+
+  const one = await cli(['status', '--json', 'st-b']);
+  assert.equal(one.code, 0, one.stderr);
+  assert.deepEqual(
+    (JSON.parse(one.stdout) as { nodes: { node: string }[] }).nodes.map((n) => n.node),
+    ['st-b'],
   );
 
   const bad = await cli(['status', '-o', 'yaml']);

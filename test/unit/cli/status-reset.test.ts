@@ -127,25 +127,25 @@ test('status per node: drain, phase, fence, VIPs, and who put the exclude label 
   const [a, b, c, d] = r.nodes;
   assert.equal(a?.draining, 'cordoned');
   assert.equal(a?.fence, 'installed');
-  assert.equal(a?.excludeLabel, 'added-by-drainguard');
-  assert.deepEqual(a?.vips, ['198.51.100.100']);
+  assert.equal(a?.excludeLabel, 'drainguard');
+  assert.deepEqual(a?.status?.vips, ['198.51.100.100']);
   assert.deepEqual(a?.injectedPods, ['metallb-system/speaker-a']);
   assert.equal(b?.draining, null);
   assert.deepEqual(b?.announces, ['198.51.100.100', '198.51.100.101', '2001:db8::100']);
   assert.deepEqual(a?.announces, []);
   assert.deepEqual(c?.announces, []);
-  assert.equal(b?.excludeLabel, 'present-not-drainguard');
+  assert.equal(b?.excludeLabel, 'pre-existing');
   assert.equal(b?.fence, 'unknown');
   assert.equal(c?.fence, 'failsafe');
-  assert.equal(c?.excludeLabel, 'absent');
-  assert.equal(d?.l2Phase, null);
-  const text = renderStatus(r);
-  assert.match(text, /^NODE\s+DRAINING\s+ANNOUNCES\s+L2 PHASE/);
-  assert.match(
-    text,
-    /node-a\s+cordoned\s+-\s+fenced\s+installed\s+web\/www→node-b\s+added-by-drainguard\s+1/,
-  );
-  assert.match(text, /node-b\s+no\s+198\.51\.100\.100,198\.51\.100\.101,2001:db8::100\s+-\s+unknown/);
+  assert.equal(c?.excludeLabel, 'none');
+  assert.equal(d?.status, undefined);
+  const text = renderStatus(r, Date.parse('2026-11-22T01:00:30.000Z'));
+  // The L2 table as sidecar/l2/status.ts formats it, then the cluster-wide columns.
+  assert.match(text, /^NODE\s+CORDONED\s+EXCLUDE-LABEL\s+L2-PHASE/);
+  assert.match(text, /node-a\s+yes\s+drainguard\s+fenced\s+30s\s+198\.51\.100\.100\s+node-b\s+eth0/);
+  assert.match(text, /\nNODE\s+DRAINING\s+ANNOUNCES\s+INJECTED PODS\n/);
+  assert.match(text, /node-a\s+cordoned\s+-\s+metallb-system\/speaker-a/);
+  assert.match(text, /node-b\s+no\s+198\.51\.100\.100,198\.51\.100\.101,2001:db8::100\s+-/);
   assert.match(text, /No Leases guarded/);
 });
 
@@ -188,7 +188,7 @@ test('status per Lease: holder, renew and the latest handover Event naming exact
   assert.match(l?.lastHandover?.message ?? '', /handed to router-2/);
   const missing = buildStatus({ nodes: [], pods, leases: new Map(), events: [] });
   assert.equal(missing.leases[0]?.exists, false);
-  assert.match(renderStatus(missing), /site\/skupper-site-leader\s+\(missing\)/);
+  assert.match(renderStatus(missing, 0), /site\/skupper-site-leader\s+\(missing\)/);
 });
 
 test('reset removes the label only where drainguard added it, and every drainguard annotation', () => {
