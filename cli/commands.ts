@@ -11,4 +11,9 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
+  webhook: {
+    summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
+    usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
+    load: () => import('../webhook/main.ts'),
+  },
 };
