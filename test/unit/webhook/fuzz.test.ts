@@ -83,8 +83,9 @@ function gen(r: () => number) {
   const paths = (doc: J, prefix: (string | number)[] = [], out: (string | number)[][] = []) => {
     out.push(prefix);
     if (out.length > 400) return out;
-    if (Array.isArray(doc)) doc.forEach((v, i) => paths(v, [...prefix, i], out));
-    else if (doc && typeof doc === 'object')
+    if (Array.isArray(doc)) {
+      for (const [i, v] of doc.entries()) paths(v, [...prefix, i], out);
+    } else if (doc && typeof doc === 'object')
       for (const [k, v] of Object.entries(doc)) paths(v, [...prefix, k], out);
     return out;
   };
