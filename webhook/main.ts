@@ -184,7 +184,17 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   let selfManaged: SelfManagedTls | undefined;
   let apply: (p: ServingPair) => void = () => undefined;
   if (cfg.tlsCertDir) {
-    reloader = new CertDirReloader(cfg.tlsCertDir, (p) => apply(p), logger, cfg.certPollSeconds * 1000);
+    const reloads = metrics.counter(
+      'drainguard_webhook_cert_reloads_total',
+      'Serving certificate changes seen in --tls-cert-dir, by result (applied, rejected).',
+    );
+    reloader = new CertDirReloader(
+      cfg.tlsCertDir,
+      (p) => apply(p),
+      logger,
+      cfg.certPollSeconds * 1000,
+      (ok) => reloads.inc({ result: ok ? 'applied' : 'rejected' }),
+    );
     pair = reloader.load();
   } else {
     const svc = cfg.serviceName;

@@ -2,7 +2,7 @@
 // them in with setSecureContext when they change (new handshakes get the new pair, running
 // connections keep theirs). Self-managed mode keeps a CA and serving cert in a Secret shared
 // by all replicas and patches its own MutatingWebhookConfiguration's caBundle.
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { createSecureContext } from 'node:tls';
@@ -20,7 +20,9 @@ export interface ServingPair {
 /** Throws with a clear message when cert and key do not belong together or do not parse. */
 export function checkPair(pair: ServingPair, where: string): void {
   try {
-    new X509Certificate(pair.cert);
+    const x = new X509Certificate(pair.cert);
+    if (!x.checkPrivateKey(createPrivateKey(pair.key)))
+      throw new Error('the key does not belong to the certificate');
     createSecureContext({ cert: pair.cert, key: pair.key });
   } catch (e) {
     throw new Error(`${where}: unusable certificate/key pair: ${(e as Error).message}`);
@@ -35,15 +37,24 @@ export class CertDirReloader {
   readonly dir: string;
   private readonly log: Logger;
   private readonly onChange: (pair: ServingPair) => void;
+  private readonly onResult: (ok: boolean) => void;
   private readonly pollMs: number;
   private digest = '';
+  private rejected = '';
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
   reloads = 0;
 
-  constructor(dir: string, onChange: (pair: ServingPair) => void, log: Logger, pollMs = 10_000) {
+  constructor(
+    dir: string,
+    onChange: (pair: ServingPair) => void,
+    log: Logger,
+    pollMs = 10_000,
+    onResult: (ok: boolean) => void = () => undefined,
+  ) {
     this.dir = dir;
     this.onChange = onChange;
+    this.onResult = onResult;
     this.log = log;
     this.pollMs = pollMs;
   }
@@ -82,18 +93,22 @@ export class CertDirReloader {
       return false;
     }
     const digest = createHash('sha256').update(pair.cert).update(pair.key).digest('hex');
-    if (digest === this.digest) return false;
+    if (digest === this.digest || digest === this.rejected) return false;
     try {
       checkPair(pair, this.dir);
     } catch (e) {
+      // Remembered so a broken pair is reported once, not on every poll.
+      this.rejected = digest;
       this.log.warn(
         { err: (e as Error).message },
         'new serving certificate not usable yet; keeping the old one',
       );
+      this.onResult(false);
       return false;
     }
     this.digest = digest;
     this.onChange(pair);
+    this.onResult(true);
     this.reloads++;
     this.log.info(
       { dir: this.dir, notAfter: new Date(certNotAfter(pair.cert)).toISOString() },
