@@ -71,6 +71,14 @@ const strMap = (v: unknown): Record<string, string> => {
 };
 
 const NATIVE_MIN_MINOR = 29;
+/** The image keeps the bundle at /app/drainguard.mjs (Dockerfile). */
+export const SIDECAR_COMMAND = [
+  'node',
+  '--max-semi-space-size=1',
+  '--max-old-space-size=64',
+  '/app/drainguard.mjs',
+  'sidecar',
+] as const;
 const GRACE_MARGIN_SECONDS = 5;
 
 const allow = (outcome: string, warnings: string[] = []): Plan => ({
@@ -456,7 +464,8 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     name: SIDECAR_NAME,
     image: opts.image,
     imagePullPolicy: 'IfNotPresent',
-    args: ['sidecar'],
+    // The sidecar runs on every node: a small V8 heap keeps its footprint down (see docs/l2-handover.md).
+    command: [...SIDECAR_COMMAND],
     env,
     ports: hostNetwork ? [] : [{ name: 'drainguard', containerPort: port, protocol: 'TCP' }],
     // Readiness is "configured and running", never API health: API trouble must not make the pod NotReady.

@@ -34,7 +34,8 @@ before(async () => {
     });
 });
 after(async () => {
-  if (process.env.DEBUG_APISERVER) (await import('node:fs')).copyFileSync(`${cp.dir}/apiserver.log`, '/tmp/dg-apiserver.log');
+  if (process.env.DEBUG_APISERVER)
+    (await import('node:fs')).copyFileSync(`${cp.dir}/apiserver.log`, '/tmp/dg-apiserver.log');
   client?.close();
   await cp?.stop();
 });
