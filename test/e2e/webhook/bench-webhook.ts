@@ -1,0 +1,214 @@
+// `make bench-webhook`: AdmissionReview throughput and latency over TLS keep-alive, 64 connections,
+// for a typical MetalLB speaker pod and a 2,000-env-var pod, each beside a bare fastify HTTPS route
+// returning a constant body of the same size (same process, same TLS, same run). Servers run in a
+// child process; this process is the load generator (node:https keep-alive agents).
+// Last line: one JSON object. BENCH_SECONDS sets each phase's length (default 5).
+import { fork } from 'node:child_process';
+import https from 'node:https';
+import Fastify from 'fastify';
+import { createLogger } from '../../../shared/log.ts';
+import { Registry } from '../../../shared/metrics.ts';
+import { createCA, createServingCert } from '../../../shared/pki.ts';
+import { type AdmissionRequestLike, plan } from '../../../webhook/planner.ts';
+import { createWebhookApp, reviewResponse } from '../../../webhook/server.ts';
+import { hugePod, review, speakerPod } from '../../unit/webhook/fixtures.ts';
+
+const CONNS = 64;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const plannerOptions = () => ({
+  image: 'registry.example/drainguard:0.1.0',
+  mode: 'auto' as const,
+  version: '0.1.0',
+  kubeletVersions: new Map([['node-a', 'v1.30.4']]),
+});
+
+interface Ports {
+  mutate: number;
+  bareTypical: number;
+  bareHuge: number;
+  ca: string;
+}
+
+async function serve(): Promise<void> {
+  const ca = createCA('bench-ca', 1);
+  const tls = createServingCert(ca, { ipAddresses: ['127.0.0.1'], days: 1 });
+  const https = { cert: tls.certPem, key: tls.keyPem };
+  const app = createWebhookApp({
+    planner: plannerOptions,
+    log: createLogger('bench', 'silent'),
+    metrics: new Registry(),
+    https,
+  });
+  // Constant bodies of the same size as the real answers.
+  const size = (pod: Record<string, unknown>) => {
+    const req = (review(pod) as { request: AdmissionRequestLike & { uid: string } }).request;
+    return JSON.stringify(reviewResponse(req.uid, plan(req, plannerOptions()))).length;
+  };
+  const bare = async (bytes: number) => {
+    const body = JSON.stringify({ pad: 'x'.repeat(Math.max(0, bytes - 10)) });
+    const b = Fastify({ https: { ...https, minVersion: 'TLSv1.2' }, bodyLimit: 8 * 1024 * 1024 });
+    b.post('/mutate', async (_req, reply) => reply.type('application/json').send(body));
+    await b.listen({ port: 0, host: '127.0.0.1' });
+    return (b.server.address() as { port: number }).port;
+  };
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const ports: Ports = {
+    mutate: (app.server.address() as { port: number }).port,
+    bareTypical: await bare(size(speakerPod())),
+    bareHuge: await bare(size(hugePod(2000))),
+    ca: ca.certPem,
+  };
+  process.send?.(ports);
+}
+
+interface Result {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+const pct = (xs: number[], p: number) => {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+function send(agent: https.Agent, port: number, ca: string, body: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate',
+        method: 'POST',
+        agent,
+        ca,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (res) => {
+        res.on('data', () => undefined);
+        res.on('end', () =>
+          res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Closed loop: CONNS workers, each sends the next request when the last one finished. */
+async function closed(port: number, ca: string, body: Buffer, seconds: number): Promise<Result> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: CONNS });
+  const lat: number[] = [];
+  let errors = 0;
+  // Warm-up: open all connections (TLS handshakes) before measuring.
+  await Promise.all(Array.from({ length: CONNS }, () => send(agent, port, ca, body).catch(() => errors++)));
+  const end = performance.now() + seconds * 1000;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: CONNS }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await send(agent, port, ca, body);
+          lat.push(performance.now() - t);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  agent.destroy();
+  return { rps: lat.length / elapsed, p50: pct(lat, 50), p99: pct(lat, 99), errors };
+}
+
+/** Open loop at a fixed rate over CONNS keep-alive connections; latency from the scheduled send time. */
+async function open(port: number, ca: string, body: Buffer, rate: number, seconds: number): Promise<Result> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: CONNS });
+  await Promise.all(Array.from({ length: CONNS }, () => send(agent, port, ca, body).catch(() => undefined)));
+  const lat: number[] = [];
+  let errors = 0;
+  const total = Math.max(1, Math.floor(rate * seconds));
+  const t0 = performance.now();
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(
+      send(agent, port, ca, body).then(
+        () => {
+          lat.push(performance.now() - due);
+        },
+        () => {
+          errors++;
+        },
+      ),
+    );
+  }
+  await Promise.all(inflight);
+  agent.destroy();
+  return {
+    rps: lat.length / ((performance.now() - t0) / 1000),
+    p50: pct(lat, 50),
+    p99: pct(lat, 99),
+    errors,
+  };
+}
+
+async function main(): Promise<void> {
+  const child = fork(new URL(import.meta.url).pathname, ['--serve'], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const ports = await new Promise<Ports>((resolve) => child.once('message', (m) => resolve(m as Ports)));
+  try {
+    const typical = Buffer.from(JSON.stringify(review(speakerPod())));
+    const huge = Buffer.from(JSON.stringify(review(hugePod(2000))));
+    const r2 = (n: number) => Math.round(n * 100) / 100;
+    const log = (name: string, r: Result) =>
+      process.stdout.write(
+        `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}\n`,
+      );
+    process.stdout.write(
+      `typical request ${typical.length} B, huge request ${huge.length} B, ${CONNS} TLS keep-alive connections, ${SECONDS} s per phase\n`,
+    );
+    // Interleave bare and mutate so drift in machine load hits both alike.
+    const bareMax = await closed(ports.bareTypical, ports.ca, typical, SECONDS);
+    log('bare fastify (typical size) max', bareMax);
+    const mutateMax = await closed(ports.mutate, ports.ca, typical, SECONDS);
+    log('mutate typical speaker pod max', mutateMax);
+    const hugeBareMax = await closed(ports.bareHuge, ports.ca, huge, SECONDS);
+    log('bare fastify (huge size) max', hugeBareMax);
+    const hugeMax = await closed(ports.mutate, ports.ca, huge, SECONDS);
+    log('mutate 2,000-env pod max', hugeMax);
+    const half = await open(ports.mutate, ports.ca, typical, mutateMax.rps / 2, SECONDS);
+    log(`mutate typical @ ${(mutateMax.rps / 2).toFixed(0)}/s (half max)`, half);
+    const hugeHalf = await open(ports.mutate, ports.ca, huge, hugeMax.rps / 2, SECONDS);
+    log(`mutate huge @ ${(hugeMax.rps / 2).toFixed(0)}/s (half max)`, hugeHalf);
+    const errors =
+      bareMax.errors + mutateMax.errors + hugeBareMax.errors + hugeMax.errors + half.errors + hugeHalf.errors;
+    const out = {
+      bench: 'webhook',
+      mutate_rps: Math.round(mutateMax.rps),
+      bare_rps: Math.round(bareMax.rps),
+      ratio: r2(mutateMax.rps / bareMax.rps),
+      p50_ms: r2(half.p50),
+      p99_ms: r2(half.p99),
+      huge_p99_ms: r2(hugeHalf.p99),
+      huge_rps: Math.round(hugeMax.rps),
+      huge_bare_rps: Math.round(hugeBareMax.rps),
+      huge_ratio: r2(hugeMax.rps / hugeBareMax.rps),
+      connections: CONNS,
+      errors,
+    };
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+  } finally {
+    child.kill();
+  }
+}
+
+if (process.argv.includes('--serve')) await serve();
+else await main();
