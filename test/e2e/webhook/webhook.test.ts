@@ -158,7 +158,9 @@ test('the API server calls the webhook: labelled namespace injected, unlabelled 
     assert.deepEqual(names(old, 'containers'), ['speaker', 'drainguard']);
     assert.equal(old.spec?.terminationGracePeriodSeconds, 35);
     const lifecycle = (
-      old.spec?.containers as { lifecycle?: { preStop?: { httpGet?: { host?: string; path?: string } } } }[]
+      (old.spec?.containers ?? []) as {
+        lifecycle?: { preStop?: { httpGet?: { host?: string; path?: string } } };
+      }[]
     )[0]?.lifecycle;
     assert.equal(lifecycle?.preStop?.httpGet?.path, '/prestop');
     assert.equal(lifecycle?.preStop?.httpGet?.host, '127.0.0.1');
