@@ -1,10 +1,12 @@
 // The webhook against a real kube-apiserver 1.20: the API server calls it over TLS with the
 // caBundle, applies namespace/object selectors, honours failurePolicy, and stores the patched pod.
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import Fastify from 'fastify';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject, Pod } from '../../../shared/kube/types.ts';
@@ -228,6 +230,52 @@ test('the API server calls the webhook: labelled namespace injected, unlabelled 
   }
 });
 
+test('reinvocation (IfNeeded) after another webhook changed the pod injects nothing twice', async () => {
+  const { hook, caBundle, dir } = await certDirWebhook('classic');
+  // A second webhook, called after ours (configurations run in name order), adds a label:
+  // the API server then calls ours again because reinvocationPolicy is IfNeeded.
+  const ca = createCA('labeller-ca', 1);
+  const tls = createServingCert(ca, { ipAddresses: ['127.0.0.1'], days: 1 });
+  let labellerCalls = 0;
+  const labeller = Fastify({ https: { cert: tls.certPem, key: tls.keyPem } });
+  labeller.post('/mutate', async (req) => {
+    labellerCalls++;
+    const uid = (req.body as { request: { uid: string } }).request.uid;
+    const patch = [{ op: 'add', path: '/metadata/labels/labelled-by-second-webhook', value: 'yes' }];
+    return {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      response: {
+        uid,
+        allowed: true,
+        patchType: 'JSONPatch',
+        patch: Buffer.from(JSON.stringify(patch)).toString('base64'),
+      },
+    };
+  });
+  await labeller.listen({ port: 0, host: '127.0.0.1' });
+  const lport = (labeller.server.address() as { port: number }).port;
+  await client.create(MWC, webhookConfig('a-drainguard', hook.port, caBundle));
+  await client.create(MWC, webhookConfig('b-labeller', lport, Buffer.from(ca.certPem).toString('base64')));
+  try {
+    const on = await namespace(true);
+    const pod = await createPod(on, speakerOn('node-old'));
+    assert.equal(pod.metadata?.labels?.['labelled-by-second-webhook'], 'yes');
+    assert.deepEqual(names(pod, 'containers'), ['speaker', 'drainguard']);
+    assert.equal(labellerCalls, 1);
+    const text = hook.metrics.render();
+    // Called twice for the one pod: once patched, once (reinvoked) allowed as already injected.
+    assert.match(text, /drainguard_webhook_requests_total\{outcome="patched",profile="metallb-speaker"\} 1/);
+    assert.match(text, /drainguard_webhook_requests_total\{outcome="allowed",profile="already-injected"\} 1/);
+  } finally {
+    await client.delete(`${MWC}/a-drainguard`);
+    await client.delete(`${MWC}/b-labeller`);
+    await labeller.close();
+    await hook.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('self-managed TLS: Secret created once and shared, caBundle patched, API server then calls it', async () => {
   const ns = 'drainguard-system';
   await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
@@ -285,5 +333,94 @@ test('self-managed TLS: Secret created once and shared, caBundle patched, API se
     await a.close();
     await b.close().catch(() => undefined);
     await client.delete(`${MWC}/drainguard-self`);
+  }
+});
+
+test('self-managed TLS rotates a serving cert near expiry and a CA near expiry, keeping the old CA in the bundle', async () => {
+  const ns = 'drainguard-rotate';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await client.create(MWC, webhookConfig('drainguard-rotate', 1, undefined));
+  const day = 86_400_000;
+  const secretPath = `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`;
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const write = async (
+    ca: { certPem: string; keyPem: string },
+    serving: { certPem: string; keyPem: string },
+  ) => {
+    const data = {
+      'ca.crt': b64(ca.certPem),
+      'ca.key': b64(ca.keyPem),
+      'ca-bundle.crt': b64(ca.certPem),
+      'tls.crt': b64(serving.certPem),
+      'tls.key': b64(serving.keyPem),
+    };
+    try {
+      const cur = await client.get<KubeObject>(secretPath);
+      await client.replace(secretPath, { ...cur, data });
+    } catch {
+      await client.create(`/api/v1/namespaces/${ns}/secrets`, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'drainguard-webhook-tls', namespace: ns },
+        data,
+      });
+    }
+  };
+  const args = [
+    '--port',
+    '0',
+    '--host',
+    '127.0.0.1',
+    '--tls-self-managed',
+    '--sidecar-image',
+    'i',
+    '--sidecar-mode',
+    'classic',
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--webhook-config-name',
+    'drainguard-rotate',
+    '--tls-ip-san',
+    '127.0.0.1',
+    '--serving-days',
+    '30',
+    '--ca-days',
+    '3650',
+  ];
+  try {
+    // Serving cert with 5 of 30 days left (< a third): renewed, same CA.
+    const ca = createCA('drainguard-webhook-ca', 3650);
+    const names = {
+      dnsNames: ['drainguard-webhook.drainguard-rotate.svc'],
+      ipAddresses: ['127.0.0.1'],
+      days: 30,
+    };
+    await write(ca, createServingCert(ca, names, Date.now() - 25 * day));
+    let hook = await startWebhook(parseConfig(args, {}), silent);
+    const renewed = new X509Certificate(hook.serving().cert);
+    assert.ok(renewed.checkIssued(new X509Certificate(ca.certPem)));
+    assert.ok(Date.parse(renewed.validTo) - Date.now() > 29 * day);
+    await hook.close();
+
+    // CA with 10 of 3650 days left: a new CA; the bundle holds new and old.
+    const oldCa = createCA('drainguard-webhook-ca', 3650, Date.now() - 3640 * day);
+    await write(oldCa, createServingCert(oldCa, names));
+    hook = await startWebhook(parseConfig(args, {}), silent);
+    const secret = await client.get<KubeObject & { data: Record<string, string> }>(secretPath);
+    const bundle = Buffer.from(secret.data['ca-bundle.crt']!, 'base64').toString();
+    const certs = bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+    assert.equal(certs.length, 2);
+    assert.equal(certs[1]!.trim(), oldCa.certPem.trim());
+    const newCa = new X509Certificate(certs[0]!);
+    assert.ok(new X509Certificate(hook.serving().cert).checkIssued(newCa));
+    const cfg = await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
+      `${MWC}/drainguard-rotate`,
+    );
+    assert.equal(cfg.webhooks[0]!.clientConfig.caBundle, secret.data['ca-bundle.crt']);
+    await hook.close();
+  } finally {
+    await client.delete(`${MWC}/drainguard-rotate`);
   }
 });
