@@ -216,8 +216,17 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   }
 
   let versions: Map<string, string> | undefined;
+  let apiServerVersion: string | undefined;
   let informer: Informer | undefined;
   if (client && cfg.sidecarMode === 'auto') {
+    try {
+      apiServerVersion = (await client.get<{ gitVersion?: string }>('/version', { retries: 3 })).gitVersion;
+    } catch (e) {
+      logger.warn(
+        { err: (e as Error).message },
+        'API server version unknown; deciding by kubelet versions only',
+      );
+    }
     informer = new Informer(client, {
       path: '/api/v1/nodes',
       log: logger,
@@ -242,6 +251,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       mode: cfg.sidecarMode,
       version: VERSION,
       ...(versions ? { kubeletVersions: versions } : {}),
+      ...(apiServerVersion ? { apiServerVersion } : {}),
       selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
     }),
     ready: () => !informer || informer.hasSynced,

@@ -31,6 +31,8 @@ export interface PlannerOptions {
   version: string;
   /** kubeletVersion by node name; undefined = no cluster access (auto then picks classic). */
   kubeletVersions?: ReadonlyMap<string, string>;
+  /** The API server's gitVersion: one older than 1.29 rejects probes on init containers. */
+  apiServerVersion?: string;
   /** Namespaces never injected. */
   excludedNamespaces?: readonly string[];
   /** Labels of the webhook's own pods: never injected (a Fail webhook must not block itself). */
@@ -190,10 +192,16 @@ function chooseMode(
   requested: SidecarMode,
   spec: Obj,
   versions: ReadonlyMap<string, string> | undefined,
+  apiServer: string | undefined,
 ): { native: boolean; why: string } {
   if (requested === 'native') return { native: true, why: 'native sidecar requested' };
   if (requested === 'classic') return { native: false, why: 'classic sidecar requested' };
   if (!versions) return { native: false, why: 'node versions unknown (no cluster access): classic sidecar' };
+  if (apiServer !== undefined && !kubeletSupportsNative(apiServer))
+    return {
+      native: false,
+      why: `API server ${apiServer} is older than 1.${NATIVE_MIN_MINOR}: classic sidecar`,
+    };
   const node = targetNode(spec);
   if (node !== undefined && versions.has(node)) {
     const v = versions.get(node);
@@ -363,7 +371,12 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
       `${A.sidecarMode}=${JSON.stringify(modeRaw)}: accepted values are ${SIDECAR_MODES.join(', ')}`,
       profile,
     );
-  const mode = chooseMode((modeRaw as SidecarMode | undefined) ?? opts.mode, spec, opts.kubeletVersions);
+  const mode = chooseMode(
+    (modeRaw as SidecarMode | undefined) ?? opts.mode,
+    spec,
+    opts.kubeletVersions,
+    opts.apiServerVersion,
+  );
 
   // --- guarded container
   const names = containers.map((c) => String(c.name));

@@ -13,17 +13,17 @@ import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts
 const manifests = join(import.meta.dirname, '../../../manifests');
 let cp: ControlPlane;
 
-const crd = (kind: string, plural: string) => ({
+const crd = (kind: string, plural: string, group = 'cert-manager.io', version = 'v1') => ({
   apiVersion: 'apiextensions.k8s.io/v1',
   kind: 'CustomResourceDefinition',
-  metadata: { name: `${plural}.cert-manager.io` },
+  metadata: { name: `${plural}.${group}` },
   spec: {
-    group: 'cert-manager.io',
+    group,
     scope: 'Namespaced',
     names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
     versions: [
       {
-        name: 'v1',
+        name: version,
         served: true,
         storage: true,
         schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
@@ -34,14 +34,21 @@ const crd = (kind: string, plural: string) => ({
 
 before(async () => {
   cp = await startControlPlane();
-  const input = [crd('Issuer', 'issuers'), crd('Certificate', 'certificates')]
+  const input = [
+    crd('Issuer', 'issuers'),
+    crd('Certificate', 'certificates'),
+    // MetalLB's kind, so `kubectl auth can-i` can resolve it.
+    crd('ServiceL2Status', 'servicel2statuses', 'metallb.io', 'v1beta1'),
+  ]
     .map((d) => YAML.stringify(d))
     .join('---\n');
   const r = await cp.kubectl(['apply', '-f', '-'], { input });
   assert.equal(r.code, 0, r.stderr);
   await waitFor(
     'cert-manager CRDs served',
-    async () => (await cp.kubectl(['get', 'certificates.cert-manager.io', '-A'])).code === 0,
+    async () =>
+      (await cp.kubectl(['get', 'certificates.cert-manager.io', '-A'])).code === 0 &&
+      (await cp.kubectl(['get', 'servicel2statuses.metallb.io', '-A'])).code === 0,
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   for (const ns of ['drainguard-system', 'metallb-system', 'site-a', 'site-b'])

@@ -169,3 +169,20 @@ test('healthz, readyz and Prometheus metrics by outcome and profile', async () =
   assert.match(text, /drainguard_webhook_request_duration_seconds_count 3/);
   await app.close();
 });
+
+test('auto mode: native only where the target kubelet and the API server are >= 1.29', async () => {
+  const { plan } = await import('../../../webhook/planner.ts');
+  const req = (review(speakerPod()) as { request: Parameters<typeof plan>[0] }).request;
+  const mode = (o: Parameters<typeof baseOptions>[0]) => {
+    const p = plan(req, baseOptions(o));
+    assert.ok(p.allowed);
+    return p.patch[0]!.path.startsWith('/spec/initContainers') ? 'native' : 'classic';
+  };
+  assert.equal(mode({}), 'native');
+  assert.equal(mode({ apiServerVersion: 'v1.31.2' }), 'native');
+  assert.equal(mode({ apiServerVersion: 'v1.28.9' }), 'classic');
+  assert.equal(mode({ kubeletVersions: new Map([['node-a', 'v1.29.0-eks-1']]) }), 'native');
+  assert.equal(mode({ kubeletVersions: new Map([['node-a', 'garbage']]) }), 'classic');
+  assert.equal(mode({ kubeletVersions: new Map() }), 'classic');
+  assert.equal(mode({ mode: 'native', apiServerVersion: 'v1.20.2' }), 'native');
+});
