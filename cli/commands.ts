@@ -16,4 +16,9 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
     load: () => import('../webhook/main.ts'),
   },
+  'netfilter-cleanup': {
+    summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
+    usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
+    load: () => import('../sidecar/netfilter/cli.ts'),
+  },
 };

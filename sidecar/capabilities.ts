@@ -2,4 +2,7 @@ import type { Feature } from '../shared/contract.ts';
 import type { CapabilityFactory } from './capability.ts';
 
 /** Each capability is loaded only when its feature is enabled (footprint: one sidecar per node). */
-export const CAPABILITIES: Partial<Record<Feature, () => Promise<CapabilityFactory>>> = {};
+export const CAPABILITIES: Partial<Record<Feature, () => Promise<CapabilityFactory>>> = {
+  'lease-handover': async () => (await import('./lease/handover.ts')).factory,
+  'netfilter-cleanup': async () => (await import('./netfilter/capability.ts')).create,
+};
