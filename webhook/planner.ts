@@ -153,6 +153,30 @@ function parseSetting(
   }
 }
 
+type EnvSettings = Parameters<typeof renderSidecarEnv>[0];
+// Pods of one DaemonSet/Deployment share their settings: render and validate each combination
+// once (rendering clones the downward-API entries; validation walks the whole contract).
+const envCache = new Map<string, EnvVar[] | string>();
+const ENV_CACHE_MAX = 512;
+
+/** The contract's env for these settings, or the sidecar's complaint about them. */
+function renderEnvChecked(settings: EnvSettings): EnvVar[] | string {
+  const key = JSON.stringify(settings);
+  const hit = envCache.get(key);
+  if (hit !== undefined) return hit;
+  const env = renderSidecarEnv(settings);
+  let result: EnvVar[] | string = env;
+  try {
+    parseSidecarEnv(envToRecord(env));
+  } catch (e) {
+    if (!(e instanceof ContractError)) throw e;
+    result = e.problems.join('; ');
+  }
+  if (envCache.size >= ENV_CACHE_MAX) envCache.clear();
+  envCache.set(key, result);
+  return result;
+}
+
 function envToRecord(env: EnvVar[]): Record<string, string> {
   const out: Record<string, string> = { ...IDENTITY_ENV };
   for (const e of env) if (e.value !== undefined) out[e.name] = e.value;
@@ -440,7 +464,7 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     const ml = memberlistPorts(containers);
     if (ml.length > 0) settings.memberlistPorts = ml;
   }
-  const env = renderSidecarEnv({
+  const rendered = renderEnvChecked({
     ...settings,
     profile,
     features: [...features],
@@ -455,13 +479,9 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
       ? { successorSelector: pspec.successorSelector }
       : {}),
   });
-  try {
-    parseSidecarEnv(envToRecord(env));
-  } catch (e) {
-    if (e instanceof ContractError)
-      return deny(`the sidecar would reject its settings: ${e.problems.join('; ')}`, profile);
-    throw e;
-  }
+  if (typeof rendered === 'string')
+    return deny(`the sidecar would reject its settings: ${rendered}`, profile);
+  const env = rendered;
 
   // --- the sidecar container
   const needsNetAdmin = [...features].some((f) => NETFILTER_FEATURES.includes(f));

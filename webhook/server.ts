@@ -43,6 +43,19 @@ function readReview(body: unknown): AdmissionRequestLike & { uid: string } {
   return req as unknown as AdmissionRequestLike & { uid: string };
 }
 
+/**
+ * The response as JSON text: the patch is base64 inside a JSON string, so the envelope is written
+ * directly instead of serialising an object that holds it (the hot path of every admission).
+ */
+export function reviewResponseText(uid: string, p: Plan): string {
+  if (!p.allowed) return JSON.stringify(reviewResponse(uid, p));
+  let text = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":${JSON.stringify(uid)},"allowed":true`;
+  if (p.patch.length > 0)
+    text += `,"patchType":"JSONPatch","patch":"${Buffer.from(JSON.stringify(p.patch)).toString('base64')}"`;
+  if (p.warnings.length > 0) text += `,"warnings":${JSON.stringify(p.warnings)}`;
+  return `${text}}}`;
+}
+
 export function reviewResponse(uid: string, p: Plan): Obj {
   const response: Obj = { uid, allowed: p.allowed };
   if (p.allowed) {
@@ -142,7 +155,7 @@ export function createWebhookApp(opts: WebhookAppOptions): FastifyInstance {
         { uid: request.uid, namespace: request.namespace, outcome, profile, dryRun: request.dryRun === true },
         p.allowed ? 'admission answered' : `denied: ${p.message}`,
       );
-    return reply.send(reviewResponse(request.uid, p));
+    return reply.type('application/json').send(reviewResponseText(request.uid, p));
   });
 
   app.get('/healthz', async () => ({ ok: true }));

@@ -186,3 +186,13 @@ test('auto mode: native only where the target kubelet and the API server are >= 
   assert.equal(mode({ kubeletVersions: new Map() }), 'classic');
   assert.equal(mode({ mode: 'native', apiServerVersion: 'v1.20.2' }), 'native');
 });
+
+test('the hand-written response text equals the serialised response object', async () => {
+  const { plan } = await import('../../../webhook/planner.ts');
+  const { reviewResponse, reviewResponseText } = await import('../../../webhook/server.ts');
+  for (const pod of [speakerPod(), skupperPod(), { metadata: {}, spec: { containers: [{ name: 'x' }] } }]) {
+    const req = (review(pod) as { request: Parameters<typeof plan>[0] & { uid: string } }).request;
+    const p = plan(req, baseOptions());
+    assert.deepEqual(JSON.parse(reviewResponseText('u"\\1', p)), reviewResponse('u"\\1', p));
+  }
+});
