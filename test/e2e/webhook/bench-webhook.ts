@@ -180,6 +180,11 @@ async function main(): Promise<void> {
         `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}\n`,
       );
     process.stdout.write(
+      `load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
+    process.stdout.write(
       `typical request ${typical.length} B, huge request ${huge.length} B, ${CONNS} TLS keep-alive connections, ${SECONDS} s per phase\n`,
     );
     // Interleave bare and mutate so drift in machine load hits both alike.
