@@ -1,6 +1,6 @@
 // The HTTPS front: AdmissionReview v1 in, AdmissionReview v1 out. Input problems are 4xx with a
 // message naming what is wrong; the planner's answers (allow, patch, deny) are always HTTP 200.
-import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from '../shared/log.ts';
 import type { Registry } from '../shared/metrics.ts';
 import { type AdmissionRequestLike, type Plan, type PlannerOptions, plan } from './planner.ts';
@@ -76,8 +76,9 @@ export function reviewResponse(uid: string, p: Plan): Obj {
 
 export function createWebhookApp(opts: WebhookAppOptions): FastifyInstance {
   const app = Fastify({
-    loggerInstance: opts.log,
-    logController: new LogController({ disableRequestLogging: true }),
+    // No per-request child loggers (a measurable share of a ~50 µs request): handlers log
+    // through opts.log themselves, and only what matters (patches, denials, warnings).
+    logger: false,
     // A pod object can approach etcd's 1.5 MiB limit; the default 1 MiB would refuse it.
     bodyLimit: opts.bodyLimit ?? 8 * 1024 * 1024,
     return503OnClosing: true,
