@@ -63,10 +63,13 @@ async function serve(): Promise<void> {
   process.send?.(ports);
   process.on('message', (m) => {
     if (m === 'stop') process.exit(0);
+    if (m === 'cpu') process.send?.({ cpu: process.cpuUsage() });
   });
 }
 
 interface Result {
+  /** Server CPU (user+system) per request, µs: what the server spends, whoever is the bottleneck. */
+  cpuUs?: number;
   rps: number;
   p50: number;
   p99: number;
@@ -104,6 +107,8 @@ function send(agent: https.Agent, port: number, ca: string, body: Buffer): Promi
 }
 
 /** Closed loop: CONNS workers, each sends the next request when the last one finished. */
+let serverCpu: () => Promise<number> = async () => 0;
+
 async function closed(port: number, ca: string, body: Buffer, seconds: number): Promise<Result> {
   const agent = new https.Agent({ keepAlive: true, maxSockets: CONNS });
   const lat: number[] = [];
@@ -112,6 +117,7 @@ async function closed(port: number, ca: string, body: Buffer, seconds: number): 
   await Promise.all(Array.from({ length: CONNS }, () => send(agent, port, ca, body).catch(() => errors++)));
   const end = performance.now() + seconds * 1000;
   const start = performance.now();
+  const cpu0 = await serverCpu();
   await Promise.all(
     Array.from({ length: CONNS }, async () => {
       while (performance.now() < end) {
@@ -126,8 +132,15 @@ async function closed(port: number, ca: string, body: Buffer, seconds: number): 
     }),
   );
   const elapsed = (performance.now() - start) / 1000;
+  const cpuUs = (await serverCpu()) - cpu0;
   agent.destroy();
-  return { rps: lat.length / elapsed, p50: pct(lat, 50), p99: pct(lat, 99), errors };
+  return {
+    rps: lat.length / elapsed,
+    p50: pct(lat, 50),
+    p99: pct(lat, 99),
+    errors,
+    cpuUs: cpuUs / lat.length,
+  };
 }
 
 /** Open loop at a fixed rate over CONNS keep-alive connections; latency from the scheduled send time. */
@@ -171,13 +184,21 @@ async function main(): Promise<void> {
     execArgv: process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/drainguard-bench-prof'] : [],
   });
   const ports = await new Promise<Ports>((resolve) => child.once('message', (m) => resolve(m as Ports)));
+  serverCpu = () =>
+    new Promise((resolve) => {
+      child.once('message', (m) => {
+        const { user, system } = (m as { cpu: NodeJS.CpuUsage }).cpu;
+        resolve(user + system);
+      });
+      child.send('cpu');
+    });
   try {
     const typical = Buffer.from(JSON.stringify(review(speakerPod())));
     const huge = Buffer.from(JSON.stringify(review(hugePod(2000))));
     const r2 = (n: number) => Math.round(n * 100) / 100;
     const log = (name: string, r: Result) =>
       process.stdout.write(
-        `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}\n`,
+        `${name.padEnd(34)} ${r.rps.toFixed(0).padStart(6)} req/s${r.cpuUs ? `  server CPU ${r.cpuUs.toFixed(0)} µs/req` : ''}  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}\n`,
       );
     process.stdout.write(
       `load average ${loadavg()
@@ -230,6 +251,10 @@ async function main(): Promise<void> {
       huge_rps: Math.round(hugeMax.rps),
       huge_bare_rps: Math.round(hugeBareMax.rps),
       huge_ratio: r2(hugeMax.rps / hugeBareMax.rps),
+      // Server CPU per request: a ratio that does not depend on which side was the bottleneck.
+      cpu_ratio: r2((bareMax.cpuUs ?? 0) / (mutateMax.cpuUs ?? 1)),
+      mutate_cpu_us: Math.round(mutateMax.cpuUs ?? 0),
+      bare_cpu_us: Math.round(bareMax.cpuUs ?? 0),
       connections: CONNS,
       errors,
     };
