@@ -182,6 +182,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   let pair: ServingPair;
   let reloader: CertDirReloader | undefined;
   let selfManaged: SelfManagedTls | undefined;
+  let caBundlePending: string | undefined;
   let apply: (p: ServingPair) => void = () => undefined;
   if (cfg.tlsCertDir) {
     const reloads = metrics.counter(
@@ -211,8 +212,11 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       log: logger,
       clock: systemClock,
     });
-    const m = await selfManaged.sync();
+    const m = await selfManaged.ensureSecret();
     pair = { cert: m.serving.certPem, key: m.serving.keyPem };
+    // The configuration may be created after this pod starts (one `kubectl apply`): serve anyway
+    // and keep trying to set its caBundle, quickly at first.
+    caBundlePending = m.caBundle;
   }
 
   let versions: Map<string, string> | undefined;
@@ -270,6 +274,30 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   reloader?.start();
 
   let rotateTimer: NodeJS.Timeout | undefined;
+  let caTimer: NodeJS.Timeout | undefined;
+  if (selfManaged && caBundlePending !== undefined) {
+    const sm = selfManaged;
+    const bundle = caBundlePending;
+    let delayMs = 500;
+    const attempt = () => {
+      sm.patchCaBundle(bundle).then(
+        () => {
+          caTimer = undefined;
+        },
+        (e: unknown) => {
+          logger.warn({ err: (e as Error).message, retryInMs: delayMs }, 'caBundle not set yet; retrying');
+          caTimer = setTimeout(attempt, delayMs);
+          caTimer.unref();
+          delayMs = Math.min(delayMs * 2, 30_000);
+        },
+      );
+    };
+    await sm.patchCaBundle(bundle).catch((e: unknown) => {
+      logger.warn({ err: (e as Error).message }, 'caBundle not set yet; retrying in the background');
+      caTimer = setTimeout(attempt, delayMs);
+      caTimer.unref();
+    });
+  }
   if (selfManaged) {
     const sm = selfManaged;
     rotateTimer = setInterval(() => {
@@ -300,6 +328,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     kubeletVersions: () => versions,
     close: async () => {
       if (rotateTimer) clearInterval(rotateTimer);
+      if (caTimer) clearTimeout(caTimer);
       reloader?.stop();
       await informer?.stop();
       await app.close();

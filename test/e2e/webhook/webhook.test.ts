@@ -425,3 +425,45 @@ test('self-managed TLS rotates a serving cert near expiry and a CA near expiry, 
     await client.delete(`${MWC}/drainguard-rotate`);
   }
 });
+
+test('self-managed TLS: a configuration created after the webhook started gets its caBundle', async () => {
+  const ns = 'drainguard-late';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const args = [
+    '--port',
+    '0',
+    '--host',
+    '127.0.0.1',
+    '--tls-self-managed',
+    '--sidecar-image',
+    'i',
+    '--sidecar-mode',
+    'classic',
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--webhook-config-name',
+    'drainguard-late',
+  ];
+  const hook = await startWebhook(parseConfig(args, {}), silent);
+  try {
+    await client.create(MWC, webhookConfig('drainguard-late', hook.port, undefined));
+    const secret = await client.get<KubeObject & { data: Record<string, string> }>(
+      `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
+    );
+    await waitFor(
+      'caBundle set',
+      async () =>
+        (
+          await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
+            `${MWC}/drainguard-late`,
+          )
+        ).webhooks[0]?.clientConfig.caBundle === secret.data['ca-bundle.crt'],
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+  } finally {
+    await hook.close();
+    await client.delete(`${MWC}/drainguard-late`);
+  }
+});
