@@ -68,7 +68,7 @@ export function reviewResponse(uid: string, p: Plan): Obj {
     response.status = {
       code: p.code,
       message: p.message,
-      reason: p.code === 400 ? 'BadRequest' : 'Forbidden',
+      reason: p.code === 400 ? 'BadRequest' : p.code >= 500 ? 'InternalError' : 'Forbidden',
     };
   }
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
