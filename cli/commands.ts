@@ -11,6 +11,11 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
+  webhook: {
+    summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
+    usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
+    load: () => import('../webhook/main.ts'),
+  },
   'netfilter-cleanup': {
     summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',

@@ -6,7 +6,7 @@ ver="1.20.2"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
 out="$cache/kube-apiserver-$ver"
 # The stamp marks a binary built with the reflect2 fix below; older cached binaries are rebuilt.
-if [ -x "$out" ] && [ -f "$out.reflect2-go118" ]; then echo "$out"; exit 0; fi
+if [ -x "$out" ] && [ -f "$out.reflect2-go118-hiter" ]; then echo "$out"; exit 0; fi
 log() { printf '[build-apiserver] %s\n' "$*" >&2; }
 work="$cache/k8s-src-$ver"
 rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/sources"
@@ -41,6 +41,29 @@ a2 = re.sub(r"(//[^\n]*\n)*//go:linkname mapiterinit reflect\.mapiterinit\nfunc 
 b2 = re.sub(r"func \(type2 \*UnsafeMapType\) UnsafeIterate\(obj unsafe\.Pointer\) MapIterator \{\n.*?\n\}\n", "", b, flags=re.S)
 if a2 == a or b2 == b:
     sys.exit("reflect2 patch did not apply: unsafe_link.go/unsafe_map.go have an unexpected shape")
+# 1.0.1's hiter declares only key/value ("rest fields are ignored"): with the caller now owning
+# the iterator it must have the runtime's full layout, or mapiterinit writes past it.
+a3 = re.sub(r"type hiter struct \{\n.*?\n\}\n", '''type hiter struct {
+	key         unsafe.Pointer
+	value       unsafe.Pointer
+	t           unsafe.Pointer
+	h           unsafe.Pointer
+	buckets     unsafe.Pointer
+	bptr        unsafe.Pointer
+	overflow    *[]unsafe.Pointer
+	oldoverflow *[]unsafe.Pointer
+	startBucket uintptr
+	offset      uint8
+	wrapped     bool
+	B           uint8
+	i           uint8
+	bucket      uintptr
+	checkBucket uintptr
+}
+''', a2, flags=re.S)
+if a3 == a2:
+    sys.exit("reflect2 patch did not apply: no hiter struct in unsafe_link.go")
+a2 = a3
 link.write_text(a2)
 umap.write_text(b2)
 (d / "go_above_118.go").write_text("""//go:build go1.18
@@ -71,6 +94,6 @@ mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
 log "building (several minutes on 2 cores)"
 GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
 cp _output/local/bin/linux/amd64/kube-apiserver "$out.tmp" && mv "$out.tmp" "$out"
-touch "$out.reflect2-go118"
+touch "$out.reflect2-go118-hiter"
 cd / && rm -rf "$work"
 echo "$out"
