@@ -131,7 +131,9 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 <h1>${escapeHtml(t.title)}</h1>
 <p>Started ${escapeHtml(t.startedAt)}. Times are from the start of the drain. Every sample was measured by the demo itself:
 ARP probes for ${escapeHtml(t.vip)} sent from the client namespace (which node's MAC answered), and reads of the Lease
-${escapeHtml(t.leaseName)} and of the Node/Pod objects through the API server.</p>
+${escapeHtml(t.leaseName)} and of the Node/Pod objects through the API server. Resolution: one ARP round every
+${t.probeIntervalMs ?? 50} ms (a shorter silence can go unseen), Lease reads every ${t.leaseIntervalMs ?? 100} ms, other objects every
+${t.apiIntervalMs ?? 200} ms; a time is when the demo first saw the change.</p>
 <h2>Timeline</h2>
 ${renderChart(t)}
 <p>${legend}</p>

@@ -40,6 +40,10 @@ const CLI = join(ROOT, 'cli/drainguard.ts');
 const SITE_NS = 'skupper-site';
 const LEASE = 'skupper-site-leader';
 const MWC = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
+/** Sampling: ARP round, Lease read and API read intervals (the report states them as resolution). */
+const PROBE_MS = 50;
+const LEASE_POLL_MS = 100;
+const API_POLL_MS = 200;
 
 const started = Date.now();
 const clockText = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
@@ -447,7 +451,7 @@ async function baselines(
   const arpRun = (async (): Promise<number | null> => {
     const rounds: ArpSample[] = [];
     const mac = new Map(w.nodes.map((n) => [n.mac.toLowerCase(), n.name]));
-    const probe = w.startProbe(50, (r) =>
+    const probe = w.startProbe(PROBE_MS, (r) =>
       rounds.push({ t: r.t, nodes: r.macs.map((m) => mac.get(m.toLowerCase()) ?? m) }),
     );
     try {
@@ -486,7 +490,7 @@ function record(w: L2World, t0: number, macToNode: Map<string, string>): Recorde
   const lease: LeaseSample[] = [];
   const events: TimelineEvent[] = [];
   let lastArp = '?';
-  const probe = w.startProbe(50, (r) => {
+  const probe = w.startProbe(PROBE_MS, (r) => {
     const nodes = [...new Set(r.macs.map((m) => macToNode.get(m.toLowerCase()) ?? m))].sort();
     const t = r.t - t0;
     arp.push({ t, nodes });
@@ -524,7 +528,7 @@ function record(w: L2World, t0: number, macToNode: Map<string, string>): Recorde
           last = holder;
         }
       } catch {}
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, LEASE_POLL_MS));
     }
   })();
   const apiLoop = (async () => {
@@ -579,7 +583,7 @@ function record(w: L2World, t0: number, macToNode: Map<string, string>): Recorde
               'being deleted (evicted by the drain)',
             );
       } catch {}
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, API_POLL_MS));
     }
   })();
   return {
@@ -751,6 +755,9 @@ async function main(): Promise<number> {
       vip: w.vip,
       leaseName: `${SITE_NS}/${LEASE}`,
       holderNodes: Object.fromEntries(routers.map((r) => [r.name, r.node])),
+      probeIntervalMs: PROBE_MS,
+      leaseIntervalMs: LEASE_POLL_MS,
+      apiIntervalMs: API_POLL_MS,
       arp: rec.arp.filter((a) => a.t >= -1000),
       lease: rec.lease.filter((l) => l.t >= -1000),
       events: [

@@ -39,6 +39,10 @@ export interface Timeline {
   nodes: string[];
   vip: string;
   leaseName: string;
+  /** Sampling intervals (ms), stated in the report as the measurement's resolution. */
+  probeIntervalMs?: number;
+  leaseIntervalMs?: number;
+  apiIntervalMs?: number;
   /** Lease holder (pod) → the node it runs on, so the chart colours holders by node. */
   holderNodes?: Record<string, string>;
   arp: ArpSample[];
