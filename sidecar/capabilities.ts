@@ -2,4 +2,6 @@ import type { Feature } from '../shared/contract.ts';
 import type { CapabilityFactory } from './capability.ts';
 
 /** Each capability is loaded only when its feature is enabled (footprint: one sidecar per node). */
-export const CAPABILITIES: Partial<Record<Feature, () => Promise<CapabilityFactory>>> = {};
+export const CAPABILITIES: Partial<Record<Feature, () => Promise<CapabilityFactory>>> = {
+  'l2-handover': async () => (await import('./l2/capability.ts')).createL2Handover,
+};
