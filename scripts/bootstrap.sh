@@ -12,9 +12,11 @@ SUDO=""
 
 # --- apt packages, only the missing ones -------------------------------------
 need_pkgs=()
-for p in etcd-server iproute2 iptables nftables iputils-arping tcpdump golang-go rsync python3 ca-certificates; do
+for p in etcd-server iproute2 iptables nftables iputils-arping tcpdump golang-go rsync python3 ca-certificates openssl; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
+# kubectl ships on the machine image; Debian's own client is the fallback.
+command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing apt packages: ${need_pkgs[*]}"
   $SUDO apt-get update -qq

@@ -3,7 +3,9 @@
 import { readFileSync } from 'node:fs';
 import { build } from 'esbuild';
 
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 await build({
   entryPoints: { drainguard: 'cli/drainguard.ts' },
   outdir: 'dist',
@@ -20,6 +22,8 @@ await build({
   logLevel: 'warning',
   define: { __DRAINGUARD_VERSION__: JSON.stringify(pkg.version) },
   // CommonJS dependencies (pino, node-forge) call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);",
+  },
 });
 process.stdout.write('built dist/drainguard.mjs\n');

@@ -43,6 +43,8 @@ export interface RequestOptions {
   /** Retry retryable failures (not conflicts) this many times with capped backoff; default 0. */
   retries?: number;
   signal?: AbortSignal;
+  /** Return the body as text instead of parsing JSON (/readyz, /version-like endpoints). */
+  text?: boolean;
 }
 
 export interface WatchEvent<T> {
@@ -143,7 +145,7 @@ export class KubeClient {
             const code = res.statusCode ?? 0;
             if (code >= 200 && code < 300) {
               try {
-                resolve((text ? JSON.parse(text) : {}) as T);
+                resolve((opts.text ? text : text ? JSON.parse(text) : {}) as T);
               } catch (e) {
                 reject(new ApiError(method, url.pathname, code, 'BadResponse', (e as Error).message));
               }

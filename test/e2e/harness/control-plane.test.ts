@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { waitFor } from '../../../shared/clock.ts';
+import { isApiError } from '../../../shared/kube/client.ts';
+import { Informer } from '../../../shared/kube/informer.ts';
+import type { Lease, Node } from '../../../shared/kube/types.ts';
+import { microTime } from '../../../shared/kube/types.ts';
+import { createLogger } from '../../../shared/log.ts';
+import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
+
+let cp: ControlPlane;
+before(async () => {
+  cp = await startControlPlane();
+});
+after(async () => {
+  await cp?.stop();
+});
+
+test('kubectl sees the 1.20 server', async () => {
+  const r = await cp.kubectl(['version', '-o', 'json']);
+  const v = JSON.parse(r.stdout) as { serverVersion: { gitVersion: string } };
+  assert.match(v.serverVersion.gitVersion, /^v1\.20\.2/);
+});
+
+test('kubectl cordon is observed through a field-selected watch', async () => {
+  const client = cp.client();
+  await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'smoke-node' } });
+  const seen: boolean[] = [];
+  const informer = new Informer(client, {
+    path: '/api/v1/nodes',
+    fieldSelector: 'metadata.name=smoke-node',
+    log: createLogger('test', 'warn'),
+    onChange: (objs) => {
+      const n = objs.values().next().value as Node | undefined;
+      seen.push(Boolean(n?.spec?.unschedulable));
+    },
+  });
+  informer.start();
+  try {
+    await waitFor('initial sync', () => informer.hasSynced, { timeoutMs: 10_000 });
+    assert.equal(seen.at(-1), false);
+    const r = await cp.kubectl(['cordon', 'smoke-node']);
+    assert.equal(r.code, 0, r.stderr);
+    await waitFor('unschedulable via watch', () => seen.at(-1) === true, { timeoutMs: 10_000 });
+  } finally {
+    await informer.stop();
+    client.close();
+  }
+});
+
+test('a Lease replaced with a stale resourceVersion gets 409', async () => {
+  const client = cp.client();
+  const path = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
+  const created = await client.create<Lease>(path, {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name: 'smoke-lease' },
+    spec: { holderIdentity: 'a', leaseDurationSeconds: 15, renewTime: microTime(Date.now()) },
+  });
+  const stale = structuredClone(created);
+  await client.replace(`${path}/smoke-lease`, { ...created, spec: { ...created.spec, holderIdentity: 'b' } });
+  await assert.rejects(
+    client.replace(`${path}/smoke-lease`, { ...stale, spec: { ...stale.spec, holderIdentity: 'c' } }),
+    (e) => isApiError(e, 409),
+  );
+  const now = await client.get<Lease>(`${path}/smoke-lease`);
+  assert.equal(now.spec?.holderIdentity, 'b');
+  client.close();
+});
+
+test('the informer survives an API server restart and sees changes made after it', async () => {
+  const client = cp.client();
+  let latest: Node | undefined;
+  const informer = new Informer(client, {
+    path: '/api/v1/nodes',
+    fieldSelector: 'metadata.name=restart-node',
+    log: createLogger('test', 'silent'),
+    onChange: (objs) => {
+      latest = objs.values().next().value as Node | undefined;
+    },
+  });
+  await client.create('/api/v1/nodes', {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'restart-node' },
+  });
+  informer.start();
+  try {
+    await waitFor('sync', () => latest !== undefined, { timeoutMs: 10_000 });
+    await cp.stopApiServer();
+    await cp.startApiServer();
+    await cp.kubectl(['label', 'node', 'restart-node', 'after=restart']);
+    await waitFor('label seen after restart', () => latest?.metadata?.labels?.after === 'restart', {
+      timeoutMs: 30_000,
+    });
+    assert.ok(informer.restarts >= 1, 'the watch was broken and restarted');
+  } finally {
+    await informer.stop();
+    client.close();
+  }
+});

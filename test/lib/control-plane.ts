@@ -1,0 +1,457 @@
+// A real etcd + kube-apiserver 1.20.2 on free ports, for tests and `make cluster`.
+// Nothing here is simulated: admission webhooks, RBAC, watches, conflicts and API
+// priority-and-fairness are the real server's. What it lacks (kubelet, controllers) tests play.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { waitFor } from '../../shared/clock.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeTarget } from '../../shared/kube/config.ts';
+
+export const APISERVER_VERSION = '1.20.2';
+const cacheDir = () =>
+  join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? '/root', '.cache'), 'drainguard');
+export const apiserverBinary = () => join(cacheDir(), `kube-apiserver-${APISERVER_VERSION}`);
+
+export interface ControlPlaneOptions {
+  /** Address the API server listens on; default 127.0.0.1. */
+  bindAddress?: string;
+  /** Extra IP SANs for the serving certificate (e.g. the host's address on a test switch). */
+  sanIPs?: string[];
+  extraApiServerArgs?: string[];
+  /** Extra users with static tokens (name system:serviceaccount:<ns>:<sa> acts as that service account). */
+  users?: { name: string; groups?: string[] }[];
+  /** Where state lives; default a fresh temp dir (removed on stop). */
+  dir?: string;
+  /** Keep running after this process exits (`make cluster`). */
+  detached?: boolean;
+}
+
+export interface ControlPlane {
+  dir: string;
+  server: string;
+  kubeconfigPath: string;
+  target: KubeTarget;
+  etcdPid: number;
+  apiserverPid: number;
+  client(): KubeClient;
+  kubectl(
+    args: string[],
+    opts?: { input?: string; kubeconfig?: string },
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
+  userTarget(name: string): KubeTarget;
+  userKubeconfig(name: string): string;
+  stopApiServer(): Promise<void>;
+  startApiServer(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function run(cmd: string, args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    const child = execFile(
+      cmd,
+      args,
+      { env: opts.env ?? process.env, maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
+  });
+}
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  const r = await run(
+    'openssl',
+    args.map((a) => a.replace('{dir}', cwd)),
+  );
+  if (r.code !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
+}
+
+/** CA, API serving cert (SANs: loopback, kubernetes.default names, extra IPs) and the SA signing key. */
+async function makePki(dir: string, sanIPs: string[]): Promise<void> {
+  const ips = ['127.0.0.1', '10.96.0.1', ...sanIPs];
+  const dns = [
+    'localhost',
+    'kubernetes',
+    'kubernetes.default',
+    'kubernetes.default.svc',
+    'kubernetes.default.svc.cluster.local',
+  ];
+  const san = [...dns.map((d) => `DNS:${d}`), ...ips.map((i) => `IP:${i}`)].join(',');
+  await openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=drainguard-test-ca',
+      '-keyout',
+      '{dir}/ca.key',
+      '-out',
+      '{dir}/ca.crt',
+    ],
+    dir,
+  );
+  await openssl(
+    [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=kube-apiserver',
+      '-keyout',
+      '{dir}/apiserver.key',
+      '-out',
+      '{dir}/apiserver.csr',
+    ],
+    dir,
+  );
+  writeFileSync(join(dir, 'ext.cnf'), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
+  await openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      '{dir}/apiserver.csr',
+      '-CA',
+      '{dir}/ca.crt',
+      '-CAkey',
+      '{dir}/ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      '{dir}/ext.cnf',
+      '-out',
+      '{dir}/apiserver.crt',
+    ],
+    dir,
+  );
+  await openssl(['genrsa', '-out', '{dir}/sa.key', '2048'], dir);
+  await openssl(['rsa', '-in', '{dir}/sa.key', '-pubout', '-out', '{dir}/sa.pub'], dir);
+}
+
+function kubeconfigJson(server: string, ca: string, user: string, token: string): string {
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'drainguard-test',
+      clusters: [
+        {
+          name: 'test',
+          cluster: { server, 'certificate-authority-data': Buffer.from(ca).toString('base64') },
+        },
+      ],
+      users: [{ name: user, user: { token } }],
+      contexts: [{ name: 'drainguard-test', context: { cluster: 'test', user } }],
+    },
+    null,
+    2,
+  );
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function killAndWait(pid: number | undefined, timeoutMs = 10_000): Promise<void> {
+  if (!pid || !alive(pid)) return;
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  try {
+    await waitFor(`pid ${pid} to exit`, () => !alive(pid), { timeoutMs, intervalMs: 50 });
+  } catch {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {}
+    await waitFor(`pid ${pid} to die`, () => !alive(pid), { timeoutMs: 5_000, intervalMs: 50 });
+  }
+}
+
+const STATE_PREFIX = 'drainguard-cp-';
+
+/** Removes control planes left by earlier runs whose owning process is gone (crash, Ctrl-C, kill -9). */
+export async function reapLeftovers(base = tmpRoot()): Promise<void> {
+  if (!existsSync(base)) return;
+  for (const name of readdirSync(base)) {
+    if (!name.startsWith(STATE_PREFIX)) continue;
+    const dir = join(base, name);
+    try {
+      const st = JSON.parse(readFileSync(join(dir, 'pids.json'), 'utf8')) as {
+        owner: number;
+        etcd?: number;
+        apiserver?: number;
+        detached?: boolean;
+      };
+      if (st.detached || alive(st.owner)) continue;
+      await killAndWait(st.apiserver);
+      await killAndWait(st.etcd);
+    } catch {
+      // no pid file yet or unreadable: fall through and remove only if clearly old
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// etcd's fsyncs dominate API latency on a small disk; tmpfs keeps tests fast. Data is throwaway.
+const tmpRoot = () => (existsSync('/dev/shm') ? '/dev/shm' : tmpdir());
+
+const live = new Set<ControlPlane>();
+let exitHookInstalled = false;
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // Synchronous last resort: a test process that dies must not leave servers running.
+  process.on('exit', () => {
+    for (const cp of live) {
+      for (const pid of [cp.apiserverPid, cp.etcdPid]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+      rmSync(cp.dir, { recursive: true, force: true });
+    }
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+}
+
+export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const bin = apiserverBinary();
+  if (!existsSync(bin)) throw new Error(`${bin} not found: run scripts/bootstrap.sh (make bootstrap) first`);
+  if (!opts.detached) await reapLeftovers();
+  const dir = opts.dir ?? mkdtempSync(join(tmpRoot(), STATE_PREFIX));
+  mkdirSync(dir, { recursive: true });
+  await makePki(dir, opts.sanIPs ?? []);
+  const bind = opts.bindAddress ?? '127.0.0.1';
+  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort(bind)];
+  const tokens = new Map<string, { token: string; groups: string[] }>();
+  tokens.set('admin', { token: randomBytes(24).toString('hex'), groups: ['system:masters'] });
+  for (const u of opts.users ?? [])
+    tokens.set(u.name, { token: randomBytes(24).toString('hex'), groups: u.groups ?? [] });
+  writeFileSync(
+    join(dir, 'tokens.csv'),
+    [...tokens].map(([name, t], i) => `${t.token},${name},uid-${i},"${t.groups.join(',')}"`).join('\n') +
+      '\n',
+    { mode: 0o600 },
+  );
+  const ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
+  const server = `https://${bind}:${apiPort}`;
+  const kubeconfigPath = join(dir, 'kubeconfig.json');
+  writeFileSync(kubeconfigPath, kubeconfigJson(server, ca, 'admin', tokens.get('admin')!.token), {
+    mode: 0o600,
+  });
+  const logFd = (name: string) => {
+    const p = join(dir, `${name}.log`);
+    writeFileSync(p, '');
+    return p;
+  };
+  const spawnLogged = (cmd: string, args: string[], logName: string): ChildProcess => {
+    const out = logFd(logName);
+    const child = spawn('bash', ['-c', 'exec "$@" >>"$LOG" 2>&1', 'bash', cmd, ...args], {
+      env: { ...process.env, LOG: out },
+      stdio: 'ignore',
+      detached: true, // own process group: Ctrl-C to a test does not race our orderly stop
+    });
+    child.unref();
+    return child;
+  };
+  const etcd = spawnLogged(
+    'etcd',
+    [
+      '--name',
+      'default',
+      '--data-dir',
+      join(dir, 'etcd'),
+      '--listen-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${etcdPort}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${peerPort}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${peerPort}`,
+      '--initial-cluster',
+      `default=http://127.0.0.1:${peerPort}`,
+      '--log-level',
+      'warn',
+    ],
+    'etcd',
+  );
+  const apiArgs = [
+    '--etcd-servers',
+    `http://127.0.0.1:${etcdPort}`,
+    '--secure-port',
+    String(apiPort),
+    '--bind-address',
+    bind,
+    // The advertise address only names the "kubernetes" Service endpoint, which must not be loopback;
+    // with the reconciler off nothing is ever sent to it.
+    '--advertise-address',
+    bind.startsWith('127.') || bind === '0.0.0.0' ? '192.0.2.1' : bind,
+    '--endpoint-reconciler-type',
+    'none',
+    '--tls-cert-file',
+    join(dir, 'apiserver.crt'),
+    '--tls-private-key-file',
+    join(dir, 'apiserver.key'),
+    '--client-ca-file',
+    join(dir, 'ca.crt'),
+    '--token-auth-file',
+    join(dir, 'tokens.csv'),
+    '--authorization-mode',
+    'RBAC',
+    '--service-account-key-file',
+    join(dir, 'sa.pub'),
+    '--service-account-signing-key-file',
+    join(dir, 'sa.key'),
+    '--service-account-issuer',
+    'https://kubernetes.default.svc',
+    '--service-cluster-ip-range',
+    '10.96.0.0/16',
+    '--allow-privileged',
+    '--disable-admission-plugins',
+    'ServiceAccount',
+    '--profiling=false',
+    '--logtostderr',
+    '--v',
+    '1',
+    ...(opts.extraApiServerArgs ?? []),
+  ];
+  const state = { owner: process.pid, etcd: etcd.pid, apiserver: 0, detached: Boolean(opts.detached) };
+  const savePids = () => writeFileSync(join(dir, 'pids.json'), JSON.stringify(state));
+  savePids();
+  const target: KubeTarget = { server, ca, token: tokens.get('admin')!.token };
+  const probe = new KubeClient(target);
+  const ready = async () => {
+    try {
+      await probe.get('/readyz', { timeoutMs: 2_000, text: true });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const startApiServer = async () => {
+    const child = spawnLogged(bin, apiArgs, 'apiserver');
+    state.apiserver = child.pid ?? 0;
+    cp.apiserverPid = state.apiserver;
+    savePids();
+    try {
+      await waitFor(
+        'kube-apiserver /readyz',
+        async () => ((await ready()) || !alive(state.apiserver) ? true : false),
+        {
+          timeoutMs: 90_000,
+          intervalMs: 100,
+        },
+      );
+    } catch (e) {
+      throw new Error(
+        `${(e as Error).message}\n--- apiserver.log (tail)\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
+      );
+    }
+    if (!alive(state.apiserver))
+      throw new Error(
+        `kube-apiserver exited:\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
+      );
+  };
+  const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
+    run(
+      'kubectl',
+      ['--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args],
+      o.input === undefined ? {} : { input: o.input },
+    );
+  const cp: ControlPlane = {
+    dir,
+    server,
+    kubeconfigPath,
+    target,
+    etcdPid: etcd.pid ?? 0,
+    apiserverPid: 0,
+    client: () => new KubeClient(target),
+    kubectl,
+    userTarget(name) {
+      const t = tokens.get(name);
+      if (!t) throw new Error(`no user ${name}: pass it in startControlPlane({ users })`);
+      return { server, ca, token: t.token };
+    },
+    userKubeconfig(name) {
+      const t = tokens.get(name);
+      if (!t) throw new Error(`no user ${name}: pass it in startControlPlane({ users })`);
+      const p = join(dir, `kubeconfig-${name.replace(/[^a-zA-Z0-9_.-]/g, '_')}.json`);
+      writeFileSync(p, kubeconfigJson(server, ca, name, t.token), { mode: 0o600 });
+      return p;
+    },
+    async stopApiServer() {
+      await killAndWait(state.apiserver);
+    },
+    startApiServer,
+    async stop() {
+      live.delete(cp);
+      probe.close();
+      await killAndWait(state.apiserver);
+      await killAndWait(state.etcd);
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  if (!opts.detached) {
+    installExitHook();
+    live.add(cp);
+  }
+  try {
+    await startApiServer();
+    // Objects every test expects: the default namespace exists once the bootstrap controller ran.
+    await waitFor('namespace default', async () => (await kubectl(['get', 'ns', 'default'])).code === 0, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+  } catch (e) {
+    await cp.stop();
+    throw e;
+  }
+  return cp;
+}
+
+let shared: Promise<ControlPlane> | undefined;
+/** One control plane per test process; tests use their own namespaces. Stopped at exit. */
+export function sharedControlPlane(): Promise<ControlPlane> {
+  shared ??= startControlPlane();
+  return shared;
+}
