@@ -65,6 +65,7 @@ export class L2Handover implements Capability {
   /** Observe-only: what the label and fence would be. */
   private simLabel: boolean | undefined;
   private writtenStatus = '';
+  private readonly pendingEvents: { type: 'Normal' | 'Warning'; reason: string; message: string }[] = [];
   private readonly abort = new AbortController();
   private dirty = false;
   private running: Promise<void> | undefined;
@@ -214,6 +215,7 @@ export class L2Handover implements Capability {
         this.handoverSeconds.set({}, (this.ctx.clock.now() - mem.handoverStartedAt) / 1000);
     }
     for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === mem.phase ? 1 : 0);
+    this.flushEvents();
     await this.publishStatus();
   }
 
@@ -316,20 +318,31 @@ export class L2Handover implements Capability {
   }
 
   private recordEvent(type: 'Normal' | 'Warning', reason: string, message: string): void {
-    const { config, events } = this.ctx;
-    // Best effort and not awaited: reporting must never hold up the handover itself.
-    void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
-    void events.record(
-      {
-        kind: 'Pod',
-        name: config.podName,
-        namespace: config.podNamespace,
-        ...(config.podUid ? { uid: config.podUid } : {}),
-      },
-      type,
-      reason,
-      message,
-    );
+    if (reason === 'L2FailsafeFence') this.ctx.log.error({ reason }, message);
+    // Events written while the API is down would be lost: keep them until it answers again.
+    this.pendingEvents.push({ type, reason, message });
+    this.flushEvents();
+  }
+
+  private flushEvents(): void {
+    const { config, events, drain } = this.ctx;
+    if (drain.current.apiDownSince !== undefined || this.pendingEvents.length === 0) return;
+    const batch = this.pendingEvents.splice(0);
+    for (const { type, reason, message } of batch) {
+      // Best effort and not awaited: reporting must never hold up the handover itself.
+      void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
+      void events.record(
+        {
+          kind: 'Pod',
+          name: config.podName,
+          namespace: config.podNamespace,
+          ...(config.podUid ? { uid: config.podUid } : {}),
+        },
+        type,
+        reason,
+        message,
+      );
+    }
   }
 
   private async publishStatus(): Promise<void> {
