@@ -2,14 +2,15 @@
 // a client, the real API server reachable from the node namespaces, MetalLB's CRD and objects,
 // a speaker simulator per node and (optionally) a drainguard sidecar per node.
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
 import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
-import { createTestBed, type TestBed, type TestNode } from '../../lib/netns.ts';
+import { createTestBed, sh, type TestBed, type TestNode } from '../../lib/netns.ts';
 import { owner } from '../../sim/speaker/election.ts';
 
 export const METALLB_NS = 'metallb-system';
@@ -69,16 +70,75 @@ export async function createL2World(
 ): Promise<L2World> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
   const vip = opts.vip ?? '192.0.2.100';
-  const bed = await createTestBed({ nodes: [...names, 'client'], hostLink: true });
-  const hostIP = bed.hostIPv4 as string;
-  const cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP] });
+  const bed = await createTestBed({ nodes: [...names, 'client'] });
+  const cpDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'drainguard-l2-'));
+  process.on('exit', () => rmSync(cpDir, { recursive: true, force: true }));
+  let cp: ControlPlane | undefined;
+  try {
+    const hostIP = await apiUplink(bed);
+    // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
+    // such dirs while they have no pids.json yet (a race when test runs start together).
+    cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP], dir: cpDir });
+    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {});
+  } catch (e) {
+    await cp?.stop();
+    await bed.destroy();
+    rmSync(cpDir, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/**
+ * A path from the node namespaces to an API server in the root namespace. Not the bed's
+ * hostLink: on machines whose own network is 192.0.2.0/24 (this one: eth0 192.0.2.2, gateway
+ * 192.0.2.1) a second connected 192.0.2.0/24 route in the root namespace misroutes. Instead a
+ * /29 from 203.0.113.0/24 that no root-namespace route uses, on a veth into the switch, with a
+ * second address on each node's eth0.
+ */
+async function apiUplink(bed: TestBed): Promise<string> {
+  const routes = JSON.parse((await sh(['ip', '-j', 'route', 'show', 'table', 'all'])).stdout || '[]') as {
+    dst?: string;
+  }[];
+  const used = new Set(routes.map((r) => r.dst ?? ''));
+  const need = bed.nodes.length + 1;
+  if (need > 6) throw new Error('the API uplink /29 holds at most 5 nodes');
+  const free = Array.from({ length: 32 }, (_, i) => i * 8).filter((b) => !used.has(`203.0.113.${b}/29`));
+  const base = free[Math.floor(Math.random() * free.length)];
+  if (base === undefined) throw new Error('no free /29 in 203.0.113.0/24 for the API uplink');
+  const host = `203.0.113.${base + 1}`;
+  const hostIf = `${bed.id}u`.slice(-15);
+  const peer = `${bed.id}v`.slice(-15);
+  const must = async (cmd: string[]) => {
+    const r = await sh(cmd);
+    if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr}`);
+  };
+  await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
+  // The pair lives as long as the switch namespace: deleting it removes both ends.
+  await must(['ip', 'link', 'set', peer, 'netns', bed.switchNs, 'name', 'apilink']);
+  await must(['ip', '-n', bed.switchNs, 'link', 'set', 'apilink', 'master', 'br0', 'up']);
+  await must(['ip', 'addr', 'add', `${host}/29`, 'dev', hostIf]);
+  await must(['ip', 'link', 'set', hostIf, 'up']);
+  for (const [i, n] of bed.nodes.entries())
+    await n.run(['ip', 'addr', 'add', `203.0.113.${base + 2 + i}/29`, 'dev', 'eth0']);
+  return host;
+}
+
+async function populate(
+  bed: TestBed,
+  cp: ControlPlane,
+  names: string[],
+  vip: string,
+  sidecarEnv: Record<string, string>,
+): Promise<L2World> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
     const r = await cp.kubectl(args, input === undefined ? {} : { input });
     if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
-  await k(['apply', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
+  // The CRD is MetalLB's, CEL rules (x-kubernetes-validations, Kubernetes 1.25+) included; the
+  // 1.20 test server does not know them, so client-side validation is off and the server drops them.
+  await k(['apply', '--validate=false', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
   await k(['wait', '--for=condition=established', '--timeout=30s', 'crd/servicel2statuses.metallb.io']);
   await waitFor(
     'ServiceL2Status served',
@@ -202,6 +262,7 @@ export async function createL2World(
       };
       let ready = false;
       createInterface({ input: proc.stdout! }).on('line', (line) => {
+        if (process.env.L2_DEBUG) process.stderr.write(`[speaker ${name}] ${line}\n`);
         try {
           const o = JSON.parse(line) as Record<string, unknown>;
           sp.lines.push(o);
@@ -237,7 +298,7 @@ export async function createL2World(
           DRAINGUARD_PORT: String(SIDECAR_PORT),
           DRAINGUARD_FAILSAFE_GRACE_SECONDS: '2',
           DRAINGUARD_HANDOVER_BUDGET_SECONDS: '20',
-          ...opts.sidecarEnv,
+          ...sidecarEnv,
           ...env,
         },
       });
@@ -311,6 +372,7 @@ export async function createL2World(
       client.close();
       await cp.stop();
       await bed.destroy();
+      rmSync(cp.dir, { recursive: true, force: true });
     },
   };
   return world;
