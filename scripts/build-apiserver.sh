@@ -5,7 +5,8 @@ set -euo pipefail
 ver="1.20.2"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
 out="$cache/kube-apiserver-$ver"
-if [ -x "$out" ]; then echo "$out"; exit 0; fi
+# The stamp marks a binary built with the reflect2 fix below; older cached binaries are rebuilt.
+if [ -x "$out" ] && [ -f "$out.reflect2-go118" ]; then echo "$out"; exit 0; fi
 log() { printf '[build-apiserver] %s\n' "$*" >&2; }
 work="$cache/k8s-src-$ver"
 rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/sources"
@@ -26,9 +27,50 @@ log "unpacking $(basename "$orig")"
 mkdir -p "$work/tree" && tar -xf "$orig" -C "$work/tree" --strip-components=1
 cd "$work/tree"
 rm -rf _output
+# Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration calls reflect.mapiterinit
+# with the pre-Go-1.18 signature; built with Debian's Go 1.19 the API server then dies with
+# "fatal error: fault" on the first custom-resource write (json-iterator sorts map keys through it).
+# Apply reflect2 1.0.2's fix: the caller passes the iterator (go1.18+ signature).
+python3 - vendor/github.com/modern-go/reflect2 <<'PY'
+import re, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+link, umap = d / "unsafe_link.go", d / "unsafe_map.go"
+a = link.read_text()
+b = umap.read_text()
+a2 = re.sub(r"(//[^\n]*\n)*//go:linkname mapiterinit reflect\.mapiterinit\nfunc mapiterinit\([^)]*\) \*hiter\n", "", a)
+b2 = re.sub(r"func \(type2 \*UnsafeMapType\) UnsafeIterate\(obj unsafe\.Pointer\) MapIterator \{\n.*?\n\}\n", "", b, flags=re.S)
+if a2 == a or b2 == b:
+    sys.exit("reflect2 patch did not apply: unsafe_link.go/unsafe_map.go have an unexpected shape")
+link.write_text(a2)
+umap.write_text(b2)
+(d / "go_above_118.go").write_text("""//go:build go1.18
+// +build go1.18
+
+package reflect2
+
+import "unsafe"
+
+// m escapes into the return value, but the caller of mapiterinit
+// doesn't let the return value escape.
+//go:noescape
+//go:linkname mapiterinit reflect.mapiterinit
+func mapiterinit(rtype unsafe.Pointer, m unsafe.Pointer, it *hiter)
+
+func (type2 *UnsafeMapType) UnsafeIterate(obj unsafe.Pointer) MapIterator {
+	var it hiter
+	mapiterinit(type2.rtype, *(*unsafe.Pointer)(obj), &it)
+	return &UnsafeMapIterator{
+		hiter:      &it,
+		pKeyRType:  type2.pKeyRType,
+		pElemRType: type2.pElemRType,
+	}
+}
+""")
+PY
 mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
 log "building (several minutes on 2 cores)"
 GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
 cp _output/local/bin/linux/amd64/kube-apiserver "$out.tmp" && mv "$out.tmp" "$out"
+touch "$out.reflect2-go118"
 cd / && rm -rf "$work"
 echo "$out"

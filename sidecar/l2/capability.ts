@@ -70,6 +70,7 @@ export class L2Handover implements Capability {
   private dirty = false;
   private running: Promise<void> | undefined;
   private loop: Promise<void> | undefined;
+  private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
   private lastCheck = 0;
   private readonly phaseGauge;
@@ -105,11 +106,17 @@ export class L2Handover implements Capability {
 
   async start(): Promise<void> {
     const { ctx } = this;
+    // Local state first (no API needed); readiness must never wait for the API.
     this.fence = await this.readFence().catch((e: unknown) => {
       ctx.log.error({ err: (e as Error).message }, 'cannot read the nft fence table; assuming none');
       return undefined;
     });
     this.hostInterfaces = await this.listInterfaces();
+    this.init = this.resumeAndRun();
+  }
+
+  private async resumeAndRun(): Promise<void> {
+    const { ctx } = this;
     const node = await this.readOwnNode();
     this.mem = resume(
       parseStatus(node?.metadata?.annotations?.[STATUS_ANNOTATION]),
@@ -129,6 +136,7 @@ export class L2Handover implements Capability {
 
   async prestop(): Promise<Record<string, unknown>> {
     const started = this.ctx.clock.now();
+    await this.init;
     this.schedule();
     let outcome: string;
     try {
@@ -160,6 +168,7 @@ export class L2Handover implements Capability {
 
   async stop(): Promise<void> {
     this.abort.abort();
+    await this.init;
     this.unsubscribe?.();
     await this.statusInformer?.stop();
     await this.loop;
@@ -400,8 +409,8 @@ export class L2Handover implements Capability {
   private async readOwnNode(): Promise<Node | undefined> {
     try {
       return await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
-        retries: 2,
-        timeoutMs: 5_000,
+        retries: 1,
+        timeoutMs: 3_000,
       });
     } catch (e) {
       this.ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
