@@ -74,6 +74,8 @@ wire.on('exit', (code) => {
 
 // --- memberlist ---------------------------------------------------------------------------
 const sock = dgram.createSocket({ type: 'udp4', reuseAddr: true });
+// A memberlist cut (nft output drop) fails sends with EPERM: like a real speaker, carry on.
+sock.on('error', (e) => log.debug({ err: e.message }, 'memberlist send failed'));
 sock.on('message', (msg) => {
   try {
     const m = JSON.parse(msg.toString()) as { node: string; type: 'alive' | 'leave' };
@@ -93,7 +95,7 @@ sock.on('message', (msg) => {
 await new Promise<void>((resolve) => sock.bind(port, '0.0.0.0', () => resolve()));
 const beat = (type: 'alive' | 'leave') => {
   const msg = Buffer.from(JSON.stringify({ node: cfg.node, type }));
-  for (const p of cfg.peers) if (p.node !== cfg.node) sock.send(msg, port, p.ip);
+  for (const p of cfg.peers) if (p.node !== cfg.node) sock.send(msg, port, p.ip, () => {});
 };
 const beatTimer = setInterval(() => beat('alive'), heartbeatMs);
 

@@ -6,6 +6,8 @@
                           stdin, one per line:  "vips A B ..." (replace the set),  "garp A" (takeover:
                           gratuitous ARP as request and reply, once, then every 1.1 s for 5 s),
                           "quit". Exits when stdin closes (its parent died).
+  wire.py send-garp IFACE VIP / send-na IFACE TARGET6
+                          One gratuitous ARP (request and reply) / one unsolicited NA, then exit.
   wire.py probe IFACE SRC_IP VIP INTERVAL_MS
                           Sends an ARP request for VIP every INTERVAL_MS and prints one JSON line per
                           round: {"t": send time (epoch ms), "macs": [MACs that answered this round]}.
@@ -53,6 +55,15 @@ def parse_arp(frame):
     }
 
 
+def send(s, frame):
+    # A fence (nft netdev egress drop) makes the send fail with ENOBUFS; the real speaker logs
+    # that and carries on, so does this one.
+    try:
+        s.send(frame)
+    except OSError:
+        pass
+
+
 def open_socket(iface):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ARP))
     s.bind((iface, ETH_P_ARP))
@@ -70,8 +81,8 @@ def speaker(iface):
 
     def send_garp(vip):
         # MetalLB sends both forms; some clients only honour one of them.
-        s.send(arp_frame(BROADCAST, mac, 1, mac, vip, ZERO, vip))
-        s.send(arp_frame(BROADCAST, mac, 2, mac, vip, BROADCAST, vip))
+        send(s, arp_frame(BROADCAST, mac, 1, mac, vip, ZERO, vip))
+        send(s, arp_frame(BROADCAST, mac, 2, mac, vip, BROADCAST, vip))
 
     while True:
         now = time.monotonic()
@@ -106,7 +117,7 @@ def speaker(iface):
                 a = parse_arp(frame)
                 if not a or a["op"] != 1 or a["src"] == mac or a["tpa"] not in vips or a["spa"] == a["tpa"]:
                     continue
-                s.send(arp_frame(a["sha"], mac, 2, mac, a["tpa"], a["sha"], a["spa"]))
+                send(s, arp_frame(a["sha"], mac, 2, mac, a["tpa"], a["sha"], a["spa"]))
         now = time.monotonic()
         for g in list(garps):
             if now >= g[1]:
@@ -125,7 +136,7 @@ def probe(iface, src_ip, vip, interval_ms):
     while True:
         t_send = time.time()
         deadline = time.monotonic() + interval
-        s.send(arp_frame(BROADCAST, mac, 1, mac, src_ip, ZERO, vip))
+        send(s, arp_frame(BROADCAST, mac, 1, mac, src_ip, ZERO, vip))
         macs = []
         while True:
             left = deadline - time.monotonic()
@@ -148,8 +159,36 @@ def probe(iface, src_ip, vip, interval_ms):
         out.flush()
 
 
+def send_garp(iface, vip):
+    """One gratuitous ARP, as request and as reply (what a takeover sends)."""
+    mac = own_mac(iface)
+    s = open_socket(iface)
+    send(s, arp_frame(BROADCAST, mac, 1, mac, vip, ZERO, vip))
+    send(s, arp_frame(BROADCAST, mac, 2, mac, vip, BROADCAST, vip))
+
+
+def send_na(iface, target):
+    """One unsolicited neighbour advertisement for target, from a raw ICMPv6 socket like MetalLB's."""
+    mac = own_mac(iface)
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, iface.encode())
+    # type 136, code 0, checksum (kernel fills it for raw ICMPv6), flags: override
+    body = struct.pack("!BBHI", 136, 0, 0, 0x20000000) + socket.inet_pton(socket.AF_INET6, target)
+    body += struct.pack("!BB", 2, 1) + mac  # target link-layer address option
+    idx = socket.if_nametoindex(iface)
+    try:
+        s.sendto(body, ("ff02::1", 0, 0, idx))
+    except PermissionError:
+        pass  # dropped by an nft output rule (the fence)
+
+
 def main():
-    if len(sys.argv) >= 3 and sys.argv[1] == "speaker":
+    if len(sys.argv) == 4 and sys.argv[1] == "send-garp":
+        send_garp(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "send-na":
+        send_na(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "speaker":
         speaker(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "probe":
         probe(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
