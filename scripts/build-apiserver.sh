@@ -6,7 +6,7 @@ ver="1.20.2"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
 out="$cache/kube-apiserver-$ver"
 # The stamp marks a binary built with the reflect2 fix below; older cached binaries are rebuilt.
-if [ -x "$out" ] && [ -f "$out.reflect2-go118" ]; then echo "$out"; exit 0; fi
+if [ -x "$out" ] && [ -f "$out.reflect2-mapiter" ]; then echo "$out"; exit 0; fi
 log() { printf '[build-apiserver] %s\n' "$*" >&2; }
 work="$cache/k8s-src-$ver"
 rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/sources"
@@ -30,7 +30,7 @@ rm -rf _output
 # Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration calls reflect.mapiterinit
 # with the pre-Go-1.18 signature; built with Debian's Go 1.19 the API server then dies with
 # "fatal error: fault" on the first custom-resource write (json-iterator sorts map keys through it).
-# Apply reflect2 1.0.2's fix: the caller passes the iterator (go1.18+ signature).
+# Replace its map iteration with one through reflect.MapRange (no runtime linkname at all).
 python3 - vendor/github.com/modern-go/reflect2 <<'PY'
 import re, sys, pathlib
 d = pathlib.Path(sys.argv[1])
@@ -48,22 +48,52 @@ umap.write_text(b2)
 
 package reflect2
 
-import "unsafe"
+import (
+	"reflect"
+	"unsafe"
+)
 
-// m escapes into the return value, but the caller of mapiterinit
-// doesn't let the return value escape.
-//go:noescape
-//go:linkname mapiterinit reflect.mapiterinit
-func mapiterinit(rtype unsafe.Pointer, m unsafe.Pointer, it *hiter)
+// Map iteration through reflect.MapRange: no linkname into the runtime, whose map iterator
+// API changed in Go 1.18. Keys and elements are copied, so the pointers stay valid.
+type reflectMapIterator struct {
+	iter     *reflect.MapIter
+	has      bool
+	keyType  reflect.Type
+	elemType reflect.Type
+}
 
 func (type2 *UnsafeMapType) UnsafeIterate(obj unsafe.Pointer) MapIterator {
-	var it hiter
-	mapiterinit(type2.rtype, *(*unsafe.Pointer)(obj), &it)
-	return &UnsafeMapIterator{
-		hiter:      &it,
-		pKeyRType:  type2.pKeyRType,
-		pElemRType: type2.pElemRType,
+	t := type2.Type1()
+	it := &reflectMapIterator{
+		iter:     reflect.NewAt(t, obj).Elem().MapRange(),
+		keyType:  t.Key(),
+		elemType: t.Elem(),
 	}
+	it.has = it.iter.Next()
+	return it
+}
+
+func (it *reflectMapIterator) HasNext() bool {
+	return it.has
+}
+
+func (it *reflectMapIterator) next() (reflect.Value, reflect.Value) {
+	k := reflect.New(it.keyType)
+	k.Elem().Set(it.iter.Key())
+	e := reflect.New(it.elemType)
+	e.Elem().Set(it.iter.Value())
+	it.has = it.iter.Next()
+	return k, e
+}
+
+func (it *reflectMapIterator) Next() (interface{}, interface{}) {
+	k, e := it.next()
+	return k.Interface(), e.Interface()
+}
+
+func (it *reflectMapIterator) UnsafeNext() (unsafe.Pointer, unsafe.Pointer) {
+	k, e := it.next()
+	return unsafe.Pointer(k.Pointer()), unsafe.Pointer(e.Pointer())
 }
 """)
 PY
@@ -71,6 +101,6 @@ mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
 log "building (several minutes on 2 cores)"
 GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
 cp _output/local/bin/linux/amd64/kube-apiserver "$out.tmp" && mv "$out.tmp" "$out"
-touch "$out.reflect2-go118"
+touch "$out.reflect2-mapiter"
 cd / && rm -rf "$work"
 echo "$out"
