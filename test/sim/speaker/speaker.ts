@@ -100,6 +100,11 @@ const beat = (type: 'alive' | 'leave') => {
 const beatTimer = setInterval(() => beat('alive'), heartbeatMs);
 
 // --- API view -----------------------------------------------------------------------------
+const copyInto = (objs: ReadonlyMap<string, KubeObject>, into: Map<string, KubeObject>) => {
+  into.clear();
+  for (const [k, o] of objs) into.set(k, o);
+};
+const views: [Informer, Map<string, KubeObject>][] = [];
 const informer = (path: string, into: Map<string, KubeObject>) => {
   const inf = new Informer(client, {
     path,
@@ -107,11 +112,11 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
     clock: systemClock,
     onChange: (objs) => {
       if (frozen) return;
-      into.clear();
-      for (const [k, o] of objs) into.set(k, o);
+      copyInto(objs, into);
       schedule();
     },
   });
+  views.push([inf, into]);
   inf.start();
   return inf;
 };
@@ -230,7 +235,11 @@ const tick = setInterval(schedule, 100);
 createInterface({ input: process.stdin }).on('line', (line) => {
   const cmd = line.trim();
   if (cmd === 'freeze') frozen = true;
-  if (cmd === 'unfreeze') frozen = false;
+  if (cmd === 'unfreeze') {
+    frozen = false;
+    // Catch up at once, like a local apiserver that syncs again.
+    for (const [inf, into] of views) copyInto(inf.objects, into);
+  }
   emit({ ev: cmd, node: cfg.node });
   schedule();
 });
