@@ -75,11 +75,11 @@ export async function createL2World(
   process.on('exit', () => rmSync(cpDir, { recursive: true, force: true }));
   let cp: ControlPlane | undefined;
   try {
-    const hostIP = await apiUplink(bed);
+    const uplink = await apiUplink(bed);
     // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
     // such dirs while they have no pids.json yet (a race when test runs start together).
-    cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP], dir: cpDir });
-    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {});
+    cp = await startControlPlane({ bindAddress: uplink.host, sanIPs: [uplink.host], dir: cpDir });
+    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, uplink.nodes);
   } catch (e) {
     await cp?.stop();
     await bed.destroy();
@@ -95,7 +95,7 @@ export async function createL2World(
  * /29 from 203.0.113.0/24 that no root-namespace route uses, on a veth into the switch, with a
  * second address on each node's eth0.
  */
-async function apiUplink(bed: TestBed): Promise<string> {
+async function apiUplink(bed: TestBed): Promise<{ host: string; nodes: Map<string, string> }> {
   const routes = JSON.parse((await sh(['ip', '-j', 'route', 'show', 'table', 'all'])).stdout || '[]') as {
     dst?: string;
   }[];
@@ -118,9 +118,13 @@ async function apiUplink(bed: TestBed): Promise<string> {
   await must(['ip', '-n', bed.switchNs, 'link', 'set', 'apilink', 'master', 'br0', 'up']);
   await must(['ip', 'addr', 'add', `${host}/29`, 'dev', hostIf]);
   await must(['ip', 'link', 'set', hostIf, 'up']);
-  for (const [i, n] of bed.nodes.entries())
-    await n.run(['ip', 'addr', 'add', `203.0.113.${base + 2 + i}/29`, 'dev', 'eth0']);
-  return host;
+  const nodes = new Map<string, string>();
+  for (const [i, n] of bed.nodes.entries()) {
+    const addr = `203.0.113.${base + 2 + i}`;
+    await n.run(['ip', 'addr', 'add', `${addr}/29`, 'dev', 'eth0']);
+    nodes.set(n.name, addr);
+  }
+  return { host, nodes };
 }
 
 async function populate(
@@ -129,6 +133,7 @@ async function populate(
   names: string[],
   vip: string,
   sidecarEnv: Record<string, string>,
+  uplinkAddrs: Map<string, string>,
 ): Promise<L2World> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
@@ -327,7 +332,8 @@ async function populate(
       sidecars.delete(name);
       await killWait(sc.proc, signal);
     },
-    sidecarUrl: (name, path) => `http://${bed.node(name).ipv4}:${SIDECAR_PORT}${path}`,
+    // Through the uplink: the root namespace has no route into the bed's 192.0.2.0/24.
+    sidecarUrl: (name, path) => `http://${uplinkAddrs.get(name)}:${SIDECAR_PORT}${path}`,
     getNode: (name) => client.get<Node>(`/api/v1/nodes/${name}`),
     async cordon(name, on) {
       await client.patch(`/api/v1/nodes/${name}`, { spec: { unschedulable: on ? true : null } }, 'merge');
