@@ -389,7 +389,10 @@ export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
     vips: vipsOf(mem.services),
     services: mem.services,
     handedTo: mem.handedTo,
-    fenced: mem.fence !== undefined && (mem.phase === 'fenced' || mem.phase === 'failsafe-fenced'),
+    fenced:
+      mem.fence !== undefined &&
+      !fenceIsEmpty(mem.fence) &&
+      (mem.phase === 'fenced' || mem.phase === 'failsafe-fenced'),
     failsafe: mem.phase === 'failsafe-fenced',
     interfaces: mem.fence?.interfaces ?? [],
     ...(mem.stranded ? { stranded: true } : {}),
