@@ -73,6 +73,7 @@ export class L2Handover implements Capability {
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
   private lastCheck = 0;
+  private lastProbe = 0;
   private readonly phaseGauge;
   private readonly actionCounter;
   private readonly handoverSeconds;
@@ -195,8 +196,21 @@ export class L2Handover implements Capability {
   private async tickLoop(): Promise<void> {
     const { clock } = this.ctx;
     while (!this.abort.signal.aborted) {
-      const fast = needsTick(this.mem, this.ctx.drain.current);
+      const drain = this.ctx.drain.current;
+      const fast = needsTick(this.mem, drain);
       await clock.sleep(fast ? 100 : 1000, this.abort.signal);
+      // While the API is down and it matters (draining, fail-safe), ask it directly every
+      // second: informers relist with a backoff of up to 10 s, too slow to notice it is back.
+      if (
+        drain.apiDownSince !== undefined &&
+        (drain.draining || drain.terminating || this.mem.phase !== 'idle') &&
+        clock.now() - this.lastProbe >= 1_000
+      ) {
+        this.lastProbe = clock.now();
+        await this.ctx.client
+          .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
+          .catch(() => undefined);
+      }
       if (clock.now() - this.lastCheck > 30_000) {
         this.lastCheck = clock.now();
         // Someone may have flushed the ruleset, or installed MetalLB's CRD since.
@@ -303,7 +317,8 @@ export class L2Handover implements Capability {
               },
             },
             'merge',
-            { retries: 5, timeoutMs: 5_000 },
+            // Few retries: the reconcile loop tries again, and must not stall the fail-safe.
+            { retries: 2, timeoutMs: 5_000 },
           );
           break;
         }
