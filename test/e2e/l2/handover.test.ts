@@ -57,6 +57,14 @@ describe('L2 handover (metallb-speaker profile)', () => {
       );
     }
     await answeredOnlyBy(w.initialOwner);
+    await waitFor(
+      'only the initial owner has a ServiceL2Status',
+      async () => {
+        const st = await w.l2Statuses();
+        return st.length === 1 && st[0]?.node === w.initialOwner;
+      },
+      T,
+    );
   };
 
   before(async () => {
@@ -244,8 +252,11 @@ describe('L2 handover (metallb-speaker profile)', () => {
   test('never strand a VIP: with no other eligible node nothing is labelled or fenced', async () => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);
-    for (const n of others) await w.cordon(n, true);
-    // Others handed over nothing (they announce nothing); now cordon the owner.
+    for (const n of others) {
+      await w.cordon(n, true);
+      // They announce nothing, so their handover is just the label.
+      await waitFor(`${n} handed over`, async () => (await status(n)).phase === 'fenced', T);
+    }
     await w.cordon(a, true);
     await waitFor(
       'refusal Event',

@@ -1,0 +1,227 @@
+// Real network namespaces as test "nodes": a switch namespace holding a bridge, and one namespace
+// per node attached by a veth. Names are unique per run; everything is removed at exit, and
+// namespaces left by earlier runs whose process is gone are removed at start.
+import { type ChildProcess, execFile, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
+
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function sh(cmd: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+  return new Promise((resolve) => {
+    const [bin, ...args] = cmd as [string, ...string[]];
+    const child = execFile(
+      bin,
+      args,
+      { timeout: opts.timeoutMs ?? 30_000, maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+      },
+    );
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(opts.input ?? '');
+  });
+}
+
+async function must(cmd: string[], input?: string): Promise<string> {
+  const r = await sh(cmd, input === undefined ? {} : { input });
+  if (r.code !== 0) throw new Error(`${cmd.join(' ')} failed (${r.code}): ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+export interface Netns {
+  /** The namespace's name as `ip netns` knows it. */
+  ns: string;
+  exec(cmd: string[], opts?: { input?: string; timeoutMs?: number }): Promise<ExecResult>;
+  /** Like exec but throws with stderr on a non-zero exit. */
+  run(cmd: string[], opts?: { input?: string }): Promise<string>;
+  /** A long-running process inside the namespace (killed at exit if still running). */
+  spawn(cmd: string[], opts?: SpawnOptions): ChildProcess;
+}
+
+export interface TestNode extends Netns {
+  name: string;
+  ifname: 'eth0';
+  ipv4: string;
+  ipv6: string;
+  mac: string;
+}
+
+export interface TestBed {
+  id: string;
+  switchNs: string;
+  nodes: TestNode[];
+  node(name: string): TestNode;
+  /** Prefix length of the node segment (both 192.0.2.0/24 and 2001:db8::/64). */
+  prefix4: 24;
+  /** The root namespace's address on the switch, when created with hostLink. */
+  hostIPv4: string | undefined;
+  destroy(): Promise<void>;
+}
+
+const PREFIX = 'dgt';
+const runId = `${PREFIX}${process.pid.toString(36)}`;
+const created = new Set<string>();
+const children = new Set<ChildProcess>();
+let hooked = false;
+
+function hookExit(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', () => {
+    for (const c of children) {
+      try {
+        if (c.pid) process.kill(-c.pid, 'SIGKILL');
+      } catch {}
+    }
+    for (const ns of created) {
+      try {
+        execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+      } catch {}
+    }
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+}
+
+const pidAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Removes namespaces of earlier runs (named dgt<pid36>-…) whose process no longer exists. */
+export async function reapLeftoverNamespaces(): Promise<string[]> {
+  const out = await sh(['ip', 'netns', 'list']);
+  const removed: string[] = [];
+  for (const line of out.stdout.split('\n')) {
+    const name = line.split(' ')[0] ?? '';
+    const m = /^dgt([0-9a-z]+)-/.exec(name);
+    if (!m) continue;
+    const pid = Number.parseInt(m[1] as string, 36);
+    if (pid === process.pid || pidAlive(pid)) continue;
+    await sh(['ip', 'netns', 'del', name]);
+    removed.push(name);
+  }
+  return removed;
+}
+
+let seq = 0;
+const shortName = (label: string) =>
+  `${runId}-${(seq++).toString(36)}${label.replace(/[^a-z0-9]/gi, '').slice(0, 8)}`;
+
+function makeNetns(ns: string): Netns {
+  const wrap = (cmd: string[]) => ['ip', 'netns', 'exec', ns, ...cmd];
+  return {
+    ns,
+    exec: (cmd, opts) => sh(wrap(cmd), opts),
+    run: (cmd, opts) => must(wrap(cmd), opts?.input),
+    spawn(cmd, opts) {
+      const [bin, ...args] = wrap(cmd) as [string, ...string[]];
+      const child = spawn(bin, args, { detached: true, ...opts });
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+      return child;
+    },
+  };
+}
+
+/** One bare namespace with loopback up (single-host tests). */
+export async function createNamespace(label: string): Promise<Netns & { destroy(): Promise<void> }> {
+  hookExit();
+  await reapLeftoverNamespaces();
+  const ns = shortName(label);
+  await must(['ip', 'netns', 'add', ns]);
+  created.add(ns);
+  await must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+  return {
+    ...makeNetns(ns),
+    async destroy() {
+      await sh(['ip', 'netns', 'del', ns]);
+      created.delete(ns);
+    },
+  };
+}
+
+let bedSeq = 0;
+
+/**
+ * A switch (bridge in its own namespace) with one namespace per node on it. Nodes get
+ * 192.0.2.<i+1>/24 and 2001:db8::<i+1>/64 on eth0 (documentation ranges); with hostLink
+ * the root namespace gets 192.0.2.254 on the switch so node processes can reach a server there.
+ */
+export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean }): Promise<TestBed> {
+  hookExit();
+  await reapLeftoverNamespaces();
+  if (opts.nodes.length > 250) throw new Error('at most 250 nodes on one switch');
+  const bedId = `${runId}b${bedSeq++}`;
+  const switchNs = shortName('sw');
+  await must(['ip', 'netns', 'add', switchNs]);
+  created.add(switchNs);
+  const sw = makeNetns(switchNs);
+  await sw.run(['ip', 'link', 'add', 'br0', 'type', 'bridge']);
+  // No STP and no forwarding delay: ports forward at once, as a plain L2 segment.
+  await sw.run(['ip', 'link', 'set', 'br0', 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0']);
+  await sw.run(['ip', 'link', 'set', 'br0', 'up']);
+  const nodes: TestNode[] = [];
+  for (const [i, name] of opts.nodes.entries()) {
+    const ns = shortName(name);
+    await must(['ip', 'netns', 'add', ns]);
+    created.add(ns);
+    const node = makeNetns(ns);
+    const tmp = `${bedId}n${i}`.slice(-15);
+    await must(['ip', 'link', 'add', tmp, 'type', 'veth', 'peer', 'name', `${tmp}p`.slice(-15)]);
+    const peer = `${tmp}p`.slice(-15);
+    await must(['ip', 'link', 'set', tmp, 'netns', ns, 'name', 'eth0']);
+    await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', `port${i}`]);
+    await sw.run(['ip', 'link', 'set', `port${i}`, 'master', 'br0', 'up']);
+    const ipv4 = `192.0.2.${i + 1}`;
+    const ipv6 = `2001:db8::${(i + 1).toString(16)}`;
+    // DAD off: addresses usable at once (tests wait on conditions, not on DAD timers).
+    await node.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    await node.run(['ip', 'link', 'set', 'lo', 'up']);
+    await node.run(['ip', 'addr', 'add', `${ipv4}/24`, 'dev', 'eth0']);
+    await node.run(['ip', 'addr', 'add', `${ipv6}/64`, 'dev', 'eth0', 'nodad']);
+    await node.run(['ip', 'link', 'set', 'eth0', 'up']);
+    const link = JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[];
+    nodes.push({ ...node, name, ifname: 'eth0', ipv4, ipv6, mac: link[0]?.address ?? '' });
+  }
+  let hostIPv4: string | undefined;
+  let hostIf: string | undefined;
+  if (opts.hostLink) {
+    hostIf = `${bedId}h`.slice(-15);
+    const peer = `${bedId}x`.slice(-15);
+    await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
+    await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', 'uplink']);
+    await sw.run(['ip', 'link', 'set', 'uplink', 'master', 'br0', 'up']);
+    hostIPv4 = '192.0.2.254';
+    await must(['ip', 'addr', 'add', `${hostIPv4}/24`, 'dev', hostIf]);
+    await must(['ip', 'link', 'set', hostIf, 'up']);
+  }
+  return {
+    id: bedId,
+    switchNs,
+    nodes,
+    node(name) {
+      const n = nodes.find((x) => x.name === name);
+      if (!n) throw new Error(`no node ${name}; nodes are ${nodes.map((x) => x.name).join(', ')}`);
+      return n;
+    },
+    prefix4: 24,
+    hostIPv4,
+    async destroy() {
+      for (const n of nodes) {
+        await sh(['ip', 'netns', 'del', n.ns]);
+        created.delete(n.ns);
+      }
+      // Deleting the switch namespace removes the uplink veth pair with it.
+      await sh(['ip', 'netns', 'del', switchNs]);
+      created.delete(switchNs);
+      if (hostIf) await sh(['ip', 'link', 'del', hostIf]);
+    },
+  };
+}
