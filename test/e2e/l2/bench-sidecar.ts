@@ -11,6 +11,11 @@ import { startControlPlane } from '../../lib/control-plane.ts';
 
 /** The flags the sidecar container runs node with (docs/l2-handover.md, "Footprint"). */
 export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1', '--max-old-space-size=64'];
+// BENCH_NODE_FLAGS="" measures without them (for comparison).
+const flags =
+  process.env.BENCH_NODE_FLAGS === undefined
+    ? SIDECAR_NODE_FLAGS
+    : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 const IDLE_MS = 10_000;
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const bundle = `${ROOT}dist/drainguard.mjs`;
@@ -58,7 +63,7 @@ try {
   const port = await freePort();
   bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   const t0 = performance.now();
-  sidecar = spawn(process.execPath, [...SIDECAR_NODE_FLAGS, bundle, 'sidecar'], {
+  sidecar = spawn(process.execPath, [...flags, bundle, 'sidecar'], {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: {
       PATH: process.env.PATH,
@@ -94,7 +99,7 @@ try {
       rss_mib: Math.round(rss * 10) / 10,
       bare_node_rss_mib: Math.round(bareRss * 10) / 10,
       ready_s: Math.round(readyS * 1000) / 1000,
-      node_flags: SIDECAR_NODE_FLAGS.join(' '),
+      node_flags: flags.join(' '),
     })}\n`,
   );
 } finally {
