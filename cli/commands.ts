@@ -11,4 +11,9 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
+  'netfilter-cleanup': {
+    summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
+    usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
+    load: () => import('../sidecar/netfilter/cli.ts'),
+  },
 };

@@ -153,7 +153,7 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'enum',
     accepted: LOG_LEVELS,
     default: 'info',
-    description: 'Log level.',
+    description: 'Minimum level of the JSON log lines.',
   },
   {
     env: 'DRAINGUARD_HANDOVER_BUDGET_SECONDS',

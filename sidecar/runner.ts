@@ -39,7 +39,7 @@ export interface RunResult {
   skipped: boolean;
 }
 
-const ALLOWED_TOOLS = new Set(['ip', 'nft', 'ebtables', 'bridge']);
+const ALLOWED_TOOLS = new Set(['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge']);
 
 /**
  * Every call of ip, nft and ebtables goes through here: one place for timeouts, clear

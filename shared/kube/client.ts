@@ -132,7 +132,11 @@ export class KubeClient {
         {
           method,
           agent: this.agent,
-          headers: this.headers(body === undefined ? undefined : (opts.contentType ?? 'application/json')),
+          headers: {
+            ...this.headers(body === undefined ? undefined : (opts.contentType ?? 'application/json')),
+            // Node sends a DELETE body unframed unless its length is given; the server then sees garbage.
+            ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+          },
           timeout: opts.timeoutMs ?? 10_000,
           ...(opts.signal ? { signal: opts.signal } : {}),
         },

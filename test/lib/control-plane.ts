@@ -46,6 +46,8 @@ export interface ControlPlane {
   etcdPid: number;
   apiserverPid: number;
   client(): KubeClient;
+  /** The same admin access as @kubernetes/client-node's KubeConfig (for code that uses that library). */
+  kubeConfig(): Promise<import('@kubernetes/client-node').KubeConfig>;
   kubectl(
     args: string[],
     opts?: { input?: string; kubeconfig?: string },
@@ -374,14 +376,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     cp.apiserverPid = state.apiserver;
     savePids();
     try {
-      await waitFor(
-        'kube-apiserver /readyz',
-        async () => ((await ready()) || !alive(state.apiserver) ? true : false),
-        {
-          timeoutMs: 90_000,
-          intervalMs: 100,
-        },
-      );
+      await waitFor('kube-apiserver /readyz', async () => (await ready()) || !alive(state.apiserver), {
+        timeoutMs: 90_000,
+        intervalMs: 100,
+      });
     } catch (e) {
       throw new Error(
         `${(e as Error).message}\n--- apiserver.log (tail)\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
@@ -406,6 +404,12 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     etcdPid: etcd.pid ?? 0,
     apiserverPid: 0,
     client: () => new KubeClient(target),
+    async kubeConfig() {
+      const { KubeConfig } = await import('@kubernetes/client-node');
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfigPath);
+      return kc;
+    },
     kubectl,
     userTarget(name) {
       const t = tokens.get(name);

@@ -2,6 +2,7 @@
 // per node attached by a veth. Names are unique per run; everything is removed at exit, and
 // namespaces left by earlier runs whose process is gone are removed at start.
 import { type ChildProcess, execFile, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
+import { waitFor } from '../../shared/clock.ts';
 
 export interface ExecResult {
   code: number;
@@ -20,7 +21,7 @@ export function sh(cmd: string[], opts: { input?: string; timeoutMs?: number } =
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
       },
     );
-    child.stdin?.on('error', () => {});
+    child.stdin?.on('error', () => {}); // a command that does not read stdin may close it first
     child.stdin?.end(opts.input ?? '');
   });
 }
@@ -54,7 +55,11 @@ export interface TestBed {
   switchNs: string;
   nodes: TestNode[];
   node(name: string): TestNode;
-  /** Prefix length of the node segment (both 192.0.2.0/24 and 2001:db8::/64). */
+  /** First three octets of the node segment's /24, e.g. "198.51.100" (VIPs must come from it too). */
+  subnet4: string;
+  /** An address on the segment: `${subnet4}.${host}`. */
+  addr4(host: number): string;
+  /** Prefix length of the node segment (a /24, and 2001:db8::/64 for IPv6). */
   prefix4: 24;
   /** The root namespace's address on the switch, when created with hostLink. */
   hostIPv4: string | undefined;
@@ -150,22 +155,59 @@ export async function createNamespace(label: string): Promise<Netns & { destroy(
 let bedSeq = 0;
 
 /**
+ * The documentation /24s, in order of preference. The machine's own uplink may sit in one of them
+ * (seen here: eth0 192.0.2.2/24), so the bed takes one that no root-namespace route covers: a host
+ * link there would shadow the machine's own network.
+ */
+const SEGMENTS = ['198.51.100', '203.0.113', '192.0.2'];
+
+export async function pickSegment(): Promise<string> {
+  const routes = JSON.parse(
+    (await sh(['ip', '-j', '-4', 'route', 'show', 'table', 'all'])).stdout || '[]',
+  ) as { dst?: string }[];
+  const used = new Set(routes.map((r) => (r.dst ?? '').split('/')[0]?.split('.').slice(0, 3).join('.')));
+  const addrs = JSON.parse((await sh(['ip', '-j', '-4', 'addr'])).stdout || '[]') as {
+    addr_info?: { local: string }[];
+  }[];
+  for (const a of addrs)
+    for (const i of a.addr_info ?? []) used.add(i.local.split('.').slice(0, 3).join('.'));
+  const free = SEGMENTS.find((s) => !used.has(s));
+  if (!free) throw new Error(`every documentation /24 (${SEGMENTS.join(', ')}) is in use on this machine`);
+  return free;
+}
+
+/**
  * A switch (bridge in its own namespace) with one namespace per node on it. Nodes get
- * 192.0.2.<i+1>/24 and 2001:db8::<i+1>/64 on eth0 (documentation ranges); with hostLink
- * the root namespace gets 192.0.2.254 on the switch so node processes can reach a server there.
+ * <subnet4>.<i+1>/24 and 2001:db8::<i+1>/64 on eth0 (documentation ranges; subnet4 from
+ * pickSegment); with hostLink the root namespace gets <subnet4>.254 on the switch so node
+ * processes can reach a server there.
  */
 export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean }): Promise<TestBed> {
   hookExit();
   await reapLeftoverNamespaces();
   if (opts.nodes.length > 250) throw new Error('at most 250 nodes on one switch');
   const bedId = `${runId}b${bedSeq++}`;
+  const subnet4 = await pickSegment();
   const switchNs = shortName('sw');
   await must(['ip', 'netns', 'add', switchNs]);
   created.add(switchNs);
   const sw = makeNetns(switchNs);
   await sw.run(['ip', 'link', 'add', 'br0', 'type', 'bridge']);
   // No STP and no forwarding delay: ports forward at once, as a plain L2 segment.
-  await sw.run(['ip', 'link', 'set', 'br0', 'type', 'bridge', 'stp_state', '0', 'forward_delay', '0']);
+  await sw.run([
+    'ip',
+    'link',
+    'set',
+    'br0',
+    'type',
+    'bridge',
+    'stp_state',
+    '0',
+    'forward_delay',
+    '0',
+    'mcast_snooping',
+    '0',
+  ]);
   await sw.run(['ip', 'link', 'set', 'br0', 'up']);
   const nodes: TestNode[] = [];
   for (const [i, name] of opts.nodes.entries()) {
@@ -179,7 +221,7 @@ export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean 
     await must(['ip', 'link', 'set', tmp, 'netns', ns, 'name', 'eth0']);
     await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', `port${i}`]);
     await sw.run(['ip', 'link', 'set', `port${i}`, 'master', 'br0', 'up']);
-    const ipv4 = `192.0.2.${i + 1}`;
+    const ipv4 = `${subnet4}.${i + 1}`;
     const ipv6 = `2001:db8::${(i + 1).toString(16)}`;
     // DAD off: addresses usable at once (tests wait on conditions, not on DAD timers).
     await node.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
@@ -198,9 +240,21 @@ export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean 
     await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
     await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', 'uplink']);
     await sw.run(['ip', 'link', 'set', 'uplink', 'master', 'br0', 'up']);
-    hostIPv4 = '192.0.2.254';
+    hostIPv4 = `${subnet4}.254`;
     await must(['ip', 'addr', 'add', `${hostIPv4}/24`, 'dev', hostIf]);
     await must(['ip', 'link', 'set', hostIf, 'up']);
+  }
+  // Ready means forwarding: the first frames after link-up can be lost, so prove the segment works.
+  const first = nodes[0];
+  for (const n of [...nodes.slice(1).map((x) => x.ipv4), ...(hostIPv4 ? [hostIPv4] : [])]) {
+    await waitFor(
+      `${first?.name} reaches ${n}`,
+      async () => (await first!.exec(['ping', '-c1', '-W1', n])).code === 0,
+      {
+        timeoutMs: 15_000,
+        intervalMs: 20,
+      },
+    );
   }
   return {
     id: bedId,
@@ -211,6 +265,8 @@ export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean 
       if (!n) throw new Error(`no node ${name}; nodes are ${nodes.map((x) => x.name).join(', ')}`);
       return n;
     },
+    subnet4,
+    addr4: (host: number) => `${subnet4}.${host}`,
     prefix4: 24,
     hostIPv4,
     async destroy() {

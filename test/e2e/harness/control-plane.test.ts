@@ -22,6 +22,13 @@ test('kubectl sees the 1.20 server', async () => {
   assert.match(v.serverVersion.gitVersion, /^v1\.20\.2/);
 });
 
+test('client-node KubeConfig talks to it too', async () => {
+  const { CoreV1Api } = await import('@kubernetes/client-node');
+  const api = (await cp.kubeConfig()).makeApiClient(CoreV1Api);
+  const ns = await api.readNamespace({ name: 'default' });
+  assert.equal(ns.metadata?.name, 'default');
+});
+
 test('kubectl cordon is observed through a field-selected watch', async () => {
   const client = cp.client();
   await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'smoke-node' } });

@@ -1,0 +1,9 @@
+# Netfilter cleanup (issue 6): benchmark of one deleting pass against per-rule exec.
+.PHONY: bench-cleanup test-netfilter
+## make bench-cleanup     netfilter cleanup: 1,000 pods, 2,000 stale + 500 protected ebtables rules; batch pass vs per-rule exec (root)
+bench-cleanup: bootstrap
+	$(RUN) node test/e2e/netfilter/bench-cleanup.ts
+
+## make test-netfilter    netfilter cleanup unit and end-to-end tests only (root: real network namespaces)
+test-netfilter: bootstrap
+	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/unit/netfilter/*.test.ts' 'test/e2e/netfilter/*.test.ts'

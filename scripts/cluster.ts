@@ -1,0 +1,60 @@
+// `make cluster` / `make cluster-down`: a local etcd + kube-apiserver for people, in .cluster/.
+// `up` prints KUBECONFIG=<absolute path> as its last line; `down` stops exactly the pids it started.
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { startControlPlane } from '../test/lib/control-plane.ts';
+
+const dir = resolve(import.meta.dirname, '..', '.cluster');
+const pidsFile = `${dir}/pids.json`;
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function down(): Promise<void> {
+  if (!existsSync(pidsFile)) {
+    process.stdout.write('no cluster running (no .cluster/pids.json)\n');
+    return;
+  }
+  const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { etcd?: number; apiserver?: number };
+  for (const pid of [st.apiserver, st.etcd]) {
+    if (!pid || !alive(pid)) continue;
+    process.kill(pid, 'SIGTERM');
+    const deadline = Date.now() + 10_000;
+    while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
+  rmSync(dir, { recursive: true, force: true });
+  process.stdout.write(`stopped kube-apiserver (pid ${st.apiserver}) and etcd (pid ${st.etcd})\n`);
+}
+
+async function up(): Promise<void> {
+  if (existsSync(pidsFile)) {
+    const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { apiserver?: number };
+    if (st.apiserver && alive(st.apiserver)) {
+      process.stdout.write(
+        `already running (pid ${st.apiserver}); make cluster-down first\nKUBECONFIG=${dir}/kubeconfig.json\n`,
+      );
+      return;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const cp = await startControlPlane({ dir, detached: true });
+  process.stdout.write(
+    `kube-apiserver ${cp.server} (pid ${cp.apiserverPid}), etcd (pid ${cp.etcdPid}); logs in ${dir}\n`,
+  );
+  process.stdout.write(`KUBECONFIG=${cp.kubeconfigPath}\n`);
+}
+
+const cmd = process.argv[2];
+if (cmd === 'up') await up();
+else if (cmd === 'down') await down();
+else {
+  process.stderr.write('usage: node scripts/cluster.ts up|down\n');
+  process.exitCode = 2;
+}

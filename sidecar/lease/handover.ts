@@ -1,0 +1,467 @@
+// The I/O edge of the Lease handover: reads the own pod (through the shared drain watcher),
+// candidate pods, nodes and Leases; writes the Lease; records Events and metrics. Decisions
+// come from ./core.ts. Every API call retries with jittered backoff inside a deadline and
+// never throws out of the capability: API trouble costs a handover, never the sidecar.
+import { Backoff } from '../../shared/backoff.ts';
+import { ApiError, isApiError } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
+import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
+import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import {
+  afterConflict,
+  chooseSuccessor,
+  containerPhase,
+  decideHandover,
+  isOwnIdentity,
+  type LeaseRef,
+  type LeaseSettings,
+  leaderStopped,
+  leaseSettings,
+  verifyProgress,
+} from './core.ts';
+
+export type Outcome =
+  | 'handed-over'
+  | 'handed-over-unverified'
+  | 'released'
+  | 'preferred-holder-set'
+  | 'not-holder'
+  | 'holder-changed'
+  | 'leader-still-running'
+  | 'lease-missing'
+  | 'observed'
+  | 'api-failed';
+
+export interface LeaseResult {
+  lease: string;
+  outcome: Outcome;
+  successor?: string;
+  detail?: string;
+  /** From "leader container stopped" to the Lease write. */
+  writeMs?: number;
+  /** From the write to the successor's first renew (or anybody's acquire after a release). */
+  verifyMs?: number;
+}
+
+const leasePath = (r: LeaseRef) => `/apis/coordination.k8s.io/v1/namespaces/${r.namespace}/leases/${r.name}`;
+const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
+
+class DeadlineError extends Error {}
+
+export class LeaseHandover implements Capability {
+  readonly name = 'lease-handover';
+  private readonly ctx: CapabilityContext;
+  private readonly settings: LeaseSettings | undefined;
+  private readonly informers: Informer[] = [];
+  private readonly observed = new Map<string, Lease | undefined>();
+  private unsubscribe: (() => void) | undefined;
+  private run: Promise<LeaseResult[]> | undefined;
+  private hinted = false;
+  private readonly abort = new AbortController();
+  private readonly handovers;
+  private readonly durations;
+  private readonly holderGauge;
+  private readonly syncedGauge;
+
+  constructor(ctx: CapabilityContext) {
+    this.ctx = ctx;
+    const c = ctx.config;
+    try {
+      this.settings = leaseSettings(
+        c.profile,
+        {
+          leases: c.leases,
+          guardedContainer: c.guardedContainer,
+          successorSelector: c.successorSelector,
+          identityScheme: c.identityScheme,
+        },
+        c.podNamespace,
+      );
+    } catch (e) {
+      // A configuration error leaves this capability inert, never the sidecar down.
+      ctx.log.error({ err: (e as Error).message }, 'lease handover disabled: bad configuration');
+    }
+    const m = ctx.metrics;
+    this.handovers = m.counter(
+      'drainguard_lease_handovers_total',
+      'Lease handover attempts by lease and outcome.',
+    );
+    this.durations = m.histogram(
+      'drainguard_lease_handover_seconds',
+      'From the leader container stopping to the successor taking the Lease up.',
+      [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20],
+    );
+    this.holderGauge = m.gauge(
+      'drainguard_lease_holder',
+      '1 when this pod holds the Lease (as last observed).',
+    );
+    this.syncedGauge = m.gauge(
+      'drainguard_lease_synced',
+      '1 once the Lease has been read since the last failure.',
+    );
+  }
+
+  async start(): Promise<void> {
+    const s = this.settings;
+    if (!s) return;
+    for (const ref of s.leases) {
+      const key = refName(ref);
+      this.syncedGauge.set({ lease: key }, 0);
+      const inf = new Informer(this.ctx.client, {
+        path: `/apis/coordination.k8s.io/v1/namespaces/${ref.namespace}/leases`,
+        fieldSelector: `metadata.name=${ref.name}`,
+        log: this.ctx.log,
+        clock: this.ctx.clock,
+        onChange: (objs) => {
+          const lease = objs.values().next().value as Lease | undefined;
+          const was = this.observed.get(key);
+          this.observed.set(key, lease);
+          this.syncedGauge.set({ lease: key }, 1);
+          const mine = isOwnIdentity(lease?.spec?.holderIdentity, this.ctx.config.podName, s.identityScheme);
+          this.holderGauge.set({ lease: key }, mine ? 1 : 0);
+          if (mine !== isOwnIdentity(was?.spec?.holderIdentity, this.ctx.config.podName, s.identityScheme))
+            this.ctx.log.info(
+              { lease: key, holder: lease?.spec?.holderIdentity },
+              mine ? 'this pod leads' : 'this pod does not lead',
+            );
+        },
+        onError: (err) => {
+          this.syncedGauge.set({ lease: key }, 0);
+          this.ctx.log.warn(
+            { lease: key, code: err.code, err: err.message },
+            'cannot read Lease; retrying with backoff',
+          );
+        },
+      });
+      this.informers.push(inf);
+      inf.start();
+    }
+    this.unsubscribe = this.ctx.drain.subscribe((st) => {
+      if (st.terminating) this.trigger();
+      else if (st.draining && !this.hinted) {
+        this.hinted = true;
+        void this.hint(st.drainReason ?? 'draining');
+      }
+    });
+    if (this.ctx.drain.current.terminating) this.trigger();
+  }
+
+  /** /prestop returns at once: the handover waits for the leader container, which /prestop would hold up. */
+  async prestop(): Promise<Record<string, unknown>> {
+    if (!this.settings) return { disabled: 'bad configuration' };
+    this.trigger();
+    return { started: true, note: 'Lease handover runs once the leader container has stopped' };
+  }
+
+  /** Keeps the process alive (SIGTERM path) until the handover is done or its budget is spent. */
+  async stop(): Promise<void> {
+    if (this.run) await this.run;
+    this.abort.abort();
+    this.unsubscribe?.();
+    await Promise.all(this.informers.map((i) => i.stop()));
+  }
+
+  /** The results of the handover, once triggered (tests and the /prestop summary use it). */
+  get result(): Promise<LeaseResult[]> | undefined {
+    return this.run;
+  }
+
+  private trigger(): void {
+    if (!this.settings || this.run) return;
+    const budgetMs = this.ctx.config.handoverBudgetSeconds * 1000;
+    this.run = this.handover(this.settings, this.ctx.clock.now() + budgetMs).catch((e: unknown) => {
+      this.ctx.log.error({ err: (e as Error).message }, 'lease handover failed');
+      return [];
+    });
+  }
+
+  private async hint(reason: string): Promise<void> {
+    const s = this.settings;
+    if (!s) return;
+    try {
+      const held = s.leases.filter((r) =>
+        isOwnIdentity(
+          this.observed.get(refName(r))?.spec?.holderIdentity,
+          this.ctx.config.podName,
+          s.identityScheme,
+        ),
+      );
+      if (held.length === 0) return;
+      const choice = await this.successor(s, this.ctx.clock.now() + 5_000);
+      this.ctx.log.info(
+        { reason, leases: held.map(refName), successor: choice.successor, rejected: choice.rejected },
+        'node draining: Lease handover prepared; acting when this pod terminates',
+      );
+    } catch (e) {
+      this.ctx.log.warn(
+        { err: (e as Error).message },
+        'early successor pick failed (will retry at termination)',
+      );
+    }
+  }
+
+  /** One API call, retried with jittered backoff until the deadline; non-retryable errors are returned to the caller. */
+  private async call<T>(what: string, deadline: number, fn: () => Promise<T>, retryAll = false): Promise<T> {
+    const backoff = new Backoff({ baseMs: 100, capMs: 2_000 });
+    for (;;) {
+      try {
+        return await fn();
+      } catch (e) {
+        const err = e as ApiError;
+        const retry =
+          err instanceof ApiError && (err.retryable || (retryAll && err.code !== 404 && err.code !== 409));
+        if (!retry) throw e;
+        const wait = backoff.next();
+        if (this.ctx.clock.now() + wait >= deadline) throw new DeadlineError(`${what}: ${err.message}`);
+        this.ctx.log.warn(
+          { what, code: err.code, err: err.message, retryInMs: wait },
+          'API call failed; backing off',
+        );
+        await this.ctx.clock.sleep(wait, this.abort.signal);
+      }
+    }
+  }
+
+  private async successor(s: LeaseSettings, deadline: number) {
+    const c = this.ctx.config;
+    const pods = s.successorSelector
+      ? ((
+          await this.call(
+            'list successor pods',
+            deadline,
+            () =>
+              this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${c.podNamespace}/pods`, {
+                query: { labelSelector: s.successorSelector },
+                timeoutMs: 5_000,
+              }),
+            true,
+          )
+        ).items ?? [])
+      : [];
+    const nodes = new Map<string, Node>();
+    const names = [...new Set(pods.map((p) => p.spec?.nodeName).filter((n): n is string => !!n))];
+    await Promise.all(
+      names.map(async (n) => {
+        try {
+          nodes.set(
+            n,
+            await this.ctx.client.get<Node>(`/api/v1/nodes/${n}`, { timeoutMs: 3_000, retries: 1 }),
+          );
+        } catch {
+          // Unknown node: treated as schedulable (the sidecar may lack rights to read it).
+        }
+      }),
+    );
+    return chooseSuccessor({
+      self: { name: c.podName, nodeName: c.nodeName },
+      pods,
+      nodes,
+      drainTaints: c.drainTaints,
+    });
+  }
+
+  private async waitLeaderStopped(
+    container: string,
+    deadline: number,
+  ): Promise<{ stopped: boolean; at: number }> {
+    const clock = this.ctx.clock;
+    let lastLog = 0;
+    while (clock.now() < deadline && !this.abort.signal.aborted) {
+      const phase = containerPhase(this.ctx.drain.pod, container);
+      if (leaderStopped(phase)) return { stopped: true, at: clock.now() };
+      if (clock.now() - lastLog > 5_000) {
+        lastLog = clock.now();
+        this.ctx.log.info(
+          { container, phase },
+          'waiting for the leader container to stop before touching the Lease',
+        );
+      }
+      await clock.sleep(25, this.abort.signal);
+    }
+    return { stopped: false, at: clock.now() };
+  }
+
+  private async handover(s: LeaseSettings, deadline: number): Promise<LeaseResult[]> {
+    const c = this.ctx.config;
+    const clock = this.ctx.clock;
+    this.ctx.log.info(
+      { leases: s.leases.map(refName), container: s.leaderContainer },
+      'pod terminating: Lease handover armed',
+    );
+    const stopDeadline = Math.min(deadline, clock.now() + c.leaderStopTimeoutSeconds * 1000);
+    const stop = await this.waitLeaderStopped(s.leaderContainer, stopDeadline);
+    const results = await Promise.all(s.leases.map((ref) => this.handoverOne(s, ref, stop, deadline)));
+    for (const r of results) this.handovers.inc({ lease: r.lease, outcome: r.outcome });
+    this.ctx.log.info({ results }, 'Lease handover finished');
+    return results;
+  }
+
+  private async handoverOne(
+    s: LeaseSettings,
+    ref: LeaseRef,
+    stop: { stopped: boolean; at: number },
+    deadline: number,
+  ): Promise<LeaseResult> {
+    const c = this.ctx.config;
+    const clock = this.ctx.clock;
+    const key = refName(ref);
+    const podTarget = {
+      kind: 'Pod',
+      name: c.podName,
+      namespace: c.podNamespace,
+      ...(c.podUid ? { uid: c.podUid } : {}),
+    };
+    try {
+      if (!stop.stopped) {
+        // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
+        // so naming a successor now could give two leaders. Let the Lease expire instead.
+        const lease = await this.read(ref, deadline).catch(() => this.observed.get(key));
+        if (!isOwnIdentity(lease?.spec?.holderIdentity, c.podName, s.identityScheme))
+          return { lease: key, outcome: 'not-holder' };
+        const msg = `Lease ${key} left to expire: leader container ${s.leaderContainer} did not stop within ${c.leaderStopTimeoutSeconds} s`;
+        await this.ctx.events.record(podTarget, 'Warning', 'LeaseLeftToExpire', msg);
+        return { lease: key, outcome: 'leader-still-running', detail: msg };
+      }
+      const backoff = new Backoff({ baseMs: 100, capMs: 1_000 });
+      for (;;) {
+        const lease = await this.read(ref, deadline);
+        if (!lease) return { lease: key, outcome: 'lease-missing' };
+        if (!isOwnIdentity(lease.spec?.holderIdentity, c.podName, s.identityScheme))
+          return {
+            lease: key,
+            outcome: 'not-holder',
+            detail: `held by ${lease.spec?.holderIdentity || 'nobody'}`,
+          };
+        const choice = await this.successor(s, deadline);
+        const decision = decideHandover({
+          lease,
+          podName: c.podName,
+          scheme: s.identityScheme,
+          successor: choice.successor,
+          nowMs: clock.now(),
+        });
+        this.ctx.log.info(
+          { lease: key, action: decision.action, why: decision.why, rejected: choice.rejected },
+          'Lease handover decision',
+        );
+        if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
+        if (c.observeOnly) {
+          const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
+          await this.ctx.events.record(podTarget, 'Normal', 'LeaseHandoverObserved', msg);
+          return {
+            lease: key,
+            outcome: 'observed',
+            detail: msg,
+            ...(choice.successor ? { successor: choice.successor } : {}),
+          };
+        }
+        let written: Lease;
+        try {
+          written = await this.call(
+            'write Lease',
+            deadline,
+            () => this.ctx.client.replace<Lease>(leasePath(ref), decision.lease, { timeoutMs: 5_000 }),
+            true,
+          );
+        } catch (e) {
+          if (!isApiError(e, 409)) throw e;
+          const fresh = await this.read(ref, deadline);
+          if (afterConflict(fresh, c.podName, s.identityScheme) === 'stop') {
+            const holder = fresh?.spec?.holderIdentity || 'nobody';
+            this.ctx.log.info(
+              { lease: key, holder },
+              'Lease changed under us (409): holder changed, nothing to do',
+            );
+            return { lease: key, outcome: 'holder-changed', detail: `now held by ${holder}` };
+          }
+          this.ctx.log.info({ lease: key }, 'Lease changed under us (409) but still ours: deciding again');
+          await clock.sleep(backoff.next(), this.abort.signal);
+          continue;
+        }
+        const writeMs = clock.now() - stop.at;
+        return await this.verify(ref, decision.action, written, writeMs, deadline, podTarget, decision);
+      }
+    } catch (e) {
+      const msg = `Lease ${key} not handed over: ${(e as Error).message}; it will expire on its own`;
+      this.ctx.log.error({ lease: key, err: (e as Error).message }, msg);
+      await this.ctx.events.record(podTarget, 'Warning', 'LeaseHandoverFailed', msg);
+      return { lease: key, outcome: 'api-failed', detail: msg };
+    }
+  }
+
+  private async read(ref: LeaseRef, deadline: number): Promise<Lease | undefined> {
+    try {
+      return await this.call(
+        'read Lease',
+        deadline,
+        () => this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 5_000 }),
+        true,
+      );
+    } catch (e) {
+      if (isApiError(e, 404)) return undefined;
+      throw e;
+    }
+  }
+
+  private async verify(
+    ref: LeaseRef,
+    action: 'replace' | 'release' | 'prefer',
+    written: Lease,
+    writeMs: number,
+    deadline: number,
+    podTarget: { kind: string; name: string; namespace: string },
+    decision: { why: string; successor?: string },
+  ): Promise<LeaseResult> {
+    const c = this.ctx.config;
+    const clock = this.ctx.clock;
+    const key = refName(ref);
+    const started = clock.now();
+    const until = Math.min(deadline, started + c.verifySeconds * 1000);
+    let state: ReturnType<typeof verifyProgress> = { state: 'pending', holder: '' };
+    while (clock.now() < until && !this.abort.signal.aborted) {
+      try {
+        const cur = await this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 3_000 });
+        state = verifyProgress(written, cur, action);
+        if (state.state !== 'pending') break;
+      } catch (e) {
+        this.ctx.log.debug({ lease: key, err: (e as Error).message }, 'verify read failed');
+      }
+      await clock.sleep(100, this.abort.signal);
+    }
+    const verifyMs = clock.now() - started;
+    const successor = decision.successor;
+    const secs = (ms: number) => (ms / 1000).toFixed(1);
+    let outcome: Outcome;
+    let msg: string;
+    if (action === 'replace') {
+      if (state.state === 'renewed') {
+        outcome = 'handed-over';
+        msg = `Lease ${key} handed to ${successor} ${secs(writeMs)} s after the leader stopped; successor renewed after ${secs(verifyMs)} s`;
+        this.durations.observe({ action }, (writeMs + verifyMs) / 1000);
+      } else {
+        outcome = 'handed-over-unverified';
+        msg =
+          state.state === 'taken-by-other'
+            ? `Lease ${key} handed to ${successor}, then taken by ${state.holder}`
+            : `Lease ${key} handed to ${successor}; no renew seen within ${c.verifySeconds} s`;
+      }
+    } else if (action === 'release') {
+      outcome = 'released';
+      msg = `Lease ${key} released (${decision.why})${state.state === 'acquired' ? `; acquired by ${state.holder} after ${secs(verifyMs)} s` : ''}`;
+      if (state.state === 'acquired') this.durations.observe({ action }, (writeMs + verifyMs) / 1000);
+    } else {
+      outcome = 'preferred-holder-set';
+      msg = `Lease ${key}: preferredHolder set to ${successor}`;
+    }
+    const warn = outcome === 'handed-over-unverified';
+    await this.ctx.events.record(
+      podTarget,
+      warn ? 'Warning' : 'Normal',
+      warn ? 'LeaseHandoverUnverified' : 'LeaseHandedOver',
+      msg,
+    );
+    return { lease: key, outcome, detail: msg, writeMs, verifyMs, ...(successor ? { successor } : {}) };
+  }
+}
+
+export const factory: CapabilityFactory = (ctx) => new LeaseHandover(ctx);

@@ -1,0 +1,213 @@
+// Sidecar capability "netfilter-cleanup": passes on start, on pod events for this node, on a
+// periodic resync, and when a pending stale item becomes confirmable.
+import { isApiError } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
+import type { Node, Pod } from '../../shared/kube/types.ts';
+import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import { Cleaner, type PassResult } from './cleaner.ts';
+import { formatMac } from './ebtables.ts';
+import { nodeAddresses, podInfos } from './pods.ts';
+
+/** Event text: counts plus the first few items, within the API's message limit. */
+export function summarize(r: PassResult): string {
+  const verb = r.dryRun ? 'would remove' : 'removed';
+  const items = [
+    ...r.removedRules.map((x) => {
+      const p = x.rule.perPod!;
+      return `${p.kind} ${p.ip}→${formatMac(p.mac)}`;
+    }),
+    ...r.removedNeighbours.map((n) => `neighbour ${n.neighbour.ip} dev ${n.neighbour.dev}`),
+  ];
+  const shown = items.slice(0, 10).join(', ');
+  const more = items.length > 10 ? ` and ${items.length - 10} more` : '';
+  return `netfilter cleanup ${verb} ${r.removedRules.length} stale ebtables rule(s) and ${r.removedNeighbours.length} neighbour(s): ${shown}${more}`;
+}
+
+class NetfilterCleanup implements Capability {
+  readonly name = 'netfilter-cleanup';
+  private readonly ctx: CapabilityContext;
+  private readonly cleaner: Cleaner;
+  private readonly informer: Informer;
+  private readonly abort = new AbortController();
+  private node: Node | undefined;
+  private nodeFetchedAt = Number.NEGATIVE_INFINITY;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private timer: NodeJS.Timeout | undefined;
+  private followUp: NodeJS.Timeout | undefined;
+  private readonly removedCounter;
+  private readonly passCounter;
+  private readonly staleGauge;
+  private readonly usableGauge;
+  private readonly reportedDry = new Set<string>();
+  passes = 0;
+  lastResult: PassResult | undefined;
+
+  constructor(ctx: CapabilityContext) {
+    this.ctx = ctx;
+    const { config } = ctx;
+    this.cleaner = new Cleaner({
+      runner: ctx.runner,
+      log: ctx.log,
+      clock: ctx.clock,
+      confirmMs: config.cleanupConfirmSeconds * 1000,
+      dryRun: config.cleanupDryRun,
+    });
+    this.informer = new Informer(ctx.client, {
+      path: '/api/v1/pods',
+      fieldSelector: `spec.nodeName=${config.nodeName}`,
+      log: ctx.log,
+      clock: ctx.clock,
+      onChange: (_objects, ev) => this.trigger(`pods ${ev.type}`),
+    });
+    const m = ctx.metrics;
+    this.removedCounter = m.counter(
+      'drainguard_netfilter_removed_total',
+      'Stale ebtables rules / neighbours removed (dry_run="true": reported only).',
+    );
+    this.passCounter = m.counter('drainguard_netfilter_passes_total', 'Cleanup passes by result.');
+    this.staleGauge = m.gauge(
+      'drainguard_netfilter_stale',
+      'Stale items seen by the last pass (before confirmation).',
+    );
+    this.usableGauge = m.gauge(
+      'drainguard_netfilter_ebtables_usable',
+      '1 if ebtables rules can be listed here.',
+    );
+  }
+
+  async start(): Promise<void> {
+    const eb = await this.cleaner.detectEbtables();
+    this.usableGauge.set({ flavour: eb.flavour ?? 'unknown' }, eb.usable ? 1 : 0);
+    if (!eb.usable)
+      await this.ctx.events.record(
+        { kind: 'Node', name: this.ctx.config.nodeName },
+        'Warning',
+        'NetfilterCleanupDegraded',
+        `${eb.error}; only neighbour entries are cleaned`,
+      );
+    this.informer.start();
+    this.timer = setInterval(() => this.trigger('resync', true), this.ctx.config.cleanupResyncSeconds * 1000);
+    this.timer.unref();
+    this.trigger('start', true);
+  }
+
+  /** Coalesces bursts: at most one pass runs, and one more follows if anything asked meanwhile. */
+  trigger(reason: string, refreshNode = false): void {
+    if (this.abort.signal.aborted) return;
+    if (refreshNode) this.nodeFetchedAt = Number.NEGATIVE_INFINITY;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.loop(reason).finally(() => {
+      this.running = undefined;
+    });
+  }
+
+  /** Resolves when no pass is running (tests and stop()). */
+  async idle(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private async loop(reason: string): Promise<void> {
+    let why = reason;
+    do {
+      this.again = false;
+      await this.onePass(why);
+      why = 'coalesced trigger';
+    } while (this.again && !this.abort.signal.aborted);
+  }
+
+  private async refreshNode(): Promise<void> {
+    if (this.ctx.clock.now() - this.nodeFetchedAt < this.ctx.config.cleanupResyncSeconds * 1000) return;
+    try {
+      this.node = await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
+        timeoutMs: 5_000,
+        signal: this.abort.signal,
+      });
+      this.nodeFetchedAt = this.ctx.clock.now();
+    } catch (e) {
+      // Local interface addresses still protect the node's own rules; the Node is a second source.
+      this.ctx.log.warn(
+        { err: (e as Error).message, notFound: isApiError(e, 404) },
+        'could not read own Node',
+      );
+    }
+  }
+
+  private async onePass(reason: string): Promise<void> {
+    const { log, config } = this.ctx;
+    await this.refreshNode();
+    let result: PassResult;
+    try {
+      result = await this.cleaner.pass({
+        pods: podInfos(this.informer.objects.values() as Iterable<Pod>, config.nodeName),
+        nodeAddresses: nodeAddresses(this.node),
+      });
+    } catch (e) {
+      this.passCounter.inc({ result: 'error' });
+      log.error({ err: (e as Error).message, reason }, 'netfilter cleanup pass failed');
+      return;
+    }
+    this.passes++;
+    this.lastResult = result;
+    this.passCounter.inc({ result: result.errors.length ? 'partial' : 'ok' });
+    this.staleGauge.set({ kind: 'rule' }, result.staleRules.length);
+    this.staleGauge.set({ kind: 'neighbour' }, result.staleNeighbours.length);
+    if (result.dryRun) {
+      // Dry-run deletes nothing, so the same items come back every pass: report each once.
+      const isNew = (k: string) => !this.reportedDry.has(k);
+      result.removedRules = result.removedRules.filter((r) => isNew(r.key));
+      result.removedNeighbours = result.removedNeighbours.filter((n) => isNew(n.key));
+      for (const k of [...result.removedRules, ...result.removedNeighbours]) this.reportedDry.add(k.key);
+    }
+    const dry = String(result.dryRun);
+    if (result.removedRules.length)
+      this.removedCounter.inc({ kind: 'rule', dry_run: dry }, result.removedRules.length);
+    if (result.removedNeighbours.length)
+      this.removedCounter.inc({ kind: 'neighbour', dry_run: dry }, result.removedNeighbours.length);
+    log.debug(
+      {
+        reason,
+        stale: result.staleRules.length + result.staleNeighbours.length,
+        pendingUntil: result.pendingUntil,
+      },
+      'netfilter cleanup pass',
+    );
+    for (const err of result.errors) log.error({ err }, 'netfilter cleanup: deletion failed');
+    if (result.removedRules.length || result.removedNeighbours.length)
+      await this.ctx.events.record(
+        { kind: 'Node', name: config.nodeName },
+        result.errors.length ? 'Warning' : 'Normal',
+        result.dryRun ? 'NetfilterCleanupDryRun' : 'NetfilterCleanup',
+        summarize(result),
+      );
+    // Something is waiting for its second sighting: come back when it can be confirmed.
+    if (result.pendingUntil !== undefined && !this.abort.signal.aborted) {
+      clearTimeout(this.followUp);
+      const wait = Math.max(0, result.pendingUntil - this.ctx.clock.now()) + 50;
+      this.followUp = setTimeout(() => this.trigger('confirmation due'), wait);
+      this.followUp.unref();
+    }
+  }
+
+  async prestop(): Promise<Record<string, unknown>> {
+    return {
+      passes: this.passes,
+      lastStaleRules: this.lastResult?.staleRules.length ?? 0,
+      lastStaleNeighbours: this.lastResult?.staleNeighbours.length ?? 0,
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    clearInterval(this.timer);
+    clearTimeout(this.followUp);
+    await this.informer.stop();
+    await this.idle();
+  }
+}
+
+export const create: CapabilityFactory = (ctx) => new NetfilterCleanup(ctx);
+export default create;

@@ -1,0 +1,180 @@
+// `drainguard netfilter-cleanup --once`: one confirmed cleanup for operators.
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { systemClock } from '../../shared/clock.ts';
+import { isApiError, KubeClient } from '../../shared/kube/client.ts';
+import { resolveTarget } from '../../shared/kube/config.ts';
+import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
+import { createLogger } from '../../shared/log.ts';
+import { ToolError, ToolRunner } from '../runner.ts';
+import { Cleaner, type PassResult } from './cleaner.ts';
+import { nodeAddresses, parsePodList, podInfos } from './pods.ts';
+
+export const USAGE = `Usage: drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]
+                                   [--kubeconfig PATH] [--confirm-seconds N] [--netns NAME]
+
+Removes stale per-pod ebtables nat PREROUTING arpreply/dnat rules and neighbour entries left
+by a previous CNI (azure-vnet) on this node: lists, waits the confirmation interval, lists
+again, and acts only on what was stale both times. Prints one line per item and why.
+
+  --once               required: run one confirmed cleanup and exit (the sidecar runs it continuously)
+  --dry-run            report what would be removed; change nothing
+  --pods-file FILE     pods from a PodList (kubectl get pods -o json); no API access needed
+  --node NAME          this node's name (default $DRAINGUARD_NODE_NAME, else the hostname)
+  --kubeconfig PATH    API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
+  --confirm-seconds N  time between the two listings (default 2)
+  --netns NAME         run the tools inside network namespace NAME (testing, debugging)
+
+Exit: 0 done (or nothing stale), 1 a tool/permission/API/deletion error, 2 bad usage.
+`;
+
+function lines(r: PassResult): string[] {
+  const verb = r.dryRun ? 'would remove' : 'removed';
+  return [
+    ...r.removedRules.map(
+      (x) => `${verb} ebtables -t ${x.rule.table} ${x.rule.chain} ${x.rule.spec}  # ${x.reason}`,
+    ),
+    ...r.removedNeighbours.map(
+      (n) => `${verb} neighbour ${n.neighbour.ip} dev ${n.neighbour.dev}  # ${n.reason}`,
+    ),
+  ];
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values: ReturnType<typeof parse>;
+  function parse(a: string[]) {
+    return parseArgs({
+      args: a,
+      options: {
+        once: { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
+        'pods-file': { type: 'string' },
+        node: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'confirm-seconds': { type: 'string' },
+        netns: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  }
+  try {
+    values = parse(argv);
+  } catch (e) {
+    process.stderr.write(`drainguard netfilter-cleanup: ${(e as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.once) {
+    process.stderr.write(
+      `drainguard netfilter-cleanup: --once is required (continuous cleanup runs in the sidecar, feature netfilter-cleanup)\n\n${USAGE}`,
+    );
+    return 2;
+  }
+  const confirmSeconds = Number(values['confirm-seconds'] ?? '2');
+  if (!Number.isFinite(confirmSeconds) || confirmSeconds < 0 || confirmSeconds > 3600) {
+    process.stderr.write(
+      `drainguard netfilter-cleanup: --confirm-seconds must be a number from 0 to 3600, got "${values['confirm-seconds']}"\n`,
+    );
+    return 2;
+  }
+  const out = (s: string) => process.stdout.write(`${s}\n`);
+  const fail = (s: string) => {
+    process.stderr.write(`drainguard netfilter-cleanup: ${s}\n`);
+    return 1;
+  };
+  const log = createLogger(
+    'drainguard-netfilter-cleanup',
+    process.env.DRAINGUARD_LOG_LEVEL ?? 'warn',
+    process.stderr,
+  );
+  const nodeName = values.node ?? process.env.DRAINGUARD_NODE_NAME ?? hostname();
+
+  // Pods (and the Node's addresses) from a file or from the API, read once.
+  let pods: Pod[];
+  let node: Node | undefined;
+  if (values['pods-file']) {
+    const file = values['pods-file'];
+    try {
+      pods = parsePodList(await readFile(file, 'utf8'), file);
+    } catch (e) {
+      return fail(`--pods-file: ${(e as Error).message}`);
+    }
+  } else {
+    let client: KubeClient;
+    try {
+      client = new KubeClient(await resolveTarget(values.kubeconfig), {
+        userAgent: 'drainguard-netfilter-cleanup',
+      });
+    } catch (e) {
+      return fail(`${(e as Error).message} (or pass --pods-file to run without API access)`);
+    }
+    try {
+      const list = await client.get<KubeList<Pod>>('/api/v1/pods', {
+        query: { fieldSelector: `spec.nodeName=${nodeName}` },
+        retries: 2,
+      });
+      pods = list.items ?? [];
+      node = await client.get<Node>(`/api/v1/nodes/${encodeURIComponent(nodeName)}`, { retries: 2 });
+    } catch (e) {
+      const why = isApiError(e, 403)
+        ? ' (needs RBAC: pods list, nodes get)'
+        : isApiError(e, 404)
+          ? ` (no Node named "${nodeName}"; pass --node)`
+          : '';
+      return fail(`reading pods/node from the API failed: ${(e as Error).message}${why}`);
+    } finally {
+      client.close();
+    }
+  }
+  const input = {
+    // Only this node's pods: a neighbour is judged only for IPs of pods here.
+    pods: podInfos(pods, nodeName),
+    nodeAddresses: nodeAddresses(node),
+  };
+
+  const runner = new ToolRunner({
+    log,
+    historyLimit: 50,
+    ...(values.netns ? { prefix: ['ip', 'netns', 'exec', values.netns] } : {}),
+  });
+  const cleaner = new Cleaner({
+    runner,
+    log,
+    clock: systemClock,
+    confirmMs: confirmSeconds * 1000,
+    dryRun: values['dry-run'] ?? false,
+  });
+  if (values['pods-file'] && pods.length > 0 && input.pods.length === 0)
+    process.stderr.write(
+      `drainguard netfilter-cleanup: note: no pod in ${values['pods-file']} has spec.nodeName "${nodeName}" (pass --node)\n`,
+    );
+  const eb = await cleaner.detectEbtables();
+  if (!eb.usable) return fail(`${eb.error}`);
+  try {
+    const first = await cleaner.pass(input);
+    const seen = first.staleRules.length + first.staleNeighbours.length;
+    if (seen === 0) {
+      out(`nothing stale on ${nodeName} (${input.pods.length} pods checked)`);
+      return 0;
+    }
+    // The confirmation interval: only what is still stale after it is acted on.
+    await systemClock.sleep(confirmSeconds * 1000);
+    const second = await cleaner.pass(input);
+    for (const l of lines(second)) out(l);
+    const acted = second.removedRules.length + second.removedNeighbours.length;
+    if (acted < seen)
+      out(`${seen - acted} item(s) stale on the first listing were gone or live on the second: left alone`);
+    for (const err of second.errors) process.stderr.write(`drainguard netfilter-cleanup: ${err}\n`);
+    return second.errors.length ? 1 : 0;
+  } catch (e) {
+    if (e instanceof ToolError)
+      return fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
+    return fail((e as Error).message);
+  }
+}

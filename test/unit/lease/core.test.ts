@@ -1,0 +1,327 @@
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
+import {
+  afterConflict,
+  chooseSuccessor,
+  containerPhase,
+  decideHandover,
+  isOwnIdentity,
+  leaderStopped,
+  leaseSettings,
+  parseLeaseRefs,
+  verifyProgress,
+} from '../../../sidecar/lease/core.ts';
+
+const golden = (name: string) => fileURLToPath(new URL(`../../golden/lease/${name}`, import.meta.url));
+const readJson = <T>(name: string) => JSON.parse(readFileSync(golden(name), 'utf8')) as T;
+
+/** Compares with a golden file; UPDATE_GOLDEN=1 rewrites it (review the diff before committing). */
+function matchGolden(name: string, actual: unknown): void {
+  const text = `${JSON.stringify(actual, null, 2)}\n`;
+  if (process.env.UPDATE_GOLDEN === '1') writeFileSync(golden(name), text);
+  assert.ok(existsSync(golden(name)), `golden ${name} missing (UPDATE_GOLDEN=1 to create)`);
+  assert.equal(
+    text,
+    readFileSync(golden(name), 'utf8'),
+    `golden ${name} differs (UPDATE_GOLDEN=1 to accept)`,
+  );
+}
+
+// 2026-11-22T00:00:01.234Z
+const NOW = Date.UTC(2026, 10, 22, 0, 0, 1, 234);
+
+function pod(
+  name: string,
+  nodeName: string,
+  opts: { ready?: boolean; terminating?: boolean; created?: string; phase?: string } = {},
+): Pod {
+  return {
+    metadata: {
+      name,
+      namespace: 'site-a',
+      creationTimestamp: opts.created ?? '2026-11-20T08:00:00Z',
+      ...(opts.terminating ? { deletionTimestamp: '2026-11-22T00:00:00Z' } : {}),
+    },
+    spec: { nodeName },
+    status: {
+      phase: opts.phase ?? 'Running',
+      conditions: [{ type: 'Ready', status: opts.ready === false ? 'False' : 'True' }],
+    },
+  };
+}
+
+describe('lease settings', () => {
+  it('parses names and namespace/name, rejecting anything else with the variable named', () => {
+    assert.deepEqual(parseLeaseRefs(['a', 'other/b'], 'ns'), [
+      { namespace: 'ns', name: 'a' },
+      { namespace: 'other', name: 'b' },
+    ]);
+    assert.throws(() => parseLeaseRefs(['a/b/c'], 'ns'), /DRAINGUARD_LEASES entry "a\/b\/c"/);
+    assert.throws(() => parseLeaseRefs(['Upper'], 'ns'), /accepted forms/);
+  });
+
+  it('fills skupper defaults and demands a leader container for the generic profile', () => {
+    const s = leaseSettings(
+      'skupper-router',
+      { leases: [], guardedContainer: '', successorSelector: '', identityScheme: 'pod-name' },
+      'site-a',
+    );
+    assert.deepEqual(s, {
+      leases: [{ namespace: 'site-a', name: 'skupper-site-leader' }],
+      leaderContainer: 'kube-adaptor',
+      successorSelector: 'skupper.io/component=router',
+      identityScheme: 'pod-name',
+    });
+    assert.throws(
+      () =>
+        leaseSettings(
+          'lease',
+          { leases: ['x'], guardedContainer: '', successorSelector: 'a=b', identityScheme: 'pod-name' },
+          'ns',
+        ),
+      /DRAINGUARD_GUARDED_CONTAINER is empty/,
+    );
+  });
+});
+
+describe('identity schemes', () => {
+  it('pod-name matches the pod name only', () => {
+    assert.equal(isOwnIdentity('router-a', 'router-a', 'pod-name'), true);
+    assert.equal(isOwnIdentity('router-a_123', 'router-a', 'pod-name'), false);
+    assert.equal(isOwnIdentity('', 'router-a', 'pod-name'), false);
+    assert.equal(isOwnIdentity(null, 'router-a', 'pod-name'), false);
+  });
+  it('pod-name-prefix recognises controller-runtime <pod>_<uuid>, not a longer pod name', () => {
+    assert.equal(isOwnIdentity('op-1_3e0c2a51', 'op-1', 'pod-name-prefix'), true);
+    assert.equal(isOwnIdentity('op-1', 'op-1', 'pod-name-prefix'), true);
+    assert.equal(isOwnIdentity('op-10_3e0c2a51', 'op-1', 'pod-name-prefix'), false);
+  });
+});
+
+describe('leader container phase', () => {
+  it('reads the container state; only terminated counts as stopped (a gone pod may be force-deleted)', () => {
+    const p = pod('a', 'n1');
+    assert.equal(containerPhase(p, 'kube-adaptor'), 'unknown');
+    p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { running: {} } }];
+    assert.equal(containerPhase(p, 'kube-adaptor'), 'running');
+    assert.equal(leaderStopped(containerPhase(p, 'kube-adaptor')), false);
+    p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { terminated: { exitCode: 0 } } }];
+    assert.equal(containerPhase(p, 'kube-adaptor'), 'terminated');
+    assert.equal(leaderStopped('terminated'), true);
+    assert.equal(containerPhase(undefined, 'kube-adaptor'), 'pod-gone');
+    assert.equal(leaderStopped('pod-gone'), false);
+    assert.equal(leaderStopped('unknown'), false);
+  });
+});
+
+describe('successor choice', () => {
+  const self = { name: 'r-a', nodeName: 'n1' };
+  const nodes = new Map<string, Node>([
+    ['n1', { metadata: { name: 'n1' } }],
+    ['n2', { metadata: { name: 'n2' } }],
+    ['n3', { metadata: { name: 'n3' }, spec: { unschedulable: true } }],
+    [
+      'n4',
+      {
+        metadata: { name: 'n4' },
+        spec: { taints: [{ key: 'karpenter.sh/disrupted', effect: 'NoSchedule' }] },
+      },
+    ],
+  ]);
+  const drainTaints = ['karpenter.sh/disrupted'];
+
+  it('prefers another node, skips itself, terminating, not-Ready and draining-node pods', () => {
+    const choice = chooseSuccessor({
+      self,
+      nodes,
+      drainTaints,
+      pods: [
+        pod('r-a', 'n1'),
+        pod('r-same-node', 'n1', { created: '2026-01-01T00:00:00Z' }),
+        pod('r-gone', 'n2', { terminating: true }),
+        pod('r-unready', 'n2', { ready: false }),
+        pod('r-cordoned', 'n3'),
+        pod('r-tainted', 'n4'),
+        pod('r-pending', 'n2', { phase: 'Pending' }),
+        pod('r-b', 'n2'),
+      ],
+    });
+    assert.equal(choice.successor, 'r-b');
+    assert.equal(choice.successorNode, 'n2');
+    matchGolden('successor-rejections.json', choice.rejected);
+  });
+
+  it('falls back to the same node, and to none', () => {
+    assert.equal(
+      chooseSuccessor({ self, nodes, drainTaints, pods: [pod('r-a', 'n1'), pod('r-c', 'n1')] }).successor,
+      'r-c',
+    );
+    assert.equal(
+      chooseSuccessor({
+        self,
+        nodes,
+        drainTaints,
+        pods: [pod('r-a', 'n1'), pod('r-x', 'n2', { ready: false })],
+      }).successor,
+      undefined,
+    );
+  });
+
+  it('orders equal candidates by age, then name', () => {
+    const pods = [
+      pod('r-z', 'n2', { created: '2026-11-01T00:00:00Z' }),
+      pod('r-y', 'n2', { created: '2026-11-02T00:00:00Z' }),
+    ];
+    assert.equal(chooseSuccessor({ self, nodes, drainTaints, pods }).successor, 'r-z');
+    const same = [pod('r-q', 'n2'), pod('r-p', 'n2')];
+    assert.equal(chooseSuccessor({ self, nodes, drainTaints, pods: same }).successor, 'r-p');
+  });
+});
+
+describe('handover decision (recorded Leases)', () => {
+  const skupper = readJson<Lease>('skupper-site-leader.json');
+  const leader = 'skupper-router-6d9c7b8f5-x2k4p';
+
+  it('replaces the holder with the successor: fresh MicroTimes, same duration, transitions+1, same resourceVersion', () => {
+    const d = decideHandover({
+      lease: skupper,
+      podName: leader,
+      scheme: 'pod-name',
+      successor: 'skupper-router-2-7c8d9-b5m2n',
+      nowMs: NOW,
+    });
+    assert.equal(d.action, 'replace');
+    matchGolden('decision-replace.json', d);
+    if (d.action !== 'replace') return;
+    assert.equal(d.lease.metadata?.resourceVersion, '48213');
+    assert.match(d.lease.spec?.renewTime ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    assert.equal(d.lease.spec?.leaseTransitions, 4);
+    assert.equal(skupper.spec?.holderIdentity, leader, 'input not mutated');
+  });
+
+  it('releases the client-go way when there is no successor', () => {
+    const d = decideHandover({
+      lease: skupper,
+      podName: leader,
+      scheme: 'pod-name',
+      successor: undefined,
+      nowMs: NOW,
+    });
+    matchGolden('decision-release.json', d);
+    assert.equal(d.action, 'release');
+    if (d.action !== 'release') return;
+    assert.equal(d.lease.spec?.holderIdentity, '');
+    assert.equal(d.lease.spec?.leaseDurationSeconds, 1);
+    assert.equal(d.lease.spec?.leaseTransitions, 3);
+  });
+
+  it('skips a Lease another pod holds or nobody holds', () => {
+    assert.deepEqual(
+      decideHandover({
+        lease: skupper,
+        podName: 'someone-else',
+        scheme: 'pod-name',
+        successor: 'x',
+        nowMs: NOW,
+      }),
+      { action: 'skip', why: `held by ${leader}, not this pod` },
+    );
+    const free = structuredClone(skupper);
+    free.spec!.holderIdentity = '';
+    assert.equal(
+      decideHandover({ lease: free, podName: leader, scheme: 'pod-name', successor: 'x', nowMs: NOW }).action,
+      'skip',
+    );
+  });
+
+  it('pod-name-prefix: releases, never names a made-up holder', () => {
+    const cr = readJson<Lease>('controller-runtime-leader.json');
+    const d = decideHandover({
+      lease: cr,
+      podName: 'op-manager-5b7d8-qrx9z',
+      scheme: 'pod-name-prefix',
+      successor: 'op-manager-5b7d8-abcde',
+      nowMs: NOW,
+    });
+    matchGolden('decision-prefix-release.json', d);
+    assert.equal(d.action, 'release');
+    assert.equal(d.action === 'release' && d.lease.spec?.holderIdentity, '');
+  });
+
+  it('coordinated election (spec.strategy): sets preferredHolder, leaves the holder alone', () => {
+    const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
+    const d = decideHandover({
+      lease: kcm,
+      podName: 'kcm-7f8d9c-a',
+      scheme: 'pod-name',
+      successor: 'kcm-7f8d9c-b',
+      nowMs: NOW,
+    });
+    matchGolden('decision-prefer.json', d);
+    assert.equal(d.action, 'prefer');
+    if (d.action !== 'prefer') return;
+    assert.equal(d.lease.spec?.holderIdentity, 'kcm-7f8d9c-a');
+    assert.equal(d.lease.spec?.preferredHolder, 'kcm-7f8d9c-b');
+    assert.equal(d.lease.spec?.renewTime, kcm.spec?.renewTime);
+    // No successor under coordinated election: release, and drop any stale preferredHolder.
+    const stale = structuredClone(kcm);
+    stale.spec!.preferredHolder = 'kcm-old';
+    const r = decideHandover({
+      lease: stale,
+      podName: 'kcm-7f8d9c-a',
+      scheme: 'pod-name',
+      successor: undefined,
+      nowMs: NOW,
+    });
+    assert.equal(r.action, 'release');
+    assert.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
+  });
+});
+
+describe('after the write', () => {
+  const skupper = readJson<Lease>('skupper-site-leader.json');
+  const me = 'skupper-router-6d9c7b8f5-x2k4p';
+
+  it('409: retry while still ours, stop once the holder changed', () => {
+    assert.equal(afterConflict(skupper, me, 'pod-name'), 'retry');
+    const other = structuredClone(skupper);
+    other.spec!.holderIdentity = 'skupper-router-2-x';
+    assert.equal(afterConflict(other, me, 'pod-name'), 'stop');
+    assert.equal(afterConflict(undefined, me, 'pod-name'), 'stop');
+  });
+
+  it('verification: renewed by the successor, taken by another, acquired after release', () => {
+    const d = decideHandover({
+      lease: skupper,
+      podName: me,
+      scheme: 'pod-name',
+      successor: 'succ',
+      nowMs: NOW,
+    });
+    assert.equal(d.action, 'replace');
+    if (d.action !== 'replace') return;
+    const written = d.lease;
+    assert.equal(verifyProgress(written, written, 'replace').state, 'pending');
+    const renewed = structuredClone(written);
+    renewed.spec!.renewTime = '2026-11-22T00:00:03.000000Z';
+    assert.equal(verifyProgress(written, renewed, 'replace').state, 'renewed');
+    const taken = structuredClone(renewed);
+    taken.spec!.holderIdentity = 'third';
+    assert.deepEqual(verifyProgress(written, taken, 'replace'), { state: 'taken-by-other', holder: 'third' });
+    const rel = decideHandover({
+      lease: skupper,
+      podName: me,
+      scheme: 'pod-name',
+      successor: undefined,
+      nowMs: NOW,
+    });
+    assert.equal(
+      verifyProgress(rel.action === 'release' ? rel.lease : written, taken, 'release').state,
+      'acquired',
+    );
+    assert.equal(verifyProgress(written, undefined, 'release').state, 'pending');
+  });
+});

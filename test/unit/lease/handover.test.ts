@@ -1,0 +1,202 @@
+// The capability's I/O edge with a scripted API: which calls it makes, and which it never makes.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { systemClock } from '../../../shared/clock.ts';
+import { parseSidecarEnv } from '../../../shared/contract.ts';
+import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import type { EventRecorder } from '../../../shared/kube/events.ts';
+import type { Lease, Pod } from '../../../shared/kube/types.ts';
+import { createLogger } from '../../../shared/log.ts';
+import { Registry } from '../../../shared/metrics.ts';
+import type { CapabilityContext } from '../../../sidecar/capability.ts';
+import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
+import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import { LeaseHandover } from '../../../sidecar/lease/handover.ts';
+import type { ToolRunner } from '../../../sidecar/runner.ts';
+
+const NS = 'site-a';
+const LEASE_PATH = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/skupper-site-leader`;
+
+function podWith(name: string, node: string, leader: 'running' | 'terminated'): Pod {
+  return {
+    metadata: { name, namespace: NS, labels: { 'skupper.io/component': 'router' } },
+    spec: { nodeName: node },
+    status: {
+      phase: 'Running',
+      conditions: [{ type: 'Ready', status: 'True' }],
+      containerStatuses: [
+        {
+          name: 'kube-adaptor',
+          state: leader === 'running' ? { running: {} } : { terminated: { exitCode: 0 } },
+        },
+      ],
+    },
+  };
+}
+
+/** A scripted API: GET/PUT of one Lease, a pod list, and failures queued per method. */
+function fakeApi(holder: string) {
+  let lease: Lease = {
+    metadata: { name: 'skupper-site-leader', namespace: NS, resourceVersion: '1' },
+    spec: {
+      holderIdentity: holder,
+      leaseDurationSeconds: 15,
+      leaseTransitions: 2,
+      renewTime: '2026-01-01T00:00:00.000000Z',
+    },
+  };
+  const calls: string[] = [];
+  const failures: Record<string, number[]> = { GET: [], PUT: [] };
+  const fail = (m: string) => {
+    const code = failures[m]?.shift();
+    if (code !== undefined) throw new ApiError(m, LEASE_PATH, code, 'Injected', 'injected');
+  };
+  const client = {
+    async get(path: string) {
+      calls.push(`GET ${path}`);
+      if (path === LEASE_PATH) {
+        fail('GET');
+        // The successor renews right after a handover.
+        const l = structuredClone(lease);
+        if (l.spec?.holderIdentity === 'router-b') l.spec.renewTime = '2026-01-01T00:00:09.000000Z';
+        return l;
+      }
+      if (path.endsWith('/leases')) return { metadata: { resourceVersion: '1' }, items: [lease] };
+      if (path.endsWith('/pods'))
+        return { items: [podWith('router-a', 'n1', 'terminated'), podWith('router-b', 'n2', 'running')] };
+      throw new ApiError('GET', path, 404, 'NotFound', 'no such object');
+    },
+    async replace(path: string, body: Lease) {
+      calls.push(`PUT ${path}`);
+      fail('PUT');
+      lease = {
+        ...body,
+        metadata: { ...body.metadata, resourceVersion: String(Number(body.metadata?.resourceVersion) + 1) },
+      };
+      return lease;
+    },
+    watch(_p: string, _q: unknown, _on: unknown, signal: AbortSignal) {
+      return new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+    },
+  };
+  return { client: client as unknown as KubeClient, calls, failures, lease: () => lease };
+}
+
+function context(
+  api: ReturnType<typeof fakeApi>,
+  leader: 'running' | 'terminated',
+  env: Record<string, string> = {},
+) {
+  const config = parseSidecarEnv({
+    DRAINGUARD_PROFILE: 'skupper-router',
+    DRAINGUARD_FEATURES: 'lease-handover',
+    DRAINGUARD_LEASES: 'skupper-site-leader',
+    DRAINGUARD_POD_NAME: 'router-a',
+    DRAINGUARD_POD_NAMESPACE: NS,
+    DRAINGUARD_NODE_NAME: 'n1',
+    DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS: '1',
+    DRAINGUARD_VERIFY_SECONDS: '2',
+    ...env,
+  });
+  const events: string[] = [];
+  let state: DrainState = { ...initialDrainState, synced: true };
+  const listeners: ((s: DrainState, p: DrainState) => void)[] = [];
+  const drain = {
+    get current() {
+      return state;
+    },
+    pod: podWith('router-a', 'n1', leader),
+    subscribe(fn: (s: DrainState, p: DrainState) => void) {
+      listeners.push(fn);
+      return () => {};
+    },
+    terminate() {
+      const prev = state;
+      state = { ...state, terminating: true };
+      for (const l of listeners) l(state, prev);
+    },
+  };
+  const ctx: CapabilityContext = {
+    config,
+    log: createLogger('test', 'silent'),
+    client: api.client,
+    events: {
+      record: async (_t: unknown, _type: string, reason: string) => {
+        events.push(reason);
+      },
+    } as unknown as EventRecorder,
+    runner: {} as ToolRunner,
+    drain: drain as unknown as DrainWatcher,
+    metrics: new Registry(),
+    clock: systemClock,
+  };
+  return { ctx, drain, events };
+}
+
+describe('lease handover capability (scripted API)', () => {
+  it('hands over after backing off on 429 and 503, and records an Event', async () => {
+    const api = fakeApi('router-a');
+    api.failures.GET = [429];
+    api.failures.PUT = [503];
+    const { ctx, drain, events } = context(api, 'terminated');
+    const cap = new LeaseHandover(ctx);
+    await cap.start();
+    drain.terminate();
+    await cap.stop();
+    const [r] = (await cap.result) ?? [];
+    assert.equal(r?.outcome, 'handed-over');
+    assert.equal(api.lease().spec?.holderIdentity, 'router-b');
+    assert.equal(api.lease().spec?.leaseTransitions, 3);
+    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
+    assert.deepEqual(events, ['LeaseHandedOver']);
+    assert.match(
+      ctx.metrics.render(),
+      /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 1/,
+    );
+  });
+
+  it('leaves a Lease alone while the leader container runs', async () => {
+    const api = fakeApi('router-a');
+    const { ctx, drain, events } = context(api, 'running');
+    const cap = new LeaseHandover(ctx);
+    await cap.start();
+    drain.terminate();
+    await cap.stop();
+    assert.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
+    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    assert.deepEqual(events, ['LeaseLeftToExpire']);
+  });
+
+  it('never writes a Lease another pod holds, nor in observe-only mode', async () => {
+    const other = fakeApi('router-b');
+    const a = context(other, 'terminated');
+    const cap = new LeaseHandover(a.ctx);
+    await cap.start();
+    a.drain.terminate();
+    await cap.stop();
+    assert.equal((await cap.result)?.[0]?.outcome, 'not-holder');
+    assert.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
+
+    const mine = fakeApi('router-a');
+    const b = context(mine, 'terminated', { DRAINGUARD_OBSERVE_ONLY: 'true' });
+    const cap2 = new LeaseHandover(b.ctx);
+    await cap2.start();
+    b.drain.terminate();
+    await cap2.stop();
+    assert.equal((await cap2.result)?.[0]?.outcome, 'observed');
+    assert.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    assert.deepEqual(b.events, ['LeaseHandoverObserved']);
+  });
+
+  it('returns from prestop at once', async () => {
+    const api = fakeApi('router-a');
+    const { ctx } = context(api, 'running');
+    const cap = new LeaseHandover(ctx);
+    await cap.start();
+    const t0 = Date.now();
+    const summary = await cap.prestop();
+    assert.ok(Date.now() - t0 < 100);
+    assert.equal(summary.started, true);
+    await cap.stop();
+  });
+});

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { systemClock, waitFor } from '../../../shared/clock.ts';
+import { parseSidecarEnv } from '../../../shared/contract.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { EventRecorder } from '../../../shared/kube/events.ts';
+import { Registry } from '../../../shared/metrics.ts';
+import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import { create } from '../../../sidecar/netfilter/capability.ts';
+import { FakeHost } from './fakehost.ts';
+
+const log = pino({ level: 'silent' });
+
+/** Just enough of KubeClient for an Informer and a Node read. */
+function stubClient(pods: unknown[]): KubeClient {
+  return {
+    get: async (path: string) =>
+      path === '/api/v1/pods'
+        ? { metadata: { resourceVersion: '1' }, items: pods }
+        : {
+            metadata: { name: 'n1' },
+            status: { addresses: [{ type: 'InternalIP', address: '192.0.2.10' }] },
+          },
+    watch: (_p: string, _q: unknown, _cb: unknown, signal: AbortSignal) =>
+      new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
+  } as unknown as KubeClient;
+}
+
+describe('netfilter-cleanup capability (fake host, stub API)', () => {
+  it('dry-run: reports each stale item once (Event, metrics), deletes nothing', async () => {
+    const h = new FakeHost();
+    h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
+    h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
+    h.rules = [
+      {
+        chain: 'PREROUTING',
+        spec: '-p ARP --arp-op Request --arp-ip-dst 198.51.100.12 -j arpreply --arpreply-mac 02:aa:00:00:00:12',
+      },
+    ];
+    const events: string[] = [];
+    const metrics = new Registry();
+    const config = parseSidecarEnv({
+      DRAINGUARD_PROFILE: 'netfilter-cleanup',
+      DRAINGUARD_FEATURES: 'netfilter-cleanup',
+      DRAINGUARD_POD_NAME: 'p',
+      DRAINGUARD_POD_NAMESPACE: 'x',
+      DRAINGUARD_NODE_NAME: 'n1',
+      DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
+      DRAINGUARD_CLEANUP_DRY_RUN: 'true',
+    });
+    const cap = create({
+      config,
+      log,
+      client: stubClient([]),
+      events: {
+        record: async (_t: unknown, _type: string, reason: string, msg: string) =>
+          void events.push(`${reason}: ${msg}`),
+      } as unknown as EventRecorder,
+      runner: h,
+      drain: {} as DrainWatcher,
+      metrics,
+      clock: systemClock,
+    }) as ReturnType<typeof create> & { trigger(r: string): void; idle(): Promise<void> };
+    await cap.start();
+    await waitFor('dry-run report', () => events.length > 0, { timeoutMs: 10_000 });
+    for (let i = 0; i < 3; i++) {
+      cap.trigger('test');
+      await cap.idle();
+    }
+    await cap.stop();
+    assert.deepEqual(events, [
+      'NetfilterCleanupDryRun: netfilter cleanup would remove 1 stale ebtables rule(s) and 0 neighbour(s): arpreply 198.51.100.12→02:aa:00:00:00:12',
+    ]);
+    assert.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="true",kind="rule"\} 1\n/);
+    assert.equal(h.rules.length, 1);
+    assert.equal(h.deleted.length, 0);
+  });
+});

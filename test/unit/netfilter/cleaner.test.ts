@@ -1,0 +1,386 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import pino from 'pino';
+import type { Clock } from '../../../shared/clock.ts';
+import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
+import type { PodInfo } from '../../../sidecar/netfilter/decide.ts';
+import { FakeHost, type FakeRule } from './fakehost.ts';
+
+const log = pino({ level: 'silent' });
+const NODE_IP = '192.0.2.10';
+const LOCAL_MAC = '02:00:00:00:00:fe';
+
+function fakeClock(): Clock & { t: number } {
+  const c = {
+    t: 0,
+    now: () => c.t,
+    sleep: async (ms: number) => {
+      c.t += ms;
+    },
+  };
+  return c;
+}
+
+const arp = (ip: string, mac: string): FakeRule => ({
+  chain: 'PREROUTING',
+  spec: `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac}`,
+});
+const dnat = (ip: string, mac: string): FakeRule => ({
+  chain: 'PREROUTING',
+  spec: `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`,
+});
+const PROTECTED: FakeRule[] = [
+  arp(NODE_IP, '02:00:00:00:00:aa'),
+  {
+    chain: 'PREROUTING',
+    spec: '-p ARP -i eth0 --arp-op Reply -j dnat --to-dst ff:ff:ff:ff:ff:ff --dnat-target ACCEPT',
+  },
+  { chain: 'PREROUTING', spec: '-i az+ -j dnat --to-dst 12:34:56:78:9a:bc --dnat-target ACCEPT' },
+  { chain: 'PREROUTING', spec: '-p 802_1Q -j DROP' },
+  {
+    chain: 'POSTROUTING',
+    spec: `-s Unicast -o eth0 -j snat --to-src ${LOCAL_MAC} --snat-arp --snat-target ACCEPT`,
+  },
+  arp('198.51.100.50', LOCAL_MAC), // MAC of a local interface: live
+];
+
+function host(): FakeHost {
+  const h = new FakeHost();
+  h.addrs = [{ ifname: 'azure0', address: LOCAL_MAC, addr_info: [{ local: NODE_IP }] }];
+  h.routes4 = [
+    { dst: '198.51.100.0/24', dev: 'azure0' },
+    { dst: '198.51.100.13', dev: 'lxc13' },
+  ];
+  h.rules = [...PROTECTED];
+  return h;
+}
+
+const pods: PodInfo[] = [{ namespace: 'kube-system', name: 'lxc-health', ips: ['198.51.100.13'] }];
+const input = { pods, nodeAddresses: [NODE_IP] };
+
+describe('Cleaner passes against a fake host', () => {
+  it('deletes only on the second pass at least the confirmation interval later, in one batch', async () => {
+    const h = host();
+    const stale = [
+      arp('198.51.100.12', '02:aa:00:00:00:12'),
+      dnat('198.51.100.12', '02:aa:00:00:00:12'),
+      arp('198.51.100.13', '02:aa:00:00:00:13'),
+    ];
+    h.rules.push(...stale);
+    h.neighbours = [
+      { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
+      { dst: '198.51.100.200', dev: 'azure0', lladdr: '02:dd:00:00:00:c8', state: ['PERMANENT'] },
+    ];
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const p1 = await c.pass(input);
+    assert.equal(p1.staleRules.length, 3);
+    assert.equal(p1.removedRules.length, 0);
+    assert.equal(p1.pendingUntil, 2000);
+    clock.t = 1500;
+    const p2 = await c.pass(input);
+    assert.equal(p2.removedRules.length, 0, 'an event-triggered pass too soon does not count twice');
+    clock.t = 2000;
+    const p3 = await c.pass(input);
+    assert.deepEqual(p3.removedRules.map((r) => r.rule.spec).sort(), stale.map((r) => r.spec).sort());
+    assert.deepEqual(
+      p3.removedNeighbours.map((n) => n.key),
+      ['198.51.100.13|azure0'],
+    );
+    assert.deepEqual(h.rules, PROTECTED);
+    assert.deepEqual(
+      h.neighbours.map((n) => n.dst),
+      ['198.51.100.200'],
+    );
+    assert.equal(h.calls.filter((x) => x === 'nft -f -').length, 1, 'one batch, by proven handles');
+    assert.ok(!h.calls.some((x) => x.startsWith('ebtables-restore')));
+    assert.equal(h.calls.filter((x) => x.startsWith('ip -force -batch')).length, 1);
+    assert.equal(p3.pendingUntil, undefined);
+  });
+
+  it('reinstall race: rules re-added after a pass go on the following passes, never the same one', async () => {
+    const h = host();
+    const r = arp('198.51.100.12', '02:aa:00:00:00:12');
+    h.rules.push(r);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input);
+    clock.t = 2000;
+    assert.equal((await c.pass(input)).removedRules.length, 1);
+    h.rules.push(r); // azure-vnet restores it from azure-vnet.json
+    clock.t = 4000;
+    const again = await c.pass(input);
+    assert.equal(again.staleRules.length, 1);
+    assert.equal(again.removedRules.length, 0, 'first sighting after re-add');
+    clock.t = 6000;
+    assert.equal((await c.pass(input)).removedRules.length, 1);
+    assert.equal(h.deleted.length, 2);
+  });
+
+  it('a rule that stops being stale between passes is left alone (run broken)', async () => {
+    const h = host();
+    h.rules.push(arp('198.51.100.13', '02:aa:00:00:00:13'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input);
+    // The MAC shows up in the bridge FDB on a local (veth) port: known here now.
+    h.addrs.push({
+      ifname: 'veth1',
+      address: '02:00:00:00:01:01',
+      addr_info: [],
+      linkinfo: { info_kind: 'veth' },
+    });
+    h.fdb = [{ mac: '02:aa:00:00:00:13', ifname: 'veth1', master: 'azure0', state: '', flags: [] }];
+    clock.t = 2000;
+    await c.pass(input);
+    h.fdb = [];
+    clock.t = 3000;
+    assert.equal((await c.pass(input)).removedRules.length, 0, 'stale again, but only since 3000');
+    clock.t = 5000;
+    assert.equal((await c.pass(input)).removedRules.length, 1);
+  });
+
+  it('re-lists before deleting and survives a rule vanishing under the batch', async () => {
+    const h = host();
+    const a = arp('198.51.100.12', '02:aa:00:00:00:12');
+    const b = dnat('198.51.100.12', '02:aa:00:00:00:12');
+    h.rules.push(a, b);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input);
+    clock.t = 2000;
+    h.beforeRestore = (() => {
+      let n = 0;
+      return () => {
+        // Vanishes right before the handle batch; the first spec batch then also fails on it.
+        if (n++ === 0) h.rules = h.rules.filter((r) => r !== a);
+      };
+    })();
+    const p = await c.pass(input);
+    assert.deepEqual(p.errors, []);
+    assert.deepEqual(
+      p.removedRules.map((r) => r.rule.spec),
+      [b.spec],
+    );
+    assert.deepEqual(h.rules, PROTECTED);
+    // The handle batch failed as a whole; the spec batch was then tried, failed too, and the re-list retry won.
+    assert.deepEqual(
+      h.calls.filter((x) => x === 'nft -f -' || x.startsWith('ebtables-restore')),
+      ['nft -f -', 'ebtables-restore --noflush', 'ebtables-restore --noflush'],
+    );
+  });
+
+  it('dry-run reports what would go and deletes nothing', async () => {
+    const h = host();
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: true });
+    await c.pass(input);
+    const p = await c.pass(input);
+    assert.equal(p.dryRun, true);
+    assert.equal(p.removedRules.length, 1);
+    assert.equal(h.deleted.length, 0);
+    assert.ok(!h.calls.some((x) => x.startsWith('ebtables-restore')));
+  });
+
+  it('legacy flavour: parses zero-stripped listings and deletes per rule by exact spec', async () => {
+    const h = host();
+    h.flavour = 'legacy';
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    const p = await c.pass(input);
+    assert.equal(p.removedRules.length, 1);
+    assert.ok(
+      h.calls.includes(
+        'ebtables -t nat -D PREROUTING -p ARP --arp-op Request --arp-ip-dst 198.51.100.12 -j arpreply --arpreply-mac 2:aa:0:0:0:12',
+      ),
+    );
+    assert.deepEqual(h.rules, PROTECTED);
+  });
+
+  it('an unusable flavour is reported clearly; neighbours are still cleaned', async () => {
+    const h = host();
+    h.flavour = 'legacy';
+    h.failListing = true;
+    h.neighbours = [
+      { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
+    ];
+    const c = new Cleaner({ runner: h, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    const s = await c.detectEbtables();
+    assert.equal(s.usable, false);
+    assert.match(
+      s.error!,
+      /ebtables \(legacy\) is not usable: .*can't initialize ebtables table 'nat'.*ebtable_nat kernel module/,
+    );
+    await c.pass(input);
+    const p = await c.pass(input);
+    assert.equal(p.removedNeighbours.length, 1);
+    assert.equal(h.neighbours.length, 0);
+  });
+});
+
+describe('unreadable listings', () => {
+  it('an unparsable nat listing is an error of the pass; neighbours are still cleaned', async () => {
+    const h = host();
+    h.neighbours = [
+      { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
+    ];
+    h.listing = () =>
+      'Bridge table: nat\n\nBridge chain: PREROUTING, entries: 5, policy: ACCEPT\n-j ACCEPT\n';
+    const c = new Cleaner({ runner: h, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    const p = await c.pass(input);
+    assert.match(p.errors[0]!, /ebtables -t nat -L: chain PREROUTING: header says 5 entries, listed 1/);
+    assert.equal(p.removedNeighbours.length, 1);
+    assert.equal(h.deleted.length, 0);
+  });
+});
+
+describe('handle-based batch (nft flavour)', () => {
+  it('falls back to ebtables-restore by spec when the chain changes between the bracketing listings', async () => {
+    const h = host();
+    const stale = arp('198.51.100.12', '02:aa:00:00:00:12');
+    h.rules.push(stale);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input);
+    clock.t = 2000;
+    let listings = 0;
+    const late = dnat('198.51.100.99', '02:aa:00:00:00:99');
+    h.afterNftList = () => {
+      if (listings++ === 0) h.rules.push(late); // azure-vnet adds a rule mid-listing
+    };
+    const p = await c.pass(input);
+    assert.deepEqual(
+      p.removedRules.map((r) => r.rule.spec),
+      [stale.spec],
+    );
+    assert.ok(!h.calls.includes('nft -f -'), 'unproven handles are never used');
+    assert.ok(h.calls.includes('ebtables-restore --noflush'));
+    assert.ok(h.rules.includes(late), 'the late rule was never judged twice');
+  });
+
+  it('falls back when nft is missing', async () => {
+    const h = host();
+    h.nftAvailable = false;
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    assert.equal((await c.pass(input)).removedRules.length, 1);
+    assert.deepEqual(h.rules, PROTECTED);
+  });
+
+  it('deletes duplicates by their own handles', async () => {
+    const h = host();
+    h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'), arp('198.51.100.12', '02:aa:00:00:00:12'));
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    await c.pass(input);
+    assert.equal((await c.pass(input)).removedRules.length, 2);
+    assert.deepEqual(h.rules, PROTECTED);
+    assert.ok(h.calls.includes('nft -f -'));
+  });
+});
+
+describe('property: generated rulesets, reinstalls and clock jumps', () => {
+  it('never deletes a protected or live item; every deletion was stale on two passes >= confirm apart', async () => {
+    const ipArb = fc.oneof(
+      fc.integer({ min: 1, max: 40 }).map((i) => `198.51.100.${i}`),
+      fc.constant(NODE_IP),
+    );
+    const macArb = fc.integer({ min: 1, max: 6 }).map((i) => `02:aa:00:00:00:0${i}`);
+    const ruleArb = fc.record({
+      kind: fc.constantFrom('arp', 'dnat'),
+      ip: ipArb,
+      mac: fc.oneof(macArb, fc.constant(LOCAL_MAC), fc.constant('12:34:56:78:9a:bc')),
+    });
+    const neighArb = fc.record({
+      dst: fc.constantFrom('198.51.100.13', '198.51.100.12', '198.51.100.200'),
+      dev: fc.constantFrom('azure0', 'lxc13'),
+      state: fc.constantFrom('PERMANENT', 'FAILED', 'INCOMPLETE', 'REACHABLE', 'STALE'),
+    });
+    const stepArb = fc.record({
+      advance: fc.constantFrom(0, 300, 1000, 2000, 2500),
+      add: fc.array(ruleArb, { maxLength: 4 }),
+      removeFirst: fc.nat({ max: 3 }),
+      // A rule azure-vnet adds while the pass is listing (between the nft listings).
+      midListing: fc.option(ruleArb, { nil: undefined }),
+      // The kernel keeps one entry per (IP, device).
+      neighbours: fc.option(
+        fc.uniqueArray(neighArb, { maxLength: 4, selector: (n) => `${n.dst}|${n.dev}` }),
+        {
+          nil: undefined,
+        },
+      ),
+    });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom<'nft' | 'legacy'>('nft', 'legacy'),
+        fc.array(ruleArb, { maxLength: 20 }),
+        fc.array(stepArb, { minLength: 1, maxLength: 8 }),
+        async (flavour, initial, steps) => {
+          const h = host();
+          h.flavour = flavour;
+          const mk = (r: { kind: string; ip: string; mac: string }) =>
+            r.kind === 'arp' ? arp(r.ip, r.mac) : dnat(r.ip, r.mac);
+          h.rules.push(...initial.map(mk));
+          const clock = fakeClock();
+          const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+          // What each pass saw at its start: the oracle for "stale on two passes".
+          const history: { t: number; present: Set<string> }[] = [];
+          const seenTwice = (key: string) => {
+            for (let i = history.length - 1; i >= 0; i--) {
+              if (!history[i]!.present.has(key)) return false;
+              if (clock.t - history[i]!.t >= 2000) return true;
+            }
+            return false;
+          };
+          for (const step of steps) {
+            clock.t += step.advance;
+            h.rules.splice(PROTECTED.length, step.removeFirst);
+            h.rules.push(...step.add.map(mk));
+            if (step.neighbours)
+              h.neighbours = step.neighbours.map((n) => ({
+                dst: n.dst,
+                dev: n.dev,
+                state: [n.state],
+                ...(n.state === 'FAILED' || n.state === 'INCOMPLETE' ? {} : { lladdr: '02:aa:00:00:00:13' }),
+              }));
+            let mid = step.midListing ? mk(step.midListing) : undefined;
+            h.afterNftList = () => {
+              if (mid) h.rules.push(mid);
+              mid = undefined;
+            };
+            const before = h.deleted.length;
+            const beforeN = h.deletedNeighbours.length;
+            history.push({
+              t: clock.t,
+              present: new Set([
+                ...h.rules.map((r) => r.spec),
+                ...h.neighbours.map((n) => `${n.dst}|${n.dev}`),
+              ]),
+            });
+            await c.pass(input);
+            for (const d of h.deleted.slice(before)) {
+              assert.ok(!PROTECTED.some((p) => p.spec === d.spec), `protected deleted: ${d.spec}`);
+              assert.ok(!d.spec.includes(LOCAL_MAC), `live deleted: ${d.spec}`);
+              assert.ok(!d.spec.includes(` ${NODE_IP} `), `node address rule deleted: ${d.spec}`);
+              assert.ok(seenTwice(d.spec), `deleted without two sightings >= 2 s apart: ${d.spec}`);
+            }
+            for (const n of h.deletedNeighbours.slice(beforeN)) {
+              assert.equal(n.dst, '198.51.100.13', 'only neighbours of current pods');
+              assert.equal(n.dev, 'azure0', 'never the one on the pod route device');
+              assert.ok(['PERMANENT', 'FAILED', 'INCOMPLETE'].includes(n.state[0]!), n.state[0]);
+              assert.ok(seenTwice(`${n.dst}|${n.dev}`), `neighbour deleted too early: ${n.dst}`);
+            }
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
