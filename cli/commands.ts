@@ -11,6 +11,11 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
+  status: {
+    summary: 'show the L2 handover state of the nodes (what the sidecars publish on each Node)',
+    usage: 'drainguard status [--kubeconfig PATH] [--json] [NODE...]',
+    load: () => import('../sidecar/l2/status.ts'),
+  },
   'netfilter-cleanup': {
     summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',

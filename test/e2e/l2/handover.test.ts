@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { sh } from '../../lib/netns.ts';
 import { createL2World, type L2World, METALLB_NS, macsIn } from './world.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
@@ -111,6 +112,19 @@ describe('L2 handover (metallb-speaker profile)', () => {
     assert.match(
       done,
       new RegExp(`VIP ${w.vip.replace(/\./g, '\\.')} handed to ${b} in [0-9.]+ s; fence installed on eth0`),
+    );
+    // `drainguard status` shows it.
+    const cli = await sh([
+      process.execPath,
+      new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
+      'status',
+      '--kubeconfig',
+      w.cp.kubeconfigPath,
+    ]);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(
+      cli.stdout,
+      new RegExp(`${a}\\s+yes\\s+drainguard\\s+fenced\\s+\\S+\\s+${w.vip}\\s+${b}\\s+eth0`),
     );
     // /metrics reflect it.
     const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
@@ -246,6 +260,40 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await w.stopSidecar(a, 'SIGKILL');
     await w.startSidecar(a);
     await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    await settleIdle();
+  });
+
+  test('observe-only: decides and records, but neither labels nor fences', async () => {
+    const a = w.initialOwner;
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_OBSERVE_ONLY: 'true' });
+    try {
+      await w.cordon(a, true);
+      const st = await waitFor(
+        'status records the would-be handover',
+        async () => {
+          const s = (await status(a)) as { phase?: string; observeOnly?: boolean };
+          return s.observeOnly && s.phase === 'awaiting-confirmation' ? s : undefined;
+        },
+        T,
+      );
+      assert.ok(st);
+      const started = await waitFor(
+        'observe-only Event',
+        async () =>
+          (await events('L2HandoverStarted')).find((m) => m.startsWith('observe-only, would have:')),
+        T,
+      );
+      assert.match(started, /handing over VIPs 192\.0\.2\.100/);
+      assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+      assert.equal(await hasFenceTable(a), false, 'not fenced');
+      await answeredOnlyBy(a);
+      await w.cordon(a, false);
+      await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
+    } finally {
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
     await settleIdle();
   });
 
