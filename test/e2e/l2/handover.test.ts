@@ -263,6 +263,32 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
+  test('budget spent unconfirmed: warn, never fence; /prestop reports it', async () => {
+    const a = w.initialOwner;
+    const others = names.filter((n) => n !== a);
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '2' });
+    // Nobody can confirm: the peers' API view is frozen.
+    for (const n of others) w.speakers.get(n)?.send('freeze');
+    try {
+      await w.cordon(a, true);
+      await waitFor(
+        'unconfirmed Warning Event',
+        async () => (await events('L2HandoverUnconfirmed')).length > 0,
+        T,
+      );
+      assert.equal(await hasFenceTable(a), false, 'a dark VIP is worse than a moving one');
+      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
+      const summary = (await res.json()) as Record<string, { outcome?: string }>;
+      assert.equal(summary['l2-handover']?.outcome, 'budget-spent');
+    } finally {
+      for (const n of others) w.speakers.get(n)?.send('unfreeze');
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
+    await settleIdle();
+  });
+
   test('observe-only: decides and records, but neither labels nor fences', async () => {
     const a = w.initialOwner;
     await w.stopSidecar(a, 'SIGKILL');

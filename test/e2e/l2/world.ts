@@ -66,7 +66,7 @@ export interface L2World {
 }
 
 export async function createL2World(
-  opts: { nodes?: string[]; vip?: string; sidecarEnv?: Record<string, string> } = {},
+  opts: { nodes?: string[]; vip?: string; sidecarEnv?: Record<string, string>; noCrd?: boolean } = {},
 ): Promise<L2World> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
   const vip = opts.vip ?? '192.0.2.100';
@@ -79,7 +79,7 @@ export async function createL2World(
     // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
     // such dirs while they have no pids.json yet (a race when test runs start together).
     cp = await startControlPlane({ bindAddress: uplink.host, sanIPs: [uplink.host], dir: cpDir });
-    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, uplink.nodes);
+    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, uplink.nodes, opts.noCrd ?? false);
   } catch (e) {
     await cp?.stop();
     await bed.destroy();
@@ -134,6 +134,7 @@ async function populate(
   vip: string,
   sidecarEnv: Record<string, string>,
   uplinkAddrs: Map<string, string>,
+  noCrd: boolean,
 ): Promise<L2World> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
@@ -143,13 +144,15 @@ async function populate(
   };
   // The CRD is MetalLB's, CEL rules (x-kubernetes-validations, Kubernetes 1.25+) included; the
   // 1.20 test server does not know them, so client-side validation is off and the server drops them.
-  await k(['apply', '--validate=false', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
-  await k(['wait', '--for=condition=established', '--timeout=30s', 'crd/servicel2statuses.metallb.io']);
-  await waitFor(
-    'ServiceL2Status served',
-    async () => (await client.get<{ resources?: unknown[] }>('/apis/metallb.io/v1beta1')).resources?.length,
-    { timeoutMs: 30_000, intervalMs: 200 },
-  );
+  if (!noCrd) {
+    await k(['apply', '--validate=false', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
+    await k(['wait', '--for=condition=established', '--timeout=30s', 'crd/servicel2statuses.metallb.io']);
+    await waitFor(
+      'ServiceL2Status served',
+      async () => (await client.get<{ resources?: unknown[] }>('/apis/metallb.io/v1beta1')).resources?.length,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+  }
   await client.create('/api/v1/namespaces', {
     apiVersion: 'v1',
     kind: 'Namespace',
@@ -251,7 +254,15 @@ async function populate(
     ownerAmong: (ns) => owner(ns, vip) as string,
     async startSpeaker(name) {
       const node = bed.node(name);
-      const cfg = { node: name, iface: 'eth0', kubeconfig, namespace: METALLB_NS, peers, deadMs: 5000 };
+      const cfg = {
+        node: name,
+        iface: 'eth0',
+        kubeconfig,
+        namespace: METALLB_NS,
+        peers,
+        deadMs: 5000,
+        noCrd,
+      };
       const proc = node.spawn(
         [process.execPath, join(ROOT, 'test/sim/speaker/speaker.ts'), JSON.stringify(cfg)],
         {
@@ -365,6 +376,7 @@ async function populate(
     },
     nft: (name, args) => bed.node(name).run(['nft', ...args]),
     async l2Statuses() {
+      if (noCrd) return [];
       const list = await client.get<{ items: { status?: { node?: string; serviceName?: string } }[] }>(
         `/apis/metallb.io/v1beta1/namespaces/${METALLB_NS}/servicel2statuses`,
       );

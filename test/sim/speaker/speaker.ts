@@ -29,6 +29,8 @@ export interface SpeakerSimConfig {
   port?: number;
   heartbeatMs?: number;
   deadMs?: number;
+  /** MetalLB < 0.14.4: no ServiceL2Status CRD, nothing written. */
+  noCrd?: boolean;
 }
 
 interface Service extends KubeObject {
@@ -123,7 +125,9 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
 const informers = [
   informer('/api/v1/nodes', nodes as Map<string, KubeObject>),
   informer('/api/v1/services', services as Map<string, KubeObject>),
-  informer(`/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`, statuses),
+  ...(cfg.noCrd
+    ? []
+    : [informer(`/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`, statuses)]),
 ];
 
 // --- election and announcing --------------------------------------------------------------
@@ -169,7 +173,7 @@ async function reconcile(): Promise<void> {
     if (added.length > 0) toWire(`garp ${added.join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
   }
-  if (frozen) return;
+  if (frozen || cfg.noCrd) return;
   await syncStatuses(mine);
 }
 
