@@ -10,7 +10,7 @@ import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
 import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
-import { createTestBed, sh, type TestBed, type TestNode } from '../../lib/netns.ts';
+import { createTestBed, type TestBed, type TestNode } from '../../lib/netns.ts';
 import { owner } from '../../sim/speaker/election.ts';
 
 export const METALLB_NS = 'metallb-system';
@@ -69,17 +69,20 @@ export async function createL2World(
   opts: { nodes?: string[]; vip?: string; sidecarEnv?: Record<string, string>; noCrd?: boolean } = {},
 ): Promise<L2World> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
-  const vip = opts.vip ?? '192.0.2.100';
-  const bed = await createTestBed({ nodes: [...names, 'client'] });
+  // The host link puts the root namespace on the segment (a documentation /24 no route of the
+  // machine uses), so processes in the node namespaces reach the API server there.
+  const bed = await createTestBed({ nodes: [...names, 'client'], hostLink: true });
+  const hostIP = bed.hostIPv4 as string;
+  // The VIP lives on the segment: <segment>.100.
+  const vip = opts.vip ?? `${hostIP.split('.').slice(0, 3).join('.')}.100`;
   const cpDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'drainguard-l2-'));
   process.on('exit', () => rmSync(cpDir, { recursive: true, force: true }));
   let cp: ControlPlane | undefined;
   try {
-    const uplink = await apiUplink(bed);
     // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
     // such dirs while they have no pids.json yet (a race when test runs start together).
-    cp = await startControlPlane({ bindAddress: uplink.host, sanIPs: [uplink.host], dir: cpDir });
-    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, uplink.nodes, opts.noCrd ?? false);
+    cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP], dir: cpDir });
+    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, opts.noCrd ?? false);
   } catch (e) {
     await cp?.stop();
     await bed.destroy();
@@ -88,52 +91,12 @@ export async function createL2World(
   }
 }
 
-/**
- * A path from the node namespaces to an API server in the root namespace. Not the bed's
- * hostLink: on machines whose own network is 192.0.2.0/24 (this one: eth0 192.0.2.2, gateway
- * 192.0.2.1) a second connected 192.0.2.0/24 route in the root namespace misroutes. Instead a
- * /29 from 203.0.113.0/24 that no root-namespace route uses, on a veth into the switch, with a
- * second address on each node's eth0.
- */
-async function apiUplink(bed: TestBed): Promise<{ host: string; nodes: Map<string, string> }> {
-  const routes = JSON.parse((await sh(['ip', '-j', 'route', 'show', 'table', 'all'])).stdout || '[]') as {
-    dst?: string;
-  }[];
-  const used = new Set(routes.map((r) => r.dst ?? ''));
-  const need = bed.nodes.length + 1;
-  if (need > 6) throw new Error('the API uplink /29 holds at most 5 nodes');
-  const free = Array.from({ length: 32 }, (_, i) => i * 8).filter((b) => !used.has(`203.0.113.${b}/29`));
-  const base = free[Math.floor(Math.random() * free.length)];
-  if (base === undefined) throw new Error('no free /29 in 203.0.113.0/24 for the API uplink');
-  const host = `203.0.113.${base + 1}`;
-  const hostIf = `${bed.id}u`.slice(-15);
-  const peer = `${bed.id}v`.slice(-15);
-  const must = async (cmd: string[]) => {
-    const r = await sh(cmd);
-    if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr}`);
-  };
-  await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
-  // The pair lives as long as the switch namespace: deleting it removes both ends.
-  await must(['ip', 'link', 'set', peer, 'netns', bed.switchNs, 'name', 'apilink']);
-  await must(['ip', '-n', bed.switchNs, 'link', 'set', 'apilink', 'master', 'br0', 'up']);
-  await must(['ip', 'addr', 'add', `${host}/29`, 'dev', hostIf]);
-  await must(['ip', 'link', 'set', hostIf, 'up']);
-  const nodes = new Map<string, string>();
-  for (const [i, n] of bed.nodes.entries()) {
-    const addr = `203.0.113.${base + 2 + i}`;
-    await n.run(['ip', 'addr', 'add', `${addr}/29`, 'dev', 'eth0']);
-    nodes.set(n.name, addr);
-  }
-  return { host, nodes };
-}
-
 async function populate(
   bed: TestBed,
   cp: ControlPlane,
   names: string[],
   vip: string,
   sidecarEnv: Record<string, string>,
-  uplinkAddrs: Map<string, string>,
   noCrd: boolean,
 ): Promise<L2World> {
   const client = cp.client();
@@ -146,8 +109,8 @@ async function populate(
   // 1.20 test server does not know them, so client-side validation is off and the server drops them.
   if (!noCrd) {
     await k(['apply', '--validate=false', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
-    await k(['wait', '--for=condition=established', '--timeout=30s', 'crd/servicel2statuses.metallb.io']);
     await waitFor(
+      // Established and served: discovery lists it (kubectl wait races the CRD's first status).
       'ServiceL2Status served',
       async () => (await client.get<{ resources?: unknown[] }>('/apis/metallb.io/v1beta1')).resources?.length,
       { timeoutMs: 30_000, intervalMs: 200 },
@@ -343,8 +306,7 @@ async function populate(
       sidecars.delete(name);
       await killWait(sc.proc, signal);
     },
-    // Through the uplink: the root namespace has no route into the bed's 192.0.2.0/24.
-    sidecarUrl: (name, path) => `http://${uplinkAddrs.get(name)}:${SIDECAR_PORT}${path}`,
+    sidecarUrl: (name, path) => `http://${bed.node(name).ipv4}:${SIDECAR_PORT}${path}`,
     getNode: (name) => client.get<Node>(`/api/v1/nodes/${name}`),
     async cordon(name, on) {
       await client.patch(`/api/v1/nodes/${name}`, { spec: { unschedulable: on ? true : null } }, 'merge');
