@@ -77,6 +77,7 @@ export class L2Handover implements Capability {
   private readonly phaseGauge;
   private readonly actionCounter;
   private readonly handoverSeconds;
+  private readonly strandedGauge;
 
   constructor(ctx: CapabilityContext) {
     this.ctx = ctx;
@@ -94,6 +95,10 @@ export class L2Handover implements Capability {
     this.actionCounter = ctx.metrics.counter(
       'drainguard_l2_actions_total',
       'L2 handover actions by kind and outcome (observe-only counts as skipped).',
+    );
+    this.strandedGauge = ctx.metrics.gauge(
+      'drainguard_l2_handover_impossible',
+      '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
     );
     this.handoverSeconds = ctx.metrics.gauge(
       'drainguard_l2_handover_seconds',
@@ -238,6 +243,7 @@ export class L2Handover implements Capability {
         this.handoverSeconds.set({}, (this.ctx.clock.now() - mem.handoverStartedAt) / 1000);
     }
     for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === mem.phase ? 1 : 0);
+    this.strandedGauge.set({}, mem.stranded ? 1 : 0);
     this.flushEvents();
     await this.publishStatus();
   }

@@ -147,6 +147,20 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await answeredOnlyBy(a);
   });
 
+  test('kubectl drain --ignore-daemonsets: the speaker pods stay, the VIP moves, uncordon undoes it', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    const drain = await w.cp.kubectl(['drain', a, '--ignore-daemonsets', '--timeout=30s']);
+    assert.equal(drain.code, 0, drain.stderr);
+    assert.match(drain.stderr + drain.stdout, /[Ii]gnoring DaemonSet-managed Pods/);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    await answeredOnlyBy(b);
+    const un = await w.cp.kubectl(['uncordon', a]);
+    assert.equal(un.code, 0, un.stderr);
+    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    await settleIdle();
+  });
+
   test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon', async () => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));
@@ -339,6 +353,8 @@ describe('L2 handover (metallb-speaker profile)', () => {
     );
     assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})));
     assert.equal(await hasFenceTable(a), false);
+    const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
+    assert.match(metrics, /drainguard_l2_handover_impossible 1/);
     await answeredOnlyBy(a);
     await settleIdle();
   });
