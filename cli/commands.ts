@@ -16,6 +16,11 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard status [--kubeconfig PATH] [--json] [NODE...]',
     load: () => import('../sidecar/l2/status.ts'),
   },
+  webhook: {
+    summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
+    usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
+    load: () => import('../webhook/main.ts'),
+  },
   'netfilter-cleanup': {
     summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',

@@ -6,7 +6,7 @@ ver="1.20.2"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
 out="$cache/kube-apiserver-$ver"
 # The stamp marks a binary built with the reflect2 fix below; older cached binaries are rebuilt.
-if [ -x "$out" ] && [ -f "$out.reflect2-mapiter" ]; then echo "$out"; exit 0; fi
+if [ -x "$out" ] && [ -f "$out.reflect2-go118-hiter" ]; then echo "$out"; exit 0; fi
 log() { printf '[build-apiserver] %s\n' "$*" >&2; }
 work="$cache/k8s-src-$ver"
 rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/sources"
@@ -30,7 +30,7 @@ rm -rf _output
 # Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration calls reflect.mapiterinit
 # with the pre-Go-1.18 signature; built with Debian's Go 1.19 the API server then dies with
 # "fatal error: fault" on the first custom-resource write (json-iterator sorts map keys through it).
-# Replace its map iteration with one through reflect.MapRange (no runtime linkname at all).
+# Apply reflect2 1.0.2's fix: the caller passes the iterator (go1.18+ signature).
 python3 - vendor/github.com/modern-go/reflect2 <<'PY'
 import re, sys, pathlib
 d = pathlib.Path(sys.argv[1])
@@ -41,6 +41,29 @@ a2 = re.sub(r"(//[^\n]*\n)*//go:linkname mapiterinit reflect\.mapiterinit\nfunc 
 b2 = re.sub(r"func \(type2 \*UnsafeMapType\) UnsafeIterate\(obj unsafe\.Pointer\) MapIterator \{\n.*?\n\}\n", "", b, flags=re.S)
 if a2 == a or b2 == b:
     sys.exit("reflect2 patch did not apply: unsafe_link.go/unsafe_map.go have an unexpected shape")
+# 1.0.1's hiter declares only key/value ("rest fields are ignored"): with the caller now owning
+# the iterator it must have the runtime's full layout, or mapiterinit writes past it.
+a3 = re.sub(r"type hiter struct \{\n.*?\n\}\n", '''type hiter struct {
+	key         unsafe.Pointer
+	value       unsafe.Pointer
+	t           unsafe.Pointer
+	h           unsafe.Pointer
+	buckets     unsafe.Pointer
+	bptr        unsafe.Pointer
+	overflow    *[]unsafe.Pointer
+	oldoverflow *[]unsafe.Pointer
+	startBucket uintptr
+	offset      uint8
+	wrapped     bool
+	B           uint8
+	i           uint8
+	bucket      uintptr
+	checkBucket uintptr
+}
+''', a2, flags=re.S)
+if a3 == a2:
+    sys.exit("reflect2 patch did not apply: no hiter struct in unsafe_link.go")
+a2 = a3
 link.write_text(a2)
 umap.write_text(b2)
 (d / "go_above_118.go").write_text("""//go:build go1.18
@@ -48,52 +71,22 @@ umap.write_text(b2)
 
 package reflect2
 
-import (
-	"reflect"
-	"unsafe"
-)
+import "unsafe"
 
-// Map iteration through reflect.MapRange: no linkname into the runtime, whose map iterator
-// API changed in Go 1.18. Keys and elements are copied, so the pointers stay valid.
-type reflectMapIterator struct {
-	iter     *reflect.MapIter
-	has      bool
-	keyType  reflect.Type
-	elemType reflect.Type
-}
+// m escapes into the return value, but the caller of mapiterinit
+// doesn't let the return value escape.
+//go:noescape
+//go:linkname mapiterinit reflect.mapiterinit
+func mapiterinit(rtype unsafe.Pointer, m unsafe.Pointer, it *hiter)
 
 func (type2 *UnsafeMapType) UnsafeIterate(obj unsafe.Pointer) MapIterator {
-	t := type2.Type1()
-	it := &reflectMapIterator{
-		iter:     reflect.NewAt(t, obj).Elem().MapRange(),
-		keyType:  t.Key(),
-		elemType: t.Elem(),
+	var it hiter
+	mapiterinit(type2.rtype, *(*unsafe.Pointer)(obj), &it)
+	return &UnsafeMapIterator{
+		hiter:      &it,
+		pKeyRType:  type2.pKeyRType,
+		pElemRType: type2.pElemRType,
 	}
-	it.has = it.iter.Next()
-	return it
-}
-
-func (it *reflectMapIterator) HasNext() bool {
-	return it.has
-}
-
-func (it *reflectMapIterator) next() (reflect.Value, reflect.Value) {
-	k := reflect.New(it.keyType)
-	k.Elem().Set(it.iter.Key())
-	e := reflect.New(it.elemType)
-	e.Elem().Set(it.iter.Value())
-	it.has = it.iter.Next()
-	return k, e
-}
-
-func (it *reflectMapIterator) Next() (interface{}, interface{}) {
-	k, e := it.next()
-	return k.Interface(), e.Interface()
-}
-
-func (it *reflectMapIterator) UnsafeNext() (unsafe.Pointer, unsafe.Pointer) {
-	k, e := it.next()
-	return unsafe.Pointer(k.Pointer()), unsafe.Pointer(e.Pointer())
 }
 """)
 PY
@@ -101,6 +94,6 @@ mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
 log "building (several minutes on 2 cores)"
 GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
 cp _output/local/bin/linux/amd64/kube-apiserver "$out.tmp" && mv "$out.tmp" "$out"
-touch "$out.reflect2-mapiter"
+touch "$out.reflect2-go118-hiter"
 cd / && rm -rf "$work"
 echo "$out"

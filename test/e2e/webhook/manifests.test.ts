@@ -1,0 +1,197 @@
+// Every overlay renders with `kubectl kustomize` and is accepted by a real API server (server-side
+// dry run; minimal cert-manager CRDs installed). Kinds newer than that 1.20 server (policy/v1
+// PodDisruptionBudget) are validated against their schema. `kubectl auth can-i` proves the RBAC
+// grants what the webhook and the sidecars need, and nothing wider.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import YAML from 'yaml';
+import { waitFor } from '../../../shared/clock.ts';
+import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
+
+const manifests = join(import.meta.dirname, '../../../manifests');
+let cp: ControlPlane;
+
+const crd = (kind: string, plural: string, group = 'cert-manager.io', version = 'v1') => ({
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: `${plural}.${group}` },
+  spec: {
+    group,
+    scope: 'Namespaced',
+    names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+    versions: [
+      {
+        name: version,
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
+  },
+});
+
+before(async () => {
+  cp = await startControlPlane();
+  const input = [
+    crd('Issuer', 'issuers'),
+    crd('Certificate', 'certificates'),
+    // MetalLB's kind, so `kubectl auth can-i` can resolve it.
+    crd('ServiceL2Status', 'servicel2statuses', 'metallb.io', 'v1beta1'),
+  ]
+    .map((d) => YAML.stringify(d))
+    .join('---\n');
+  const r = await cp.kubectl(['apply', '-f', '-'], { input });
+  assert.equal(r.code, 0, r.stderr);
+  await waitFor(
+    'cert-manager CRDs served',
+    async () =>
+      (await cp.kubectl(['get', 'certificates.cert-manager.io', '-A'])).code === 0 &&
+      (await cp.kubectl(['get', 'servicel2statuses.metallb.io', '-A'])).code === 0,
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+  for (const ns of ['drainguard-system', 'metallb-system', 'site-a', 'site-b'])
+    assert.equal((await cp.kubectl(['create', 'namespace', ns])).code, 0);
+});
+after(async () => {
+  await cp?.stop();
+});
+
+async function render(overlay: string): Promise<Record<string, unknown>[]> {
+  const r = await cp.kubectl(['kustomize', join(manifests, overlay)]);
+  assert.equal(r.code, 0, `kubectl kustomize ${overlay}: ${r.stderr}`);
+  return YAML.parseAllDocuments(r.stdout).map((d) => d.toJSON() as Record<string, unknown>);
+}
+
+for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
+  test(`${overlay}: renders and the API server accepts every object (dry run)`, async () => {
+    const docs = await render(overlay);
+    const kinds = docs.map((d) => d.kind).sort();
+    for (const k of [
+      'Deployment',
+      'MutatingWebhookConfiguration',
+      'PodDisruptionBudget',
+      'Service',
+      'ServiceAccount',
+    ])
+      assert.ok(kinds.includes(k), `${overlay} lacks ${k}`);
+    const newer = docs.filter((d) => d.apiVersion === 'policy/v1');
+    for (const d of newer)
+      new PodDisruptionBudget(d as ConstructorParameters<typeof PodDisruptionBudget>[0]).validate();
+    const rest = docs.filter((d) => d.apiVersion !== 'policy/v1' && d.kind !== 'Namespace');
+    const input = rest.map((d) => YAML.stringify(d)).join('---\n');
+    const r = await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { input });
+    assert.equal(r.code, 0, `${overlay}: ${r.stderr}`);
+    assert.equal(r.stdout.trim().split('\n').length, rest.length, r.stdout);
+
+    const mwc = docs.find((d) => d.kind === 'MutatingWebhookConfiguration') as {
+      metadata: { annotations?: Record<string, string> };
+      webhooks: Record<string, unknown>[];
+    };
+    const hook = mwc.webhooks[0]!;
+    assert.equal(hook.sideEffects, 'None');
+    assert.equal(hook.failurePolicy, 'Fail');
+    assert.equal(hook.reinvocationPolicy, 'IfNeeded');
+    assert.equal(hook.timeoutSeconds, 5);
+    assert.equal(hook.matchPolicy, 'Equivalent');
+    if (overlay.endsWith('cert-manager'))
+      assert.equal(
+        mwc.metadata.annotations?.['cert-manager.io/inject-ca-from'],
+        'drainguard-system/drainguard-webhook',
+      );
+    const dep = docs.find((d) => d.kind === 'Deployment') as {
+      spec: { replicas: number; template: { metadata: { labels: Record<string, string> } } };
+    };
+    assert.equal(dep.spec.replicas, 2);
+    assert.equal(dep.spec.template.metadata.labels['drainguard.io/inject'], 'disabled');
+  });
+}
+
+async function can(user: string, verb: string, resource: string, ns?: string): Promise<boolean> {
+  const r = await cp.kubectl(['auth', 'can-i', verb, resource, '--as', user, ...(ns ? ['-n', ns] : [])]);
+  return r.stdout.trim() === 'yes';
+}
+
+test('RBAC: what the webhook and each sidecar profile need, and nothing wider', async () => {
+  const docs = await render('overlays/self-managed');
+  const rbac = docs.filter((d) => String(d.apiVersion).startsWith('rbac.'));
+  const r = await cp.kubectl(['apply', '-f', '-'], {
+    input: rbac.map((d) => YAML.stringify(d)).join('---\n'),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  // The documented per-site one-liners for skupper (docs/webhook.md).
+  for (const args of [
+    [
+      'create',
+      'rolebinding',
+      'drainguard-sidecar-lease',
+      '-n',
+      'site-a',
+      '--clusterrole=drainguard-sidecar-lease',
+      '--serviceaccount=site-a:skupper-router',
+    ],
+    [
+      'create',
+      'clusterrolebinding',
+      'drainguard-sidecar-nodes-site-a',
+      '--clusterrole=drainguard-sidecar-nodes',
+      '--serviceaccount=site-a:skupper-router',
+    ],
+  ])
+    assert.equal((await cp.kubectl(args)).code, 0);
+
+  const expect = async (user: string, rows: [string, string, string | undefined, boolean][]) => {
+    for (const [verb, res, ns, want] of rows)
+      assert.equal(
+        await can(user, verb, res, ns),
+        want,
+        `${user} ${verb} ${res}${ns ? ` -n ${ns}` : ''} should be ${want}`,
+      );
+  };
+  await expect('system:serviceaccount:drainguard-system:drainguard-webhook', [
+    ['list', 'nodes', undefined, true],
+    ['watch', 'nodes', undefined, true],
+    ['patch', 'nodes', undefined, false],
+    ['get', 'secrets/drainguard-webhook-tls', 'drainguard-system', true],
+    ['update', 'secrets/drainguard-webhook-tls', 'drainguard-system', true],
+    ['create', 'secrets', 'drainguard-system', true],
+    ['get', 'secrets/other', 'drainguard-system', false],
+    ['list', 'secrets', 'drainguard-system', false],
+    ['get', 'secrets/drainguard-webhook-tls', 'default', false],
+    ['update', 'mutatingwebhookconfigurations.admissionregistration.k8s.io/drainguard', undefined, true],
+    ['update', 'mutatingwebhookconfigurations.admissionregistration.k8s.io/other', undefined, false],
+    ['list', 'pods', 'default', false],
+  ]);
+  for (const sa of ['speaker', 'metallb-speaker'])
+    await expect(`system:serviceaccount:metallb-system:${sa}`, [
+      ['patch', 'nodes', undefined, true],
+      ['watch', 'nodes', undefined, true],
+      ['delete', 'nodes', undefined, false],
+      ['update', 'nodes', undefined, false],
+      ['list', 'servicel2statuses.metallb.io', 'metallb-system', true],
+      ['watch', 'pods', 'metallb-system', true],
+      ['list', 'pods', 'default', false],
+      ['delete', 'servicel2statuses.metallb.io', 'metallb-system', false],
+      ['list', 'services', 'default', true],
+      ['create', 'events', 'default', true],
+      ['get', 'secrets', 'metallb-system', false],
+      ['update', 'leases.coordination.k8s.io', 'metallb-system', false],
+    ]);
+  await expect('system:serviceaccount:site-a:skupper-router', [
+    ['update', 'leases.coordination.k8s.io', 'site-a', true],
+    ['watch', 'leases.coordination.k8s.io', 'site-a', true],
+    ['create', 'leases.coordination.k8s.io', 'site-a', false],
+    ['patch', 'leases.coordination.k8s.io', 'site-a', false],
+    ['delete', 'leases.coordination.k8s.io', 'site-a', false],
+    ['update', 'leases.coordination.k8s.io', 'site-b', false],
+    ['list', 'pods', 'site-a', true],
+    ['list', 'pods', 'site-b', false],
+    ['list', 'nodes', undefined, true],
+    ['patch', 'nodes', undefined, false],
+  ]);
+  // A site that was not bound gets nothing.
+  await expect('system:serviceaccount:site-b:skupper-router', [
+    ['update', 'leases.coordination.k8s.io', 'site-b', false],
+  ]);
+});

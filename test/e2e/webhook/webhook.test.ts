@@ -1,0 +1,469 @@
+// The webhook against a real kube-apiserver 1.20: the API server calls it over TLS with the
+// caBundle, applies namespace/object selectors, honours failurePolicy, and stores the patched pod.
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import Fastify from 'fastify';
+import { waitFor } from '../../../shared/clock.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { KubeObject, Pod } from '../../../shared/kube/types.ts';
+import { createLogger } from '../../../shared/log.ts';
+import { createCA, createServingCert } from '../../../shared/pki.ts';
+import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
+import { type ControlPlane, freePort, startControlPlane } from '../../lib/control-plane.ts';
+import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
+
+const silent = createLogger('test', 'silent');
+let cp: ControlPlane;
+let client: KubeClient;
+const MWC = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
+
+before(async () => {
+  cp = await startControlPlane();
+  client = cp.client();
+  for (const [name, version] of [
+    ['node-old', 'v1.28.7'],
+    ['node-new', 'v1.30.2'],
+  ] as const)
+    await client.create('/api/v1/nodes', {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name },
+      status: { nodeInfo: { kubeletVersion: version } },
+    });
+});
+after(async () => {
+  if (process.env.DEBUG_APISERVER)
+    (await import('node:fs')).copyFileSync(`${cp.dir}/apiserver.log`, '/tmp/dg-apiserver.log');
+  client?.close();
+  await cp?.stop();
+});
+
+function webhookConfig(name: string, port: number, caBundle: string | undefined, failurePolicy = 'Fail') {
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingWebhookConfiguration',
+    metadata: { name },
+    webhooks: [
+      {
+        name: 'inject.drainguard.io',
+        admissionReviewVersions: ['v1'],
+        clientConfig: { url: `https://127.0.0.1:${port}/mutate`, ...(caBundle ? { caBundle } : {}) },
+        rules: [
+          {
+            apiGroups: [''],
+            apiVersions: ['v1'],
+            operations: ['CREATE'],
+            resources: ['pods'],
+            scope: 'Namespaced',
+          },
+        ],
+        sideEffects: 'None',
+        failurePolicy,
+        reinvocationPolicy: 'IfNeeded',
+        timeoutSeconds: 5,
+        matchPolicy: 'Equivalent',
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'drainguard.io/inject', operator: 'In', values: ['enabled'] },
+            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system'] },
+          ],
+        },
+        objectSelector: {
+          matchExpressions: [{ key: 'drainguard.io/inject', operator: 'NotIn', values: ['disabled'] }],
+        },
+      },
+    ],
+  };
+}
+
+let nsCounter = 0;
+async function namespace(labelled: boolean): Promise<string> {
+  const name = `wh-${process.pid}-${nsCounter++}`;
+  await client.create('/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name, labels: labelled ? { 'drainguard.io/inject': 'enabled' } : {} },
+  });
+  return name;
+}
+
+/** A speaker pod pinned to a node the way the DaemonSet controller pins it. */
+function speakerOn(node: string): Record<string, unknown> {
+  const pod = speakerPod() as { metadata: Record<string, unknown>; spec: Record<string, unknown> };
+  delete pod.metadata.ownerReferences;
+  delete pod.metadata.namespace;
+  (
+    pod.spec.affinity as {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: { matchFields: { values: string[] }[] }[];
+        };
+      };
+    }
+  ).nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]!.matchFields[0]!.values =
+    [node];
+  pod.spec.volumes = [];
+  (pod.spec.containers as { volumeMounts?: unknown }[])[0]!.volumeMounts = undefined;
+  return pod;
+}
+
+const createPod = (ns: string, pod: Record<string, unknown>, query: Record<string, string> = {}) =>
+  client.create<Pod>(`/api/v1/namespaces/${ns}/pods`, pod, { query });
+
+const names = (p: Pod, field: 'containers' | 'initContainers') =>
+  ((p.spec?.[field] as { name: string }[] | undefined) ?? []).map((c) => c.name);
+
+async function certDirWebhook(
+  mode: 'auto' | 'classic' = 'auto',
+): Promise<{ hook: RunningWebhook; caBundle: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'dg-wh-'));
+  const ca = createCA('e2e-webhook-ca', 2);
+  const serving = createServingCert(ca, { ipAddresses: ['127.0.0.1'], days: 1 });
+  writeFileSync(join(dir, 'tls.crt'), serving.certPem);
+  writeFileSync(join(dir, 'tls.key'), serving.keyPem);
+  const cfg = parseConfig(
+    [
+      '--port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--tls-cert-dir',
+      dir,
+      '--sidecar-image',
+      'drainguard:e2e',
+      '--sidecar-mode',
+      mode,
+      '--kubeconfig',
+      cp.kubeconfigPath,
+    ],
+    {},
+  );
+  const hook = await startWebhook(cfg, silent);
+  if (mode === 'auto')
+    await waitFor('node versions', () => hook.kubeletVersions()?.size === 2, { timeoutMs: 15_000 });
+  return { hook, caBundle: Buffer.from(ca.certPem).toString('base64'), dir };
+}
+
+test('the API server calls the webhook: labelled namespace injected, unlabelled and opted-out untouched, failurePolicy honoured', async () => {
+  const { hook, caBundle, dir } = await certDirWebhook();
+  await client.create(MWC, webhookConfig('drainguard-e2e', hook.port, caBundle));
+  try {
+    const on = await namespace(true);
+    const off = await namespace(false);
+
+    // The target node's kubelet is 1.28: classic sidecar, appended to containers.
+    const old = await createPod(on, speakerOn('node-old'));
+    assert.deepEqual(names(old, 'containers'), ['speaker', 'drainguard']);
+    assert.equal(old.spec?.terminationGracePeriodSeconds, 35);
+    const lifecycle = (
+      (old.spec?.containers ?? []) as {
+        lifecycle?: { preStop?: { httpGet?: { host?: string; path?: string } } };
+      }[]
+    )[0]?.lifecycle;
+    assert.equal(lifecycle?.preStop?.httpGet?.path, '/prestop');
+    assert.equal(lifecycle?.preStop?.httpGet?.host, '127.0.0.1');
+    assert.match(old.metadata?.annotations?.['drainguard.io/status'] ?? '', /"mode":"classic"/);
+
+    // A 1.30 kubelet, but this API server is 1.20: it would reject probes on an init container,
+    // so auto stays classic (a kubelet newer than its API server only exists in tests).
+    const fresh = await createPod(on, speakerOn('node-new'));
+    assert.deepEqual(names(fresh, 'containers'), ['speaker', 'drainguard']);
+    assert.deepEqual(names(fresh, 'initContainers'), []);
+
+    // Server-side dry run goes through the webhook too (sideEffects: None).
+    const dry = await createPod(on, skupperPod(), { dryRun: 'All' });
+    assert.ok(
+      names(dry, 'containers').includes('drainguard') || names(dry, 'initContainers').includes('drainguard'),
+    );
+
+    const untouched = await createPod(off, speakerOn('node-old'));
+    assert.deepEqual(names(untouched, 'containers'), ['speaker']);
+    assert.equal(untouched.metadata?.annotations?.['drainguard.io/status'], undefined);
+
+    const optedOut = speakerOn('node-old') as { metadata: { labels: Record<string, string> } };
+    optedOut.metadata.labels['drainguard.io/inject'] = 'disabled';
+    const out = await createPod(on, optedOut);
+    assert.deepEqual(names(out, 'containers'), ['speaker']);
+
+    // A bad annotation is a denial that names the key.
+    const bad = speakerOn('node-old') as { metadata: { annotations?: Record<string, string> } };
+    bad.metadata.annotations = { 'drainguard.io/sidecar-mode': 'sometimes' };
+    await assert.rejects(
+      createPod(on, bad),
+      /drainguard\.io\/sidecar-mode="sometimes": accepted values are auto, native, classic/,
+    );
+
+    const metrics = hook.metrics.render();
+    assert.match(
+      metrics,
+      /drainguard_webhook_requests_total\{outcome="patched",profile="metallb-speaker"\} 2/,
+    );
+
+    // Webhook gone + failurePolicy Fail: pod creation in opted-in namespaces is refused...
+    await hook.close();
+    await assert.rejects(createPod(on, speakerOn('node-old')), /failed calling webhook/);
+    // ...and with Ignore the pod starts without the sidecar (why Fail is the default).
+    const cfg = await client.get<KubeObject & { webhooks: { failurePolicy: string }[] }>(
+      `${MWC}/drainguard-e2e`,
+    );
+    cfg.webhooks[0]!.failurePolicy = 'Ignore';
+    await client.replace(`${MWC}/drainguard-e2e`, cfg);
+    const ignored = await waitFor(
+      'Ignore applied',
+      async () => {
+        try {
+          return await createPod(on, speakerOn('node-old'));
+        } catch {
+          return undefined;
+        }
+      },
+      { timeoutMs: 15_000, intervalMs: 200 },
+    );
+    assert.deepEqual(names(ignored, 'containers'), ['speaker']);
+  } finally {
+    await hook.close().catch(() => undefined);
+    await client.delete(`${MWC}/drainguard-e2e`);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('reinvocation (IfNeeded) after another webhook changed the pod injects nothing twice', async () => {
+  const { hook, caBundle, dir } = await certDirWebhook('classic');
+  // A second webhook, called after ours (configurations run in name order), adds a label:
+  // the API server then calls ours again because reinvocationPolicy is IfNeeded.
+  const ca = createCA('labeller-ca', 1);
+  const tls = createServingCert(ca, { ipAddresses: ['127.0.0.1'], days: 1 });
+  let labellerCalls = 0;
+  const labeller = Fastify({ https: { cert: tls.certPem, key: tls.keyPem } });
+  labeller.post('/mutate', async (req) => {
+    labellerCalls++;
+    const uid = (req.body as { request: { uid: string } }).request.uid;
+    const patch = [{ op: 'add', path: '/metadata/labels/labelled-by-second-webhook', value: 'yes' }];
+    return {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      response: {
+        uid,
+        allowed: true,
+        patchType: 'JSONPatch',
+        patch: Buffer.from(JSON.stringify(patch)).toString('base64'),
+      },
+    };
+  });
+  await labeller.listen({ port: 0, host: '127.0.0.1' });
+  const lport = (labeller.server.address() as { port: number }).port;
+  await client.create(MWC, webhookConfig('a-drainguard', hook.port, caBundle));
+  await client.create(MWC, webhookConfig('b-labeller', lport, Buffer.from(ca.certPem).toString('base64')));
+  try {
+    const on = await namespace(true);
+    const pod = await createPod(on, speakerOn('node-old'));
+    assert.equal(pod.metadata?.labels?.['labelled-by-second-webhook'], 'yes');
+    assert.deepEqual(names(pod, 'containers'), ['speaker', 'drainguard']);
+    assert.equal(labellerCalls, 1);
+    const text = hook.metrics.render();
+    // Called twice for the one pod: once patched, once (reinvoked) allowed as already injected.
+    assert.match(text, /drainguard_webhook_requests_total\{outcome="patched",profile="metallb-speaker"\} 1/);
+    assert.match(text, /drainguard_webhook_requests_total\{outcome="allowed",profile="already-injected"\} 1/);
+  } finally {
+    await client.delete(`${MWC}/a-drainguard`);
+    await client.delete(`${MWC}/b-labeller`);
+    await labeller.close();
+    await hook.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('self-managed TLS: Secret created once and shared, caBundle patched, API server then calls it', async () => {
+  const ns = 'drainguard-system';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const port = await freePort();
+  // The configuration starts without a caBundle: the webhook fills it in.
+  await client.create(MWC, webhookConfig('drainguard-self', port, undefined));
+  const args = (p: number) => [
+    '--port',
+    String(p),
+    '--host',
+    '127.0.0.1',
+    '--tls-self-managed',
+    '--sidecar-image',
+    'drainguard:e2e',
+    '--sidecar-mode',
+    'classic',
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--webhook-config-name',
+    'drainguard-self',
+    '--tls-ip-san',
+    '127.0.0.1',
+  ];
+  // Two replicas racing on the Secret converge on one CA.
+  const [a, b] = await Promise.all([
+    startWebhook(parseConfig(args(port), {}), silent),
+    startWebhook(parseConfig(args(0), {}), silent),
+  ]);
+  try {
+    const secret = await client.get<KubeObject & { data: Record<string, string> }>(
+      `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
+    );
+    const tlsCrt = Buffer.from(secret.data['tls.crt']!, 'base64').toString();
+    assert.equal(a.serving().cert, tlsCrt);
+    assert.equal(b.serving().cert, tlsCrt);
+    const cfg = await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
+      `${MWC}/drainguard-self`,
+    );
+    assert.equal(cfg.webhooks[0]!.clientConfig.caBundle, secret.data['ca-bundle.crt']);
+
+    const on = await namespace(true);
+    const pod = await createPod(on, speakerOn('node-old'));
+    assert.deepEqual(names(pod, 'containers'), ['speaker', 'drainguard']);
+
+    // A restart reuses the stored material: no new CA, no caBundle churn.
+    await b.close();
+    const c = await startWebhook(parseConfig(args(0), {}), silent);
+    assert.equal(c.serving().cert, tlsCrt);
+    await c.close();
+    const after = await client.get<KubeObject>(`${MWC}/drainguard-self`);
+    assert.equal(after.metadata?.resourceVersion, cfg.metadata?.resourceVersion);
+  } finally {
+    await a.close();
+    await b.close().catch(() => undefined);
+    await client.delete(`${MWC}/drainguard-self`);
+  }
+});
+
+test('self-managed TLS rotates a serving cert near expiry and a CA near expiry, keeping the old CA in the bundle', async () => {
+  const ns = 'drainguard-rotate';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await client.create(MWC, webhookConfig('drainguard-rotate', 1, undefined));
+  const day = 86_400_000;
+  const secretPath = `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`;
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const write = async (
+    ca: { certPem: string; keyPem: string },
+    serving: { certPem: string; keyPem: string },
+  ) => {
+    const data = {
+      'ca.crt': b64(ca.certPem),
+      'ca.key': b64(ca.keyPem),
+      'ca-bundle.crt': b64(ca.certPem),
+      'tls.crt': b64(serving.certPem),
+      'tls.key': b64(serving.keyPem),
+    };
+    try {
+      const cur = await client.get<KubeObject>(secretPath);
+      await client.replace(secretPath, { ...cur, data });
+    } catch {
+      await client.create(`/api/v1/namespaces/${ns}/secrets`, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'drainguard-webhook-tls', namespace: ns },
+        data,
+      });
+    }
+  };
+  const args = [
+    '--port',
+    '0',
+    '--host',
+    '127.0.0.1',
+    '--tls-self-managed',
+    '--sidecar-image',
+    'i',
+    '--sidecar-mode',
+    'classic',
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--webhook-config-name',
+    'drainguard-rotate',
+    '--tls-ip-san',
+    '127.0.0.1',
+    '--serving-days',
+    '30',
+    '--ca-days',
+    '3650',
+  ];
+  try {
+    // Serving cert with 5 of 30 days left (< a third): renewed, same CA.
+    const ca = createCA('drainguard-webhook-ca', 3650);
+    const names = {
+      dnsNames: ['drainguard-webhook.drainguard-rotate.svc'],
+      ipAddresses: ['127.0.0.1'],
+      days: 30,
+    };
+    await write(ca, createServingCert(ca, names, Date.now() - 25 * day));
+    let hook = await startWebhook(parseConfig(args, {}), silent);
+    const renewed = new X509Certificate(hook.serving().cert);
+    assert.ok(renewed.checkIssued(new X509Certificate(ca.certPem)));
+    assert.ok(Date.parse(renewed.validTo) - Date.now() > 29 * day);
+    await hook.close();
+
+    // CA with 10 of 3650 days left: a new CA; the bundle holds new and old.
+    const oldCa = createCA('drainguard-webhook-ca', 3650, Date.now() - 3640 * day);
+    await write(oldCa, createServingCert(oldCa, names));
+    hook = await startWebhook(parseConfig(args, {}), silent);
+    const secret = await client.get<KubeObject & { data: Record<string, string> }>(secretPath);
+    const bundle = Buffer.from(secret.data['ca-bundle.crt']!, 'base64').toString();
+    const certs = bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+    assert.equal(certs.length, 2);
+    assert.equal(certs[1]!.trim(), oldCa.certPem.trim());
+    const newCa = new X509Certificate(certs[0]!);
+    assert.ok(new X509Certificate(hook.serving().cert).checkIssued(newCa));
+    const cfg = await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
+      `${MWC}/drainguard-rotate`,
+    );
+    assert.equal(cfg.webhooks[0]!.clientConfig.caBundle, secret.data['ca-bundle.crt']);
+    await hook.close();
+  } finally {
+    await client.delete(`${MWC}/drainguard-rotate`);
+  }
+});
+
+test('self-managed TLS: a configuration created after the webhook started gets its caBundle', async () => {
+  const ns = 'drainguard-late';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const args = [
+    '--port',
+    '0',
+    '--host',
+    '127.0.0.1',
+    '--tls-self-managed',
+    '--sidecar-image',
+    'i',
+    '--sidecar-mode',
+    'classic',
+    '--kubeconfig',
+    cp.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--webhook-config-name',
+    'drainguard-late',
+  ];
+  const hook = await startWebhook(parseConfig(args, {}), silent);
+  try {
+    await client.create(MWC, webhookConfig('drainguard-late', hook.port, undefined));
+    const secret = await client.get<KubeObject & { data: Record<string, string> }>(
+      `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
+    );
+    await waitFor(
+      'caBundle set',
+      async () =>
+        (
+          await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
+            `${MWC}/drainguard-late`,
+          )
+        ).webhooks[0]?.clientConfig.caBundle === secret.data['ca-bundle.crt'],
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+  } finally {
+    await hook.close();
+    await client.delete(`${MWC}/drainguard-late`);
+  }
+});

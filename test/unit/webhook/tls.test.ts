@@ -1,0 +1,184 @@
+// cert-manager mode: the mounted pair is swapped the way the kubelet does it (a ..data symlink
+// flip) while clients keep opening new TLS connections; none may fail, and the new cert is served.
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { TLSSocket } from 'node:tls';
+import { waitFor } from '../../../shared/clock.ts';
+import { type CertPair, createCA, createServingCert } from '../../../shared/pki.ts';
+import { parseConfig, startWebhook } from '../../../webhook/main.ts';
+import { review, speakerPod } from './fixtures.ts';
+import { silent } from './helpers.ts';
+
+let gen = 0;
+function mount(dir: string, pair: CertPair): void {
+  // kubelet AtomicWriter: a fresh timestamped dir, then ..data flipped by rename, files are symlinks.
+  const ts = join(dir, `..${Date.now()}_${gen++}`);
+  mkdirSync(ts);
+  writeFileSync(join(ts, 'tls.crt'), pair.certPem);
+  writeFileSync(join(ts, 'tls.key'), pair.keyPem);
+  symlinkSync(ts, join(dir, '..data_tmp'));
+  renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+  for (const f of ['tls.crt', 'tls.key'])
+    try {
+      symlinkSync(join('..data', f), join(dir, f));
+    } catch {
+      // already linked through ..data
+    }
+}
+
+function call(port: number, ca: string, agent: https.Agent | false, path = '/healthz', body?: string) {
+  return new Promise<{ status: number; fingerprint: string; body: string }>((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: body ? 'POST' : 'GET',
+        ca,
+        agent,
+        servername: 'drainguard-webhook.drainguard-system.svc',
+        headers: body ? { 'content-type': 'application/json' } : {},
+      },
+      (res) => {
+        const fp = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, fingerprint: fp, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('cert-dir mode reloads the pair under load without a failed handshake; a broken pair is skipped', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'dg-certs-'));
+  const ca1 = createCA('ca-1', 10);
+  const ca2 = createCA('ca-2', 10);
+  const names = { dnsNames: ['drainguard-webhook.drainguard-system.svc'], days: 5 };
+  const pairs = [createServingCert(ca1, names), createServingCert(ca2, names), createServingCert(ca1, names)];
+  const fp = (p: CertPair) => new X509Certificate(p.certPem).fingerprint256;
+  mount(dir, pairs[0]!);
+  const cfg = parseConfig(
+    [
+      '--port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      '--tls-cert-dir',
+      dir,
+      '--sidecar-image',
+      'img:1',
+      '--sidecar-mode',
+      'native',
+      '--cert-poll-seconds',
+      '1',
+    ],
+    {},
+  );
+  const hook = await startWebhook(cfg, process.env.DEBUG_TLS ? undefined : silent());
+  const trust = ca1.certPem + ca2.certPem;
+  try {
+    // TLS 1.1 is refused.
+    await assert.rejects(
+      new Promise((resolve, reject) =>
+        https
+          .get(
+            {
+              host: '127.0.0.1',
+              port: hook.port,
+              ca: trust,
+              maxVersion: 'TLSv1.1',
+              minVersion: 'TLSv1',
+              servername: names.dnsNames[0],
+            },
+            resolve,
+          )
+          .on('error', reject),
+      ),
+    );
+    assert.equal((await call(hook.port, trust, false)).fingerprint, fp(pairs[0]!));
+
+    let stop = false;
+    let ok = 0;
+    const failures: string[] = [];
+    const keepAlive = new https.Agent({ keepAlive: true, maxSockets: 4 });
+    const body = JSON.stringify(review(speakerPod()));
+    const load = Array.from({ length: 6 }, async (_, i) => {
+      while (!stop) {
+        try {
+          const r = await call(
+            hook.port,
+            trust,
+            i % 2 === 0 ? false : keepAlive,
+            i % 3 === 0 ? '/mutate' : '/healthz',
+            i % 3 === 0 ? body : undefined,
+          );
+          if (r.status !== 200) failures.push(`HTTP ${r.status}`);
+          else ok++;
+        } catch (e) {
+          failures.push((e as Error).message);
+        }
+      }
+    });
+    try {
+      for (const next of [pairs[1]!, pairs[2]!]) {
+        mount(dir, next);
+        await waitFor(
+          'new certificate served',
+          async () => (await call(hook.port, trust, false)).fingerprint === fp(next),
+          {
+            timeoutMs: 15_000,
+            intervalMs: 100,
+          },
+        );
+      }
+      // A key that does not match its cert (a half-done rotation) must not replace the working pair.
+      mount(dir, { certPem: pairs[1]!.certPem, keyPem: pairs[0]!.keyPem });
+      const rejected = hook.metrics.counter('drainguard_webhook_cert_reloads_total', '');
+      await waitFor('broken pair rejected', () => rejected.get({ result: 'rejected' }) >= 1, {
+        timeoutMs: 15_000,
+      });
+      const before = ok;
+      await waitFor('load continues after a broken mount', () => ok > before + 20, { timeoutMs: 15_000 });
+    } finally {
+      stop = true;
+      await Promise.all(load);
+    }
+    keepAlive.destroy();
+    assert.deepEqual(failures, []);
+    assert.ok(ok > 40, `only ${ok} requests made it`);
+    assert.equal((await call(hook.port, trust, false)).fingerprint, fp(pairs[2]!));
+  } finally {
+    await hook.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('config errors name the flag and the accepted values', () => {
+  assert.throws(() => parseConfig(['--tls-cert-dir', '/x'], {}), /--sidecar-image/);
+  assert.throws(
+    () => parseConfig(['--sidecar-image', 'i'], {}),
+    /exactly one of --tls-cert-dir DIR and --tls-self-managed/,
+  );
+  assert.throws(
+    () => parseConfig(['--sidecar-image', 'i', '--tls-self-managed', '--sidecar-mode', 'x'], {}),
+    /--sidecar-mode="x": accepted values are auto, native, classic/,
+  );
+  assert.throws(
+    () => parseConfig(['--sidecar-image', 'i', '--tls-self-managed', '--port', 'http'], {}),
+    /--port="http"/,
+  );
+  const cfg = parseConfig([], {
+    DRAINGUARD_SIDECAR_IMAGE: 'img',
+    DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED: 'true',
+  });
+  assert.equal(cfg.sidecarImage, 'img');
+  assert.equal(cfg.tlsSelfManaged, true);
+  assert.equal(cfg.port, 8443);
+});

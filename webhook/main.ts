@@ -1,0 +1,363 @@
+// `drainguard webhook`: flags/env → TLS source → fastify HTTPS server (+ node-version cache).
+import { parseArgs } from 'node:util';
+import { VERSION } from '../cli/version.ts';
+import { systemClock } from '../shared/clock.ts';
+import { KubeClient } from '../shared/kube/client.ts';
+import { resolveTarget } from '../shared/kube/config.ts';
+import { Informer } from '../shared/kube/informer.ts';
+import type { Node } from '../shared/kube/types.ts';
+import { createLogger, type Logger } from '../shared/log.ts';
+import { Registry } from '../shared/metrics.ts';
+import { SIDECAR_MODES, type SidecarMode } from './planner.ts';
+import { createWebhookApp } from './server.ts';
+import { CertDirReloader, SelfManagedTls, type ServingPair } from './tls.ts';
+
+export interface WebhookConfig {
+  port: number;
+  host: string;
+  tlsCertDir?: string;
+  tlsSelfManaged: boolean;
+  sidecarImage: string;
+  sidecarMode: SidecarMode;
+  kubeconfig?: string;
+  namespace: string;
+  serviceName: string;
+  secretName: string;
+  webhookConfigName: string;
+  tlsIpSans: string[];
+  caDays: number;
+  servingDays: number;
+  rotateCheckSeconds: number;
+  certPollSeconds: number;
+  logLevel: string;
+}
+
+// name: [env, default, description]; flags win over env.
+const OPTIONS = {
+  port: ['DRAINGUARD_WEBHOOK_PORT', '8443', 'HTTPS port'],
+  host: ['DRAINGUARD_WEBHOOK_HOST', '0.0.0.0', 'listen address'],
+  'tls-cert-dir': [
+    'DRAINGUARD_WEBHOOK_TLS_CERT_DIR',
+    '',
+    'directory with tls.crt and tls.key (cert-manager); reloaded on change',
+  ],
+  'tls-self-managed': [
+    'DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED',
+    'false',
+    'generate a CA and serving cert, keep them in a Secret, patch caBundle',
+  ],
+  'sidecar-image': ['DRAINGUARD_SIDECAR_IMAGE', '', 'image of the injected sidecar (required)'],
+  'sidecar-mode': ['DRAINGUARD_SIDECAR_MODE', 'auto', 'auto | native | classic'],
+  kubeconfig: ['KUBECONFIG', '', 'kubeconfig (default: in-cluster)'],
+  namespace: ['DRAINGUARD_WEBHOOK_NAMESPACE', 'drainguard-system', 'own namespace (Secret, Service)'],
+  'service-name': [
+    'DRAINGUARD_WEBHOOK_SERVICE',
+    'drainguard-webhook',
+    'Service name, for the certificate SANs',
+  ],
+  'secret-name': ['DRAINGUARD_WEBHOOK_SECRET', 'drainguard-webhook-tls', 'Secret for self-managed TLS'],
+  'webhook-config-name': [
+    'DRAINGUARD_WEBHOOK_CONFIGURATION',
+    'drainguard',
+    'own MutatingWebhookConfiguration',
+  ],
+  'tls-ip-san': ['DRAINGUARD_WEBHOOK_TLS_IP_SANS', '', 'extra IP SANs, comma-separated (self-managed)'],
+  'ca-days': ['DRAINGUARD_WEBHOOK_CA_DAYS', '3650', 'CA lifetime (self-managed)'],
+  'serving-days': ['DRAINGUARD_WEBHOOK_SERVING_DAYS', '365', 'serving certificate lifetime (self-managed)'],
+  'rotate-check-seconds': [
+    'DRAINGUARD_WEBHOOK_ROTATE_CHECK_SECONDS',
+    '600',
+    'how often the Secret is re-read and rotated',
+  ],
+  'cert-poll-seconds': ['DRAINGUARD_WEBHOOK_CERT_POLL_SECONDS', '10', 'how often --tls-cert-dir is re-read'],
+  'log-level': ['DRAINGUARD_LOG_LEVEL', 'info', 'debug | info | warn | error'],
+} as const;
+
+type OptName = keyof typeof OPTIONS;
+
+export function usage(): string {
+  return (
+    'Usage: drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]\n\n' +
+    Object.entries(OPTIONS)
+      .map(
+        ([k, [env, def, desc]]) => `  --${k.padEnd(22)} ${desc}${def ? ` (default ${def})` : ''}; env ${env}`,
+      )
+      .join('\n') +
+    '\n'
+  );
+}
+
+export class ConfigError extends Error {}
+
+function int(name: string, raw: string, min: number, max: number): number {
+  const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new ConfigError(
+      `--${name}=${JSON.stringify(raw)}: accepted is a whole number from ${min} to ${max}`,
+    );
+  return n;
+}
+
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConfig {
+  const { values } = parseArgs({
+    args: argv,
+    options: Object.fromEntries(
+      Object.keys(OPTIONS).map((k) => [k, { type: k === 'tls-self-managed' ? 'boolean' : 'string' }]),
+    ) as Record<OptName, { type: 'string' | 'boolean' }>,
+    strict: true,
+    allowPositionals: false,
+  });
+  const get = (k: OptName): string => {
+    const v = (values as Record<string, string | boolean | undefined>)[k];
+    if (v !== undefined) return String(v);
+    return env[OPTIONS[k][0]] ?? OPTIONS[k][1];
+  };
+  const mode = get('sidecar-mode');
+  if (!(SIDECAR_MODES as readonly string[]).includes(mode))
+    throw new ConfigError(
+      `--sidecar-mode=${JSON.stringify(mode)}: accepted values are ${SIDECAR_MODES.join(', ')}`,
+    );
+  const selfManaged = get('tls-self-managed');
+  if (selfManaged !== 'true' && selfManaged !== 'false')
+    throw new ConfigError(
+      `DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED=${JSON.stringify(selfManaged)}: accepted values are true, false`,
+    );
+  const cfg: WebhookConfig = {
+    port: int('port', get('port'), 0, 65535),
+    host: get('host'),
+    tlsSelfManaged: selfManaged === 'true',
+    sidecarImage: get('sidecar-image'),
+    sidecarMode: mode as SidecarMode,
+    namespace: get('namespace'),
+    serviceName: get('service-name'),
+    secretName: get('secret-name'),
+    webhookConfigName: get('webhook-config-name'),
+    tlsIpSans: get('tls-ip-san')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    caDays: int('ca-days', get('ca-days'), 1, 36500),
+    servingDays: int('serving-days', get('serving-days'), 1, 3650),
+    rotateCheckSeconds: int('rotate-check-seconds', get('rotate-check-seconds'), 1, 86400),
+    certPollSeconds: int('cert-poll-seconds', get('cert-poll-seconds'), 1, 3600),
+    logLevel: get('log-level'),
+  };
+  if (get('tls-cert-dir')) cfg.tlsCertDir = get('tls-cert-dir');
+  if (get('kubeconfig')) cfg.kubeconfig = get('kubeconfig');
+  if (!cfg.sidecarImage) throw new ConfigError('--sidecar-image (or DRAINGUARD_SIDECAR_IMAGE) is required');
+  if (!cfg.tlsCertDir === !cfg.tlsSelfManaged)
+    throw new ConfigError('give exactly one of --tls-cert-dir DIR and --tls-self-managed');
+  return cfg;
+}
+
+export interface RunningWebhook {
+  port: number;
+  config: WebhookConfig;
+  metrics: Registry;
+  /** Current serving pair (for tests). */
+  serving(): ServingPair;
+  kubeletVersions(): ReadonlyMap<string, string> | undefined;
+  close(): Promise<void>;
+}
+
+export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<RunningWebhook> {
+  const logger = log ?? createLogger('drainguard-webhook', cfg.logLevel);
+  const metrics = new Registry();
+  const needsCluster = cfg.tlsSelfManaged || cfg.sidecarMode === 'auto';
+  let client: KubeClient | undefined;
+  if (needsCluster) {
+    try {
+      client = new KubeClient(await resolveTarget(cfg.kubeconfig), {
+        userAgent: `drainguard-webhook/${VERSION}`,
+      });
+    } catch (e) {
+      if (cfg.tlsSelfManaged) throw e;
+      logger.warn(
+        { err: (e as Error).message },
+        'no cluster access: --sidecar-mode auto injects classic sidecars',
+      );
+    }
+  }
+
+  let pair: ServingPair;
+  let reloader: CertDirReloader | undefined;
+  let selfManaged: SelfManagedTls | undefined;
+  let caBundlePending: string | undefined;
+  let apply: (p: ServingPair) => void = () => undefined;
+  if (cfg.tlsCertDir) {
+    const reloads = metrics.counter(
+      'drainguard_webhook_cert_reloads_total',
+      'Serving certificate changes seen in --tls-cert-dir, by result (applied, rejected).',
+    );
+    reloader = new CertDirReloader(
+      cfg.tlsCertDir,
+      (p) => apply(p),
+      logger,
+      cfg.certPollSeconds * 1000,
+      (ok) => reloads.inc({ result: ok ? 'applied' : 'rejected' }),
+    );
+    pair = reloader.load();
+  } else {
+    const svc = cfg.serviceName;
+    const ns = cfg.namespace;
+    selfManaged = new SelfManagedTls({
+      client: client as KubeClient,
+      namespace: ns,
+      secretName: cfg.secretName,
+      webhookConfigName: cfg.webhookConfigName,
+      dnsNames: [svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`],
+      ipAddresses: cfg.tlsIpSans,
+      caDays: cfg.caDays,
+      servingDays: cfg.servingDays,
+      log: logger,
+      clock: systemClock,
+    });
+    const m = await selfManaged.ensureSecret();
+    pair = { cert: m.serving.certPem, key: m.serving.keyPem };
+    // The configuration may be created after this pod starts (one `kubectl apply`): serve anyway
+    // and keep trying to set its caBundle, quickly at first.
+    caBundlePending = m.caBundle;
+  }
+
+  let versions: Map<string, string> | undefined;
+  let apiServerVersion: string | undefined;
+  let informer: Informer | undefined;
+  if (client && cfg.sidecarMode === 'auto') {
+    try {
+      apiServerVersion = (await client.get<{ gitVersion?: string }>('/version', { retries: 3 })).gitVersion;
+    } catch (e) {
+      logger.warn(
+        { err: (e as Error).message },
+        'API server version unknown; deciding by kubelet versions only',
+      );
+    }
+    informer = new Informer(client, {
+      path: '/api/v1/nodes',
+      log: logger,
+      onChange: (objects) => {
+        const next = new Map<string, string>();
+        for (const o of objects.values()) {
+          const n = o as Node;
+          if (n.metadata?.name) next.set(n.metadata.name, n.status?.nodeInfo?.kubeletVersion ?? '');
+        }
+        versions = next;
+      },
+    });
+    informer.start();
+  }
+
+  const app = createWebhookApp({
+    log: logger,
+    metrics,
+    https: pair,
+    planner: () => ({
+      image: cfg.sidecarImage,
+      mode: cfg.sidecarMode,
+      version: VERSION,
+      ...(versions ? { kubeletVersions: versions } : {}),
+      ...(apiServerVersion ? { apiServerVersion } : {}),
+      selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
+    }),
+    ready: () => !informer || informer.hasSynced,
+  });
+  apply = (p) => {
+    pair = p;
+    // New handshakes get the new pair; open connections keep theirs, so none fails mid-reload.
+    (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({
+      cert: p.cert,
+      key: p.key,
+      minVersion: 'TLSv1.2',
+    });
+  };
+  await app.listen({ port: cfg.port, host: cfg.host });
+  const port = (app.server.address() as { port: number }).port;
+  reloader?.start();
+
+  let rotateTimer: NodeJS.Timeout | undefined;
+  let caTimer: NodeJS.Timeout | undefined;
+  if (selfManaged && caBundlePending !== undefined) {
+    const sm = selfManaged;
+    const bundle = caBundlePending;
+    let delayMs = 500;
+    const attempt = () => {
+      sm.patchCaBundle(bundle).then(
+        () => {
+          caTimer = undefined;
+        },
+        (e: unknown) => {
+          logger.warn({ err: (e as Error).message, retryInMs: delayMs }, 'caBundle not set yet; retrying');
+          caTimer = setTimeout(attempt, delayMs);
+          caTimer.unref();
+          delayMs = Math.min(delayMs * 2, 30_000);
+        },
+      );
+    };
+    await sm.patchCaBundle(bundle).catch((e: unknown) => {
+      logger.warn({ err: (e as Error).message }, 'caBundle not set yet; retrying in the background');
+      caTimer = setTimeout(attempt, delayMs);
+      caTimer.unref();
+    });
+  }
+  if (selfManaged) {
+    const sm = selfManaged;
+    rotateTimer = setInterval(() => {
+      sm.sync().then(
+        (m) => {
+          if (m.serving.certPem !== pair.cert) apply({ cert: m.serving.certPem, key: m.serving.keyPem });
+        },
+        (e: unknown) =>
+          logger.warn({ err: (e as Error).message }, 'TLS rotation check failed; retrying later'),
+      );
+    }, cfg.rotateCheckSeconds * 1000);
+    rotateTimer.unref();
+  }
+  logger.info(
+    {
+      port,
+      tls: cfg.tlsCertDir ? 'cert-dir' : 'self-managed',
+      sidecarMode: cfg.sidecarMode,
+      image: cfg.sidecarImage,
+    },
+    'webhook serving',
+  );
+  return {
+    port,
+    config: cfg,
+    metrics,
+    serving: () => pair,
+    kubeletVersions: () => versions,
+    close: async () => {
+      if (rotateTimer) clearInterval(rotateTimer);
+      if (caTimer) clearTimeout(caTimer);
+      reloader?.stop();
+      await informer?.stop();
+      await app.close();
+      client?.close();
+    },
+  };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(usage());
+    return 0;
+  }
+  let cfg: WebhookConfig;
+  try {
+    cfg = parseConfig(argv, process.env);
+  } catch (e) {
+    process.stderr.write(`drainguard webhook: ${(e as Error).message}\n\n${usage()}`);
+    return 2;
+  }
+  const hook = await startWebhook(cfg);
+  return new Promise<number>((resolve) => {
+    const stop = () => {
+      hook.close().then(
+        () => resolve(0),
+        () => resolve(1),
+      );
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+}

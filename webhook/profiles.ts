@@ -1,0 +1,116 @@
+// Profiles: which workload a pod is, and what the sidecar does for it. Detection is by
+// well-known labels (pure data in, decision out); `drainguard.io/profile` overrides it.
+import { type Feature, PROFILES, type Profile } from '../shared/contract.ts';
+
+export const ANNOTATION_PREFIX = 'drainguard.io/';
+export const A = {
+  profile: 'drainguard.io/profile',
+  sidecarMode: 'drainguard.io/sidecar-mode',
+  port: 'drainguard.io/port',
+  leases: 'drainguard.io/leases',
+  leaderContainer: 'drainguard.io/leader-container',
+  guardedContainer: 'drainguard.io/guarded-container',
+  netfilterCleanup: 'drainguard.io/netfilter-cleanup',
+  /** Written by the webhook: what was injected (idempotency guard). */
+  status: 'drainguard.io/status',
+  /** Written by the webhook: terminationGracePeriodSeconds before it was raised. */
+  originalGrace: 'drainguard.io/original-termination-grace-period-seconds',
+} as const;
+
+export const INJECT_LABEL = 'drainguard.io/inject';
+export const SIDECAR_NAME = 'drainguard';
+
+/** Default sidecar port per profile: different, so two injected hostNetwork pods on one node do not meet. */
+export const DEFAULT_PORTS: Record<Profile, number> = {
+  'metallb-speaker': 7480,
+  'skupper-router': 7481,
+  lease: 7482,
+  'netfilter-cleanup': 7483,
+};
+
+/** Features that change netfilter and so need NET_ADMIN (and root); everything else drops all capabilities. */
+export const NETFILTER_FEATURES: readonly Feature[] = ['l2-handover', 'netfilter-cleanup'];
+
+export const isProfile = (s: string): s is Profile => (PROFILES as readonly string[]).includes(s);
+
+export interface Detection {
+  profile?: Profile;
+  /** How it was decided, for warnings and the status annotation. */
+  source: 'annotation' | 'labels' | 'none';
+  reason: string;
+}
+
+/**
+ * Detects the profile from labels and annotations (annotation values are validated by the planner).
+ * netfilter-cleanup is never inferred from hostNetwork alone: it needs the opt-in annotation.
+ */
+export function detectProfile(
+  labels: Record<string, string>,
+  annotations: Record<string, string>,
+): Detection {
+  const explicit = annotations[A.profile];
+  if (explicit !== undefined && isProfile(explicit))
+    return { profile: explicit, source: 'annotation', reason: `${A.profile}=${explicit}` };
+  const l = (k: string) => labels[k];
+  if (
+    (l('app.kubernetes.io/name') === 'metallb' && l('app.kubernetes.io/component') === 'speaker') ||
+    (l('app') === 'metallb' && l('component') === 'speaker')
+  )
+    return { profile: 'metallb-speaker', source: 'labels', reason: 'MetalLB speaker labels' };
+  if (l('skupper.io/component') === 'router' || l('application') === 'skupper-router')
+    return { profile: 'skupper-router', source: 'labels', reason: 'skupper router labels' };
+  if (annotations[A.leases] !== undefined)
+    return { profile: 'lease', source: 'annotation', reason: `${A.leases} is set` };
+  if (annotations[A.netfilterCleanup] === 'true')
+    return { profile: 'netfilter-cleanup', source: 'annotation', reason: `${A.netfilterCleanup}=true` };
+  return {
+    source: 'none',
+    reason:
+      'no drainguard profile: not a MetalLB speaker or skupper router, and no drainguard.io/profile, ' +
+      'drainguard.io/leases or drainguard.io/netfilter-cleanup annotation',
+  };
+}
+
+export interface ProfileSpec {
+  features: Feature[];
+  /** Preferred guarded container name (the speaker, the leader container). */
+  guardedContainer?: string;
+  leases?: string[];
+  successorSelector?: string;
+  /** Only the L2 profile holds the guarded container with a preStop: lease handover happens after it stops. */
+  preStop: boolean;
+  /** Raise terminationGracePeriodSeconds to cover the handover budget. */
+  coversHandover: boolean;
+  requiresHostNetwork: boolean;
+}
+
+export const PROFILE_SPECS: Record<Profile, ProfileSpec> = {
+  'metallb-speaker': {
+    features: ['l2-handover'],
+    guardedContainer: 'speaker',
+    preStop: true,
+    coversHandover: true,
+    requiresHostNetwork: false,
+  },
+  'skupper-router': {
+    features: ['lease-handover'],
+    guardedContainer: 'kube-adaptor',
+    leases: ['skupper-site-leader'],
+    successorSelector: 'skupper.io/component=router',
+    preStop: false,
+    coversHandover: true,
+    requiresHostNetwork: false,
+  },
+  lease: {
+    features: ['lease-handover'],
+    preStop: false,
+    coversHandover: true,
+    requiresHostNetwork: false,
+  },
+  'netfilter-cleanup': {
+    features: ['netfilter-cleanup'],
+    preStop: false,
+    coversHandover: false,
+    requiresHostNetwork: true,
+  },
+};
