@@ -21,8 +21,12 @@ apt_opts=(-o "Dir::Etc::SourceParts=$work/sources" -o "Dir::Etc::SourceList=/dev
 log "fetching source lists"
 apt-get "${apt_opts[@]}" update -qq >&2
 log "downloading kubernetes source package"
-(cd "$work" && apt-get "${apt_opts[@]}" source --download-only "kubernetes=1.20.5+really1.20.2*" >&2 || apt-get "${apt_opts[@]}" source --download-only kubernetes >&2)
-orig=$(ls "$work"/kubernetes_*.orig.tar.* | head -1)
+(cd "$work" && apt-get "${apt_opts[@]}" source --download-only kubernetes >&2)
+ls "$work"/kubernetes_*really${ver}.orig.tar.* >/dev/null 2>&1 || {
+  echo "[build-apiserver] the kubernetes source package is not ${ver} (Debian 12 ships 1.20.5+really${ver})" >&2
+  exit 1
+}
+orig=$(ls "$work"/kubernetes_*really${ver}.orig.tar.* | head -1)
 log "unpacking $(basename "$orig")"
 mkdir -p "$work/tree" && tar -xf "$orig" -C "$work/tree" --strip-components=1
 cd "$work/tree"

@@ -251,11 +251,13 @@ export class KubeClient {
             }
           });
           res.on('end', () => resolve());
-          res.on('error', (e) =>
-            signal.aborted
-              ? resolve()
-              : reject(new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message)),
-          );
+          res.on('error', (e) => {
+            if (signal.aborted) return resolve();
+            // A stream cut mid-response (API server stopped, connection reset) is an API failure too.
+            const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
+            this.onResult?.(false, err);
+            reject(err);
+          });
         },
       );
       // A peer that vanishes without a FIN would leave the stream silent forever.

@@ -161,7 +161,7 @@ let bedSeq = 0;
  */
 const SEGMENTS = ['198.51.100', '203.0.113', '192.0.2'];
 
-export async function pickSegment(): Promise<string> {
+export async function pickSegment(opts: { avoid?: string[] } = {}): Promise<string> {
   const routes = JSON.parse(
     (await sh(['ip', '-j', '-4', 'route', 'show', 'table', 'all'])).stdout || '[]',
   ) as { dst?: string }[];
@@ -171,6 +171,7 @@ export async function pickSegment(): Promise<string> {
   }[];
   for (const a of addrs)
     for (const i of a.addr_info ?? []) used.add(i.local.split('.').slice(0, 3).join('.'));
+  for (const a of opts.avoid ?? []) used.add(a);
   const free = SEGMENTS.find((s) => !used.has(s));
   if (!free) throw new Error(`every documentation /24 (${SEGMENTS.join(', ')}) is in use on this machine`);
   return free;

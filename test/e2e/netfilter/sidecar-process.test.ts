@@ -8,7 +8,7 @@ import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
 import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
-import { sh } from '../../lib/netns.ts';
+import { pickSegment, sh } from '../../lib/netns.ts';
 import { type AzureNode, buildAzureNode, NODE_IP } from './azure-layout.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
@@ -31,11 +31,9 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
 
   before(async () => {
     l = await buildAzureNode();
-    // A host link into the node namespace. The layout uses 192.0.2.0/24 (node) and
-    // 198.51.100.0/24 (pods), so the link takes 203.0.113.0/24 — only if no root route uses it.
-    const seg = '203.0.113';
-    const rootRoutes = await sh(['ip', '-j', 'route', 'show']);
-    assert.ok(!rootRoutes.stdout.includes(`"${seg}.`), `root namespace already routes ${seg}.0/24`);
+    // A host link into the node namespace, on a documentation /24 that neither the layout (node
+    // 192.0.2.0/24, pods 198.51.100.0/24) nor any root-namespace route uses.
+    const seg = await pickSegment({ avoid: ['192.0.2', '198.51.100'] });
     const hostIP = `${seg}.254`;
     await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'hostlink', 'netns', l.node.ns]);
     await must(['ip', 'addr', 'add', `${hostIP}/24`, 'dev', hostIf]);

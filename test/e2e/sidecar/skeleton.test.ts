@@ -80,13 +80,19 @@ test('ready while running, still ready with the API server down, clean exit on S
     await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
     assert.equal(await get(port, '/healthz'), 200);
     await cp.stopApiServer();
-    // The sidecar notices (its watches break) and must stay ready and healthy regardless.
+    // The sidecar notices (its watches break and relists are refused) and must stay ready regardless.
     await waitFor('watch failure logged', () => output().includes('watch failed'), { timeoutMs: 20_000 });
+    await waitFor(
+      'unreachable API counted',
+      async () =>
+        /drainguard_api_errors_total\{code="0"\} [1-9]/.test(
+          await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(),
+        ),
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
     assert.equal(await get(port, '/readyz'), 200);
     assert.equal(await get(port, '/healthz'), 200);
     await cp.startApiServer();
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    assert.match(metrics, /drainguard_api_errors_total\{code="0"\} \d+/);
     child.kill('SIGTERM');
     assert.equal(await exited, 0);
     assert.match(output(), /"msg":"shutting down"/);
