@@ -11,6 +11,11 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
+  status: {
+    summary: 'show the L2 handover state of the nodes (what the sidecars publish on each Node)',
+    usage: 'drainguard status [--kubeconfig PATH] [--json] [NODE...]',
+    load: () => import('../sidecar/l2/status.ts'),
+  },
   webhook: {
     summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
     usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',

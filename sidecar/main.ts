@@ -33,7 +33,8 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     userAgent: `drainguard-sidecar/${config.nodeName}`,
     onResult: (ok, err) => {
       if (!ok) apiErrors.inc({ code: String(err?.code ?? 0) });
-      drain?.apiResult(ok);
+      // A 4xx other than 408/429 is an answer: the API is up, the request was wrong (404, 409).
+      drain?.apiResult(ok || (err !== undefined && err.code !== 0 && !err.retryable));
     },
   });
   drain = new DrainWatcher({

@@ -86,10 +86,12 @@ export class DrainWatcher {
   /** Fed from every API call's outcome, so "API down" is known without extra probes. */
   apiResult(ok: boolean): void {
     const since = ok ? undefined : (this.state.apiDownSince ?? this.opts.clock.now());
-    if (since !== this.state.apiDownSince) this.recompute(since);
+    if (since !== this.state.apiDownSince) this.recompute({ since });
   }
 
-  private recompute(apiDownSince = this.state.apiDownSince): void {
+  // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
+  private recompute(apiDown?: { since: number | undefined }): void {
+    const apiDownSince = apiDown ? apiDown.since : this.state.apiDownSince;
     const reason = nodeDrainReason(this.node, this.opts.drainTaints);
     const next: DrainState = {
       draining: reason !== undefined,

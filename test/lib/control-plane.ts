@@ -10,6 +10,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import net from 'node:net';
@@ -227,7 +228,9 @@ export async function reapLeftovers(base = tmpRoot()): Promise<void> {
       await killAndWait(st.apiserver);
       await killAndWait(st.etcd);
     } catch {
-      // no pid file yet or unreadable: fall through and remove only if clearly old
+      // No pid file: another process may be creating this control plane right now. Only a
+      // directory left untouched for ten minutes is an orphan.
+      if (Date.now() - statSync(dir).mtimeMs < 10 * 60_000) continue;
     }
     rmSync(dir, { recursive: true, force: true });
   }
@@ -261,6 +264,11 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   if (!opts.detached) await reapLeftovers();
   const dir = opts.dir ?? mkdtempSync(join(tmpRoot(), STATE_PREFIX));
   mkdirSync(dir, { recursive: true });
+  // Claim the directory at once, so a concurrent reapLeftovers() sees a live owner.
+  writeFileSync(
+    join(dir, 'pids.json'),
+    JSON.stringify({ owner: process.pid, detached: Boolean(opts.detached) }),
+  );
   await makePki(dir, opts.sanIPs ?? []);
   const bind = opts.bindAddress ?? '127.0.0.1';
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort(bind)];

@@ -1,0 +1,15 @@
+# L2 handover: benchmarks (see docs/l2-handover.md).
+.PHONY: bench-l2 bench-sidecar test-l2
+## make test-l2       L2 handover unit and end-to-end tests (network namespaces, real API server)
+## make bench-l2      ARP probe of a VIP through cordon/frozen-API/crash scenarios; last line JSON
+## make bench-sidecar sidecar footprint (RSS, time to ready) next to a bare node; last line JSON
+
+test-l2: bootstrap
+	$(RUN) node --test --test-reporter=spec --test-reporter-destination=stdout 'test/unit/l2/*.test.ts'
+	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/e2e/l2/*.test.ts'
+
+bench-l2: bootstrap
+	$(RUN) node test/e2e/l2/bench-l2.ts
+
+bench-sidecar: bootstrap build
+	$(RUN) node test/e2e/l2/bench-sidecar.ts

@@ -1,0 +1,531 @@
+// The I/O edge of the L2 handover: gathers observations (drain state, the Node, ServiceL2Status
+// objects, Services, the nft table), runs the pure core and executes its actions. Everything it
+// writes is idempotent; everything it needs after a restart is read back from the Node and nft.
+import { waitFor } from '../../shared/clock.ts';
+import { isApiError } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
+import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
+import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import {
+  EXCLUDE_LABEL,
+  initialMemory,
+  L2_PHASES,
+  type L2Action,
+  type L2Memory,
+  type L2Observation,
+  type L2Settings,
+  LABEL_OWNED_ANNOTATION,
+  needsTick,
+  otherCandidates,
+  parseStatus,
+  resume,
+  type ServiceVips,
+  STATUS_ANNOTATION,
+  settled,
+  statusOf,
+  step,
+  vipsOf,
+} from './core.ts';
+import { type FenceSpec, fenceTablesIn, parseFence, renderFence, renderUnfence } from './fence.ts';
+
+interface ServiceL2Status extends KubeObject {
+  status?: {
+    node?: string;
+    serviceName?: string;
+    serviceNamespace?: string;
+    interfaces?: { name?: string }[];
+  };
+}
+interface Service extends KubeObject {
+  spec?: { type?: string };
+  status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
+}
+
+const lbIPs = (svc: Service | undefined) =>
+  (svc?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => Boolean(ip));
+const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
+
+export class L2Handover implements Capability {
+  readonly name = 'l2-handover';
+  private readonly ctx: CapabilityContext;
+  private readonly settings: L2Settings;
+  private readonly statusPath: string;
+  private mem: L2Memory;
+  private fence: FenceSpec | undefined;
+  private crd: boolean | undefined;
+  private statusInformer: Informer | undefined;
+  private readonly services = new Map<string, ServiceVips>();
+  private allLbServices: ServiceVips[] = [];
+  private candidates: string[] | undefined;
+  private candidatesAt = 0;
+  private hostInterfaces: string[] = [];
+  private readonly seenInterfaces = new Set<string>();
+  /** The Node as our own last patch returned it, until the informer has caught up. */
+  private patchedNode: Node | undefined;
+  /** Observe-only: what the label and fence would be. */
+  private simLabel: boolean | undefined;
+  private writtenStatus = '';
+  private readonly pendingEvents: { type: 'Normal' | 'Warning'; reason: string; message: string }[] = [];
+  private readonly abort = new AbortController();
+  private dirty = false;
+  private running: Promise<void> | undefined;
+  private loop: Promise<void> | undefined;
+  private init: Promise<void> | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private lastCheck = 0;
+  private lastProbe = 0;
+  private readonly phaseGauge;
+  private readonly actionCounter;
+  private readonly handoverSeconds;
+  private readonly strandedGauge;
+
+  constructor(ctx: CapabilityContext) {
+    this.ctx = ctx;
+    const c = ctx.config;
+    this.settings = {
+      handoverBudgetMs: c.handoverBudgetSeconds * 1000,
+      settleMs: c.l2SettleSeconds * 1000,
+      failsafeGraceMs: c.failsafeGraceSeconds * 1000,
+      memberlistPorts: c.memberlistPorts,
+      nodeName: c.nodeName,
+    };
+    this.statusPath = `/apis/metallb.io/v1beta1/namespaces/${c.metallbNamespace}/servicel2statuses`;
+    this.mem = initialMemory(ctx.clock.now());
+    this.phaseGauge = ctx.metrics.gauge('drainguard_l2_phase', 'L2 handover phase (1 = current).');
+    this.actionCounter = ctx.metrics.counter(
+      'drainguard_l2_actions_total',
+      'L2 handover actions by kind and outcome (observe-only counts as skipped).',
+    );
+    this.strandedGauge = ctx.metrics.gauge(
+      'drainguard_l2_handover_impossible',
+      '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
+    );
+    this.handoverSeconds = ctx.metrics.gauge(
+      'drainguard_l2_handover_seconds',
+      'Duration of the last L2 handover from start to fence.',
+    );
+  }
+
+  get memory(): L2Memory {
+    return this.mem;
+  }
+
+  async start(): Promise<void> {
+    const { ctx } = this;
+    // Local state first (no API needed); readiness must never wait for the API.
+    this.fence = await this.readFence().catch((e: unknown) => {
+      ctx.log.error({ err: (e as Error).message }, 'cannot read the nft fence table; assuming none');
+      return undefined;
+    });
+    this.hostInterfaces = await this.listInterfaces();
+    this.init = this.resumeAndRun();
+  }
+
+  private async resumeAndRun(): Promise<void> {
+    const { ctx } = this;
+    const node = await this.readOwnNode();
+    this.mem = resume(
+      parseStatus(node?.metadata?.annotations?.[STATUS_ANNOTATION]),
+      this.fence,
+      ctx.clock.now(),
+    );
+    if (this.mem.phase !== 'idle')
+      ctx.log.info(
+        { phase: this.mem.phase, fence: this.fence },
+        'resuming L2 handover from Node annotation and nft',
+      );
+    await this.checkCrd();
+    this.unsubscribe = ctx.drain.subscribe(() => this.schedule());
+    this.loop = this.tickLoop();
+    this.schedule();
+  }
+
+  async prestop(): Promise<Record<string, unknown>> {
+    const started = this.ctx.clock.now();
+    await this.init;
+    this.schedule();
+    let outcome: string;
+    try {
+      await waitFor('L2 handover', () => settled(this.mem), {
+        timeoutMs: this.settings.handoverBudgetMs,
+        clock: this.ctx.clock,
+        signal: this.abort.signal,
+      });
+      outcome = this.mem.stranded
+        ? 'no-other-node'
+        : this.mem.phase === 'failsafe-fenced'
+          ? 'failsafe-fenced'
+          : 'handed-over';
+    } catch {
+      outcome = 'budget-spent';
+    }
+    const s = statusOf(this.mem, this.ctx.config.observeOnly);
+    return {
+      outcome,
+      phase: s.phase,
+      vips: s.vips,
+      handedTo: s.handedTo,
+      fenced: s.fenced,
+      interfaces: s.interfaces,
+      waitedMs: this.ctx.clock.now() - started,
+      ...(this.ctx.config.observeOnly ? { observeOnly: true } : {}),
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.init;
+    this.unsubscribe?.();
+    await this.statusInformer?.stop();
+    await this.loop;
+    await this.running;
+  }
+
+  // --- the reconcile loop ----------------------------------------------------------------
+
+  private schedule(): void {
+    this.dirty = true;
+    this.running ??= (async () => {
+      while (this.dirty && !this.abort.signal.aborted) {
+        this.dirty = false;
+        try {
+          await this.reconcile();
+        } catch (e) {
+          this.ctx.log.error({ err: (e as Error).message }, 'L2 reconcile failed; retrying');
+        }
+      }
+      this.running = undefined;
+    })();
+  }
+
+  private async tickLoop(): Promise<void> {
+    const { clock } = this.ctx;
+    while (!this.abort.signal.aborted) {
+      const drain = this.ctx.drain.current;
+      const fast = needsTick(this.mem, drain);
+      await clock.sleep(fast ? 100 : 1000, this.abort.signal);
+      // While the API is down and it matters (draining, fail-safe), ask it directly every
+      // second: informers relist with a backoff of up to 10 s, too slow to notice it is back.
+      if (
+        drain.apiDownSince !== undefined &&
+        (drain.draining || drain.terminating || this.mem.phase !== 'idle') &&
+        clock.now() - this.lastProbe >= 1_000
+      ) {
+        this.lastProbe = clock.now();
+        await this.ctx.client
+          .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
+          .catch(() => undefined);
+      }
+      if (clock.now() - this.lastCheck > 30_000) {
+        this.lastCheck = clock.now();
+        // Someone may have flushed the ruleset, or installed MetalLB's CRD since.
+        this.fence = await this.readFence().catch(() => this.fence);
+        if (this.crd !== true) await this.checkCrd();
+      }
+      this.schedule();
+    }
+  }
+
+  private async reconcile(): Promise<void> {
+    const drain = this.ctx.drain.current;
+    const want = drain.draining || drain.terminating;
+    if (want && (this.mem.phase === 'idle' || this.mem.phase === 'undoing')) {
+      await this.refreshCandidates();
+      if (this.crd === false) await this.refreshAllLbServices();
+    }
+    const before = this.mem;
+    const { mem, actions } = step(this.mem, this.observe(), this.settings);
+    this.mem = mem;
+    for (const a of actions) await this.execute(a);
+    if (before.phase !== mem.phase) {
+      this.ctx.log.info({ from: before.phase, to: mem.phase, vips: vipsOf(mem.services) }, 'L2 phase');
+      if (mem.phase === 'fenced' && mem.handoverStartedAt !== undefined)
+        this.handoverSeconds.set({}, (this.ctx.clock.now() - mem.handoverStartedAt) / 1000);
+    }
+    for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === mem.phase ? 1 : 0);
+    this.strandedGauge.set({}, mem.stranded ? 1 : 0);
+    this.flushEvents();
+    await this.publishStatus();
+  }
+
+  private currentNode(): Node | undefined {
+    const watched = this.ctx.drain.node;
+    return this.patchedNode && rv(this.patchedNode) > rv(watched) ? this.patchedNode : watched;
+  }
+
+  private observe(): L2Observation {
+    const { config } = this.ctx;
+    const drain = this.ctx.drain.current;
+    const node = this.currentNode();
+    const labels = node?.metadata?.labels ?? {};
+    const annotations = node?.metadata?.annotations ?? {};
+    const own: ServiceVips[] = [];
+    const newOwners: Record<string, string> = {};
+    if (this.crd) {
+      for (const o of this.statusInformer?.objects.values() ?? []) {
+        const st = (o as ServiceL2Status).status;
+        if (!st?.serviceName) continue;
+        const key = `${st.serviceNamespace ?? ''}/${st.serviceName}`;
+        if (st.node === config.nodeName) {
+          const svc = this.services.get(key);
+          if (svc) own.push(svc);
+          for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
+        } else if (st.node) newOwners[key] = st.node;
+      }
+    }
+    const interfaces =
+      config.l2Interfaces.length > 0
+        ? config.l2Interfaces
+        : this.seenInterfaces.size > 0
+          ? [...this.seenInterfaces]
+          : this.hostInterfaces;
+    return {
+      now: this.ctx.clock.now(),
+      draining: drain.draining,
+      terminating: drain.terminating,
+      drainReason: drain.drainReason,
+      synced: drain.synced,
+      apiDownSince: drain.apiDownSince,
+      excludeLabel: this.simLabel ?? EXCLUDE_LABEL in labels,
+      labelOwned: this.simLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
+      crd: this.crd,
+      announced: this.crd === false ? this.allLbServices : own,
+      newOwners,
+      otherCandidates: this.candidates,
+      interfaces: [...interfaces].sort(),
+      fence: this.fence,
+    };
+  }
+
+  private async execute(a: L2Action): Promise<void> {
+    const { ctx } = this;
+    const observe = ctx.config.observeOnly;
+    try {
+      switch (a.kind) {
+        case 'event':
+          this.recordEvent(a.type, a.reason, observe ? `observe-only, would have: ${a.message}` : a.message);
+          return;
+        case 'label':
+        case 'unlabel': {
+          const add = a.kind === 'label';
+          if (observe) {
+            this.simLabel = add ? true : undefined;
+            ctx.log.info({ label: EXCLUDE_LABEL }, `observe-only: would ${a.kind} the Node`);
+            this.actionCounter.inc({ action: a.kind, outcome: 'skipped' });
+            return;
+          }
+          this.patchedNode = await ctx.client.patch<Node>(
+            `/api/v1/nodes/${ctx.config.nodeName}`,
+            {
+              metadata: {
+                labels: { [EXCLUDE_LABEL]: add ? '' : null },
+                annotations: { [LABEL_OWNED_ANNOTATION]: add ? 'true' : null },
+              },
+            },
+            'merge',
+            // Few retries: the reconcile loop tries again, and must not stall the fail-safe.
+            { retries: 2, timeoutMs: 5_000 },
+          );
+          break;
+        }
+        case 'fence':
+        case 'unfence': {
+          const input = a.kind === 'fence' ? renderFence(a.spec) : renderUnfence();
+          const r = await ctx.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
+          if (r.skipped) this.fence = a.kind === 'fence' ? a.spec : undefined;
+          else this.fence = await this.readFence();
+          if (a.kind === 'fence' && !r.skipped && !this.fence)
+            throw new Error('nft accepted the fence but the table cannot be read back');
+          break;
+        }
+      }
+      this.actionCounter.inc({ action: a.kind, outcome: observe ? 'skipped' : 'ok' });
+    } catch (e) {
+      this.actionCounter.inc({ action: a.kind, outcome: 'error' });
+      ctx.log.error({ action: a.kind, err: (e as Error).message }, 'L2 action failed; will retry');
+      this.dirty = true;
+    }
+  }
+
+  private recordEvent(type: 'Normal' | 'Warning', reason: string, message: string): void {
+    if (reason === 'L2FailsafeFence') this.ctx.log.error({ reason }, message);
+    // Events written while the API is down would be lost: keep them until it answers again.
+    this.pendingEvents.push({ type, reason, message });
+    this.flushEvents();
+  }
+
+  private flushEvents(): void {
+    const { config, events, drain } = this.ctx;
+    if (drain.current.apiDownSince !== undefined || this.pendingEvents.length === 0) return;
+    const batch = this.pendingEvents.splice(0);
+    for (const { type, reason, message } of batch) {
+      // Best effort and not awaited: reporting must never hold up the handover itself.
+      void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
+      void events.record(
+        {
+          kind: 'Pod',
+          name: config.podName,
+          namespace: config.podNamespace,
+          ...(config.podUid ? { uid: config.podUid } : {}),
+        },
+        type,
+        reason,
+        message,
+      );
+    }
+  }
+
+  private async publishStatus(): Promise<void> {
+    const { ctx } = this;
+    const status = JSON.stringify(statusOf(this.mem, ctx.config.observeOnly));
+    if (status === this.writtenStatus || ctx.drain.current.apiDownSince !== undefined) return;
+    const onNode = this.currentNode()?.metadata?.annotations?.[STATUS_ANNOTATION];
+    if (onNode === status) {
+      this.writtenStatus = status;
+      return;
+    }
+    // An idle node with no annotation needs none.
+    if (onNode === undefined && this.mem.phase === 'idle' && !this.mem.stranded) {
+      this.writtenStatus = status;
+      return;
+    }
+    try {
+      const node = await ctx.client.patch<Node>(
+        `/api/v1/nodes/${ctx.config.nodeName}`,
+        { metadata: { annotations: { [STATUS_ANNOTATION]: status } } },
+        'merge',
+        { retries: 3, timeoutMs: 5_000 },
+      );
+      if (rv(node) > rv(this.currentNode())) this.patchedNode = node;
+      this.writtenStatus = status;
+    } catch (e) {
+      ctx.log.warn({ err: (e as Error).message }, 'could not write the L2 status annotation; will retry');
+    }
+  }
+
+  // --- reading the world -----------------------------------------------------------------
+
+  private async readFence(): Promise<FenceSpec | undefined> {
+    const { runner } = this.ctx;
+    const tables = fenceTablesIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout);
+    const texts: string[] = [];
+    for (const family of tables)
+      texts.push((await runner.run('nft', ['-j', 'list', 'table', family, 'drainguard'])).stdout);
+    return parseFence(texts);
+  }
+
+  private async listInterfaces(): Promise<string[]> {
+    try {
+      const out = await this.ctx.runner.run('ip', ['-j', 'link', 'show']);
+      const links = JSON.parse(out.stdout) as { ifname: string; link_type?: string; flags?: string[] }[];
+      return links
+        .filter((l) => l.link_type !== 'loopback' && l.ifname)
+        .map((l) => l.ifname.split('@')[0] ?? l.ifname);
+    } catch (e) {
+      this.ctx.log.warn({ err: (e as Error).message }, 'cannot list interfaces');
+      return [];
+    }
+  }
+
+  private async readOwnNode(): Promise<Node | undefined> {
+    try {
+      return await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
+        retries: 1,
+        timeoutMs: 3_000,
+      });
+    } catch (e) {
+      this.ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
+      return undefined;
+    }
+  }
+
+  private async checkCrd(): Promise<void> {
+    const { ctx } = this;
+    try {
+      const list = await ctx.client.get<{ resources?: { name: string }[] }>('/apis/metallb.io/v1beta1', {
+        timeoutMs: 5_000,
+      });
+      this.crd = (list.resources ?? []).some((r) => r.name === 'servicel2statuses');
+    } catch (e) {
+      if (isApiError(e, 404)) this.crd = false;
+      else {
+        ctx.log.warn({ err: (e as Error).message }, 'cannot tell whether MetalLB has ServiceL2Status yet');
+        return;
+      }
+    }
+    if (this.crd && !this.statusInformer) {
+      this.statusInformer = new Informer(ctx.client, {
+        path: this.statusPath,
+        log: ctx.log,
+        clock: ctx.clock,
+        onChange: (_objs, ev) => {
+          const st = (ev.object as ServiceL2Status | undefined)?.status;
+          if (ev.type === 'SYNC') for (const o of _objs.values()) this.refreshService(o as ServiceL2Status);
+          else if (st?.node === ctx.config.nodeName && ev.type !== 'DELETED')
+            this.refreshService(ev.object as ServiceL2Status);
+          this.schedule();
+        },
+      });
+      this.statusInformer.start();
+    }
+    if (this.crd === false)
+      ctx.log.warn(
+        'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
+      );
+  }
+
+  /** The LoadBalancer IPs of a Service this node announces (cached: they rarely change). */
+  private refreshService(o: ServiceL2Status): void {
+    const st = o.status;
+    if (st?.node !== this.ctx.config.nodeName || !st.serviceName) return;
+    const ns = st.serviceNamespace ?? '';
+    const key = `${ns}/${st.serviceName}`;
+    this.ctx.client
+      .get<Service>(`/api/v1/namespaces/${ns}/services/${st.serviceName}`, { retries: 3, timeoutMs: 5_000 })
+      .then(
+        (svc) => {
+          this.services.set(key, { service: key, ips: lbIPs(svc).sort() });
+          this.schedule();
+        },
+        (e: unknown) => this.ctx.log.warn({ service: key, err: (e as Error).message }, 'cannot read Service'),
+      );
+  }
+
+  private async refreshAllLbServices(): Promise<void> {
+    try {
+      const list = await this.ctx.client.get<KubeList<Service>>('/api/v1/services', {
+        retries: 2,
+        timeoutMs: 10_000,
+      });
+      this.allLbServices = (list.items ?? [])
+        .filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0)
+        .map((s) => ({ service: `${s.metadata?.namespace}/${s.metadata?.name}`, ips: lbIPs(s).sort() }));
+    } catch (e) {
+      this.ctx.log.warn({ err: (e as Error).message }, 'cannot list LoadBalancer Services');
+    }
+  }
+
+  private async refreshCandidates(): Promise<void> {
+    const { ctx } = this;
+    if (ctx.clock.now() - this.candidatesAt < 2_000 && this.candidates !== undefined) return;
+    try {
+      const ownerUid = ctx.drain.pod?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
+      const [nodes, pods] = await Promise.all([
+        ctx.client.get<KubeList<Node>>('/api/v1/nodes', { retries: 2, timeoutMs: 10_000 }),
+        ownerUid
+          ? ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, {
+              retries: 2,
+              timeoutMs: 10_000,
+            })
+          : Promise.resolve({ items: [] } as KubeList<Pod>),
+      ]);
+      this.candidates = otherCandidates(nodes.items ?? [], pods.items ?? [], ctx.config.nodeName, ownerUid);
+      this.candidatesAt = ctx.clock.now();
+    } catch (e) {
+      ctx.log.warn({ err: (e as Error).message }, 'cannot list candidate nodes; keeping the last known');
+    }
+  }
+}
+
+export const createL2Handover: CapabilityFactory = (ctx) => new L2Handover(ctx);
+export default createL2Handover;

@@ -1,0 +1,483 @@
+// The L2 handover decision core, pure: plain observations and an injected `now` in, the next
+// phase and the actions to take out. The I/O edge (capability.ts) gathers observations,
+// executes actions and calls step() again; every action is idempotent, so a repeated step
+// after a crash or a failed action is harmless.
+import type { Node, Pod } from '../../shared/kube/types.ts';
+import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
+
+export const EXCLUDE_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
+/** Set next to the exclude label when drainguard added it; only then does drainguard remove it. */
+export const LABEL_OWNED_ANNOTATION = 'drainguard.io/exclude-label-added';
+/** Human- and `drainguard status`-readable state of the handover on this node. */
+export const STATUS_ANNOTATION = 'drainguard.io/l2-handover';
+
+export const L2_PHASES = [
+  'idle',
+  'labelled',
+  'awaiting-confirmation',
+  'fenced',
+  'failsafe-fenced',
+  'undoing',
+] as const;
+export type L2Phase = (typeof L2_PHASES)[number];
+
+export interface ServiceVips {
+  /** namespace/name */
+  service: string;
+  ips: string[];
+}
+
+export interface L2Settings {
+  handoverBudgetMs: number;
+  /** Without the ServiceL2Status CRD (MetalLB < 0.14.4): wait this long instead of confirming. */
+  settleMs: number;
+  failsafeGraceMs: number;
+  memberlistPorts: number[];
+  nodeName: string;
+}
+
+export interface L2Observation {
+  now: number;
+  draining: boolean;
+  terminating: boolean;
+  drainReason: string | undefined;
+  /** The own Node and Pod have been read at least once. */
+  synced: boolean;
+  apiDownSince: number | undefined;
+  excludeLabel: boolean;
+  labelOwned: boolean;
+  /** The ServiceL2Status CRD exists; undefined until known. */
+  crd: boolean | undefined;
+  /** What this node announces now (own ServiceL2Status objects; all LB services without the CRD). */
+  announced: ServiceVips[];
+  /** service -> another node that has a ServiceL2Status for it (the new owner). */
+  newOwners: Record<string, string>;
+  /** Nodes other than this one that could announce; undefined = not known (API down). */
+  otherCandidates: string[] | undefined;
+  /** Interfaces to fence. */
+  interfaces: string[];
+  /** The fence installed now (read back from nft), or undefined. */
+  fence: FenceSpec | undefined;
+}
+
+export interface L2Memory {
+  phase: L2Phase;
+  /** When the current phase was entered (epoch ms). */
+  since: number;
+  handoverStartedAt: number | undefined;
+  /** Services being handed over (snapshot from the start, grown by any announced later). */
+  services: ServiceVips[];
+  handedTo: Record<string, string>;
+  /** The fence this phase wants installed. */
+  fence: FenceSpec | undefined;
+  confirmed: boolean;
+  warnedUnconfirmed: boolean;
+  /** Handover refused because no other node could announce (never strand a VIP). */
+  stranded: boolean;
+}
+
+export type L2Action =
+  | { kind: 'label' }
+  | { kind: 'unlabel' }
+  | { kind: 'fence'; spec: FenceSpec }
+  | { kind: 'unfence' }
+  | { kind: 'event'; type: 'Normal' | 'Warning'; reason: string; message: string };
+
+export const initialMemory = (now: number): L2Memory => ({
+  phase: 'idle',
+  since: now,
+  handoverStartedAt: undefined,
+  services: [],
+  handedTo: {},
+  fence: undefined,
+  confirmed: false,
+  warnedUnconfirmed: false,
+  stranded: false,
+});
+
+const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+export const vipsOf = (services: ServiceVips[]) => [...new Set(services.flatMap((s) => s.ips))].sort();
+
+function mergeServices(a: ServiceVips[], b: ServiceVips[]): ServiceVips[] {
+  const m = new Map<string, Set<string>>();
+  for (const s of [...a, ...b]) {
+    const ips = m.get(s.service) ?? new Set<string>();
+    for (const ip of s.ips) ips.add(ip);
+    m.set(s.service, ips);
+  }
+  return [...m]
+    .map(([service, ips]) => ({ service, ips: [...ips].sort() }))
+    .sort((x, y) => x.service.localeCompare(y.service));
+}
+
+export function fenceFor(
+  services: ServiceVips[],
+  interfaces: string[],
+  memberlistPorts: number[],
+): FenceSpec {
+  const vips = vipsOf(services);
+  return normalizeFence({
+    vips4: vips.filter((v) => !v.includes(':')),
+    vips6: vips.filter((v) => v.includes(':')),
+    interfaces,
+    memberlistPorts,
+  });
+}
+
+const enter = (mem: L2Memory, phase: L2Phase, now: number): L2Memory =>
+  mem.phase === phase ? mem : { ...mem, phase, since: now };
+
+/** One decision: where to go from here, and what to do to get there. */
+export function step(
+  mem0: L2Memory,
+  obs: L2Observation,
+  cfg: L2Settings,
+): { mem: L2Memory; actions: L2Action[] } {
+  const actions: L2Action[] = [];
+  const now = obs.now;
+  let mem = mem0;
+  const want = obs.draining || obs.terminating;
+  const apiUp = obs.apiDownSince === undefined;
+  const why = obs.terminating ? 'pod terminating' : (obs.drainReason ?? 'draining');
+  const event = (type: 'Normal' | 'Warning', reason: string, message: string) =>
+    actions.push({ kind: 'event', type, reason, message });
+  const ensureFence = (spec: FenceSpec) => ensureFenceInto(actions, obs, spec);
+
+  // --- drain over (uncordoned, not terminating): fence off first, then the label ----------
+  if (!want) {
+    const leftovers = obs.fence !== undefined || (obs.labelOwned && obs.excludeLabel);
+    if (mem.phase === 'idle' && !leftovers) {
+      if (mem.stranded) mem = { ...mem, stranded: false };
+      return { mem, actions };
+    }
+    // The fail-safe stays until the API is back: without it we cannot tell the drain is over.
+    if (mem.phase === 'failsafe-fenced' && !apiUp) return { mem, actions };
+    mem = enter(mem, 'undoing', now);
+    if (obs.fence) {
+      actions.push({ kind: 'unfence' });
+      return { mem, actions };
+    }
+    if (obs.labelOwned && obs.excludeLabel) {
+      if (apiUp) actions.push({ kind: 'unlabel' });
+      return { mem, actions };
+    }
+    event(
+      'Normal',
+      'L2HandoverUndone',
+      'drain over: fence removed, exclude label removed if drainguard had added it',
+    );
+    return { mem: initialMemory(now), actions };
+  }
+
+  // --- draining or terminating -----------------------------------------------------------
+  const failsafeDue =
+    obs.apiDownSince !== undefined &&
+    now - obs.apiDownSince >= cfg.failsafeGraceMs &&
+    // Known single speaker: cutting it off would strand the VIP; unknown counts as "others exist".
+    !(obs.otherCandidates !== undefined && obs.otherCandidates.length === 0);
+  if (failsafeDue && mem.phase !== 'failsafe-fenced' && !(mem.phase === 'fenced' && mem.confirmed)) {
+    const services = mergeServices(mem.services, obs.announced);
+    const spec = fenceFor(services, obs.interfaces, cfg.memberlistPorts);
+    mem = {
+      ...enter(mem, 'failsafe-fenced', now),
+      services,
+      fence: spec,
+      handoverStartedAt: mem.handoverStartedAt ?? now,
+    };
+    ensureFence(spec);
+    event(
+      'Warning',
+      'L2FailsafeFence',
+      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced VIPs ${vipsOf(services).join(', ') || '(none known)'} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
+    );
+    return { mem, actions };
+  }
+
+  switch (mem.phase) {
+    case 'undoing':
+    case 'idle': {
+      if (!obs.synced && !obs.terminating) return { mem, actions };
+      if (obs.otherCandidates === undefined) return { mem, actions };
+      if (obs.otherCandidates.length === 0) {
+        if (!mem.stranded) {
+          event(
+            'Warning',
+            'L2HandoverImpossible',
+            `${why}, but no other node could announce VIPs ${vipsOf(obs.announced).join(', ') || '(none)'}: not labelling, not fencing (never strand a VIP)`,
+          );
+          mem = { ...mem, stranded: true };
+        }
+        return { mem, actions };
+      }
+      mem = {
+        ...enter(mem, 'labelled', now),
+        stranded: false,
+        handoverStartedAt: now,
+        services: mergeServices([], obs.announced),
+        handedTo: {},
+        fence: undefined,
+        confirmed: false,
+        warnedUnconfirmed: false,
+      };
+      if (!obs.excludeLabel) actions.push({ kind: 'label' });
+      event(
+        'Normal',
+        'L2HandoverStarted',
+        `${why}: handing over VIPs ${vipsOf(mem.services).join(', ') || '(none announced here)'} to one of ${obs.otherCandidates.join(', ')}`,
+      );
+      return { mem, actions };
+    }
+    case 'labelled': {
+      if (!obs.excludeLabel) {
+        if (apiUp) actions.push({ kind: 'label' });
+        return { mem, actions };
+      }
+      mem = enter(mem, 'awaiting-confirmation', now);
+      return awaiting(mem, obs, cfg, actions, event);
+    }
+    case 'awaiting-confirmation':
+      return awaiting(mem, obs, cfg, actions, event);
+    case 'fenced':
+    case 'failsafe-fenced': {
+      // Keep the fence what this phase wants (it may have been flushed by someone else).
+      if (mem.fence) ensureFence(mem.fence);
+      if (mem.phase === 'failsafe-fenced' && apiUp) {
+        // API back, still draining: finish the handover the normal way; the fence stays on
+        // (without the memberlist cut once another node is confirmed).
+        if (!obs.excludeLabel) actions.push({ kind: 'label' });
+        const services = mergeServices(mem.services, obs.announced);
+        const handedTo = confirmations(services, obs);
+        if (obs.excludeLabel && services.every((s) => handedTo[s.service])) {
+          const spec = fenceFor(services, obs.interfaces, []);
+          mem = { ...enter(mem, 'fenced', now), services, handedTo, fence: spec, confirmed: true };
+          ensureFence(spec);
+          event(
+            'Normal',
+            'L2HandoverConfirmed',
+            `API back: ${handedSummary(services, handedTo)}; memberlist cut lifted, fence kept`,
+          );
+        }
+      }
+      return { mem, actions };
+    }
+  }
+}
+
+function confirmations(services: ServiceVips[], obs: L2Observation): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const s of services) {
+    const owner = obs.newOwners[s.service];
+    if (owner && owner !== '') out[s.service] = owner;
+  }
+  return out;
+}
+
+function handedSummary(services: ServiceVips[], handedTo: Record<string, string>): string {
+  const byNode = new Map<string, string[]>();
+  for (const s of services) {
+    const n = handedTo[s.service] ?? '?';
+    byNode.set(n, [...(byNode.get(n) ?? []), ...s.ips]);
+  }
+  return [...byNode]
+    .map(([n, ips]) => `VIP${ips.length === 1 ? '' : 's'} ${ips.join(', ')} handed to ${n}`)
+    .join('; ');
+}
+
+function awaiting(
+  mem0: L2Memory,
+  obs: L2Observation,
+  cfg: L2Settings,
+  actions: L2Action[],
+  event: (type: 'Normal' | 'Warning', reason: string, message: string) => void,
+): { mem: L2Memory; actions: L2Action[] } {
+  const now = obs.now;
+  // A service moved to this node while labelled (rare) must be handed over as well.
+  const services = mergeServices(mem0.services, obs.announced);
+  let mem: L2Memory = { ...mem0, services };
+  const started = mem.handoverStartedAt ?? now;
+  const took = secs(now - started);
+  if (obs.crd === undefined) return { mem, actions };
+  let confirmed: boolean;
+  let handedTo: Record<string, string> = {};
+  if (obs.crd) {
+    handedTo = confirmations(services, obs);
+    confirmed = services.every((s) => handedTo[s.service]);
+  } else {
+    // MetalLB < 0.14.4 writes no ServiceL2Status: nothing can confirm; wait the settle time.
+    confirmed = now - started >= cfg.settleMs;
+  }
+  mem = { ...mem, handedTo };
+  if (!confirmed) {
+    if (obs.crd && now - started >= cfg.handoverBudgetMs && !mem.warnedUnconfirmed) {
+      const missing = services
+        .filter((s) => !handedTo[s.service])
+        .map((s) => `${s.service} (${s.ips.join(', ')})`);
+      event(
+        'Warning',
+        'L2HandoverUnconfirmed',
+        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); still watching`,
+      );
+      mem = { ...mem, warnedUnconfirmed: true };
+    }
+    return { mem, actions };
+  }
+  const spec = fenceFor(services, obs.interfaces, []);
+  mem = { ...enter(mem, 'fenced', now), fence: spec, confirmed: obs.crd };
+  ensureFenceInto(actions, obs, spec);
+  const fenceText = fenceIsEmpty(spec)
+    ? 'nothing to fence'
+    : `fence installed on ${spec.interfaces.join(', ')}`;
+  if (services.length === 0)
+    event('Normal', 'L2HandoverDone', `no VIPs announced here; exclude label set; ${fenceText}`);
+  else if (obs.crd)
+    event('Normal', 'L2HandoverDone', `${handedSummary(services, handedTo)} in ${took}; ${fenceText}`);
+  else
+    event(
+      'Normal',
+      'L2HandoverUnconfirmedFence',
+      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
+    );
+  return { mem, actions };
+}
+
+function ensureFenceInto(actions: L2Action[], obs: L2Observation, spec: FenceSpec): void {
+  if (fenceIsEmpty(spec)) {
+    if (obs.fence) actions.push({ kind: 'unfence' });
+  } else if (!obs.fence || JSON.stringify(obs.fence) !== JSON.stringify(spec)) {
+    actions.push({ kind: 'fence', spec });
+  }
+}
+
+/** Phases in which step() depends on time passing (the edge ticks while in them). */
+export function needsTick(
+  mem: L2Memory,
+  obs: Pick<L2Observation, 'draining' | 'terminating' | 'apiDownSince'>,
+): boolean {
+  const want = obs.draining || obs.terminating;
+  if (want && obs.apiDownSince !== undefined && mem.phase !== 'failsafe-fenced') return true;
+  return mem.phase === 'labelled' || mem.phase === 'awaiting-confirmation';
+}
+
+/** The handover is as far as it goes (for /prestop): fenced, refused, or given up. */
+export function settled(mem: L2Memory): boolean {
+  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded;
+}
+
+// --- resumption: what the Node annotation and the nft table say after a restart -----------
+
+export interface L2Status {
+  phase: L2Phase;
+  since: string;
+  handoverStartedAt?: string;
+  vips: string[];
+  services: ServiceVips[];
+  handedTo: Record<string, string>;
+  fenced: boolean;
+  failsafe: boolean;
+  interfaces: string[];
+  stranded?: boolean;
+  observeOnly?: boolean;
+}
+
+export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
+  return {
+    phase: mem.phase,
+    since: new Date(mem.since).toISOString(),
+    ...(mem.handoverStartedAt !== undefined
+      ? { handoverStartedAt: new Date(mem.handoverStartedAt).toISOString() }
+      : {}),
+    vips: vipsOf(mem.services),
+    services: mem.services,
+    handedTo: mem.handedTo,
+    fenced:
+      mem.fence !== undefined &&
+      !fenceIsEmpty(mem.fence) &&
+      (mem.phase === 'fenced' || mem.phase === 'failsafe-fenced'),
+    failsafe: mem.phase === 'failsafe-fenced',
+    interfaces: mem.fence?.interfaces ?? [],
+    ...(mem.stranded ? { stranded: true } : {}),
+    ...(observeOnly ? { observeOnly: true } : {}),
+  };
+}
+
+export function parseStatus(text: string | undefined): L2Status | undefined {
+  if (!text) return undefined;
+  try {
+    const s = JSON.parse(text) as L2Status;
+    return L2_PHASES.includes(s.phase) ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Memory rebuilt on start from the Node annotation and the installed fence. */
+export function resume(status: L2Status | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
+  const mem = initialMemory(now);
+  const t = (iso: string | undefined) => {
+    const n = iso ? Date.parse(iso) : Number.NaN;
+    return Number.isNaN(n) ? undefined : n;
+  };
+  const services = status?.services ?? [];
+  const fromFence = (f: FenceSpec): ServiceVips[] =>
+    services.length > 0 ? services : [{ service: '(from fence)', ips: [...f.vips4, ...f.vips6] }];
+  if (fence) {
+    const failsafe = fence.memberlistPorts.length > 0;
+    return {
+      ...mem,
+      phase: failsafe ? 'failsafe-fenced' : 'fenced',
+      since: t(status?.since) ?? now,
+      handoverStartedAt: t(status?.handoverStartedAt) ?? now,
+      services: fromFence(fence),
+      handedTo: status?.handedTo ?? {},
+      fence,
+      confirmed: !failsafe && status?.phase === 'fenced',
+    };
+  }
+  if (status && (status.phase === 'labelled' || status.phase === 'awaiting-confirmation')) {
+    return {
+      ...mem,
+      phase: 'labelled',
+      since: t(status.since) ?? now,
+      handoverStartedAt: t(status.handoverStartedAt) ?? now,
+      services,
+    };
+  }
+  return mem;
+}
+
+// --- who else could announce (never strand a VIP) ------------------------------------------
+
+/**
+ * Nodes other than `self` where a speaker of the same DaemonSet runs (every node when the own
+ * pod has no controller) and that MetalLB would consider: schedulable, no exclude label,
+ * Ready, network available. L2Advertisement node selectors are not evaluated.
+ */
+export function otherCandidates(
+  nodes: Node[],
+  speakerPods: Pod[],
+  self: string,
+  ownerUid: string | undefined,
+): string[] {
+  const speakerNodes = ownerUid
+    ? new Set(
+        speakerPods
+          .filter((p) => !p.metadata?.deletionTimestamp)
+          .filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === ownerUid))
+          .map((p) => p.spec?.nodeName),
+      )
+    : undefined;
+  return nodes
+    .filter((n) => {
+      const name = n.metadata?.name ?? '';
+      if (!name || name === self) return false;
+      if (speakerNodes && !speakerNodes.has(name)) return false;
+      if (n.spec?.unschedulable) return false;
+      if (n.metadata?.labels && EXCLUDE_LABEL in n.metadata.labels) return false;
+      const cond = (type: string) => n.status?.conditions?.find((c) => c.type === type)?.status;
+      if (cond('Ready') !== 'True') return false;
+      if (cond('NetworkUnavailable') === 'True') return false;
+      return true;
+    })
+    .map((n) => n.metadata?.name ?? '')
+    .sort();
+}

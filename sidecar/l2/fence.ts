@@ -1,0 +1,202 @@
+// The on-the-wire fence, pure: renders the nft transaction and reads the installed state back.
+// MetalLB answers ARP from an AF_PACKET socket, which arp/ip output hooks never see; a netdev
+// egress hook (Linux >= 5.16) does. NDP goes out through a raw ICMPv6 socket, so an inet output
+// hook sees it, but the VIP is the ICMPv6 target (body), matched as raw payload because Debian
+// 12's nft 1.0.6 has no `icmpv6 taddr`.
+import { isIPv4, isIPv6 } from 'node:net';
+
+export const FENCE_TABLE = 'drainguard';
+
+export interface FenceSpec {
+  vips4: string[];
+  vips6: string[];
+  /** Interfaces whose egress drops ARP from the VIPs. */
+  interfaces: string[];
+  /** Memberlist ports cut on output (fail-safe only); empty = no cut. */
+  memberlistPorts: number[];
+}
+
+const IFNAME = /^[A-Za-z][A-Za-z0-9_.-]{0,14}$/;
+
+/** Rejects anything that could not be spliced safely into an nft script. */
+export function validateFence(spec: FenceSpec): string[] {
+  const problems: string[] = [];
+  for (const v of spec.vips4)
+    if (!isIPv4(v)) problems.push(`vips4: ${JSON.stringify(v)} is not an IPv4 address`);
+  for (const v of spec.vips6)
+    if (!isIPv6(v)) problems.push(`vips6: ${JSON.stringify(v)} is not an IPv6 address`);
+  for (const i of spec.interfaces)
+    if (!IFNAME.test(i))
+      problems.push(`interfaces: ${JSON.stringify(i)} is not an interface name (letters, digits, _ . -)`);
+  for (const p of spec.memberlistPorts)
+    if (!Number.isInteger(p) || p < 1 || p > 65535)
+      problems.push(`memberlistPorts: ${p} is not a port 1-65535`);
+  return problems;
+}
+
+/** Canonical, sorted, de-duplicated: two specs that mean the same fence compare equal. */
+export function normalizeFence(spec: FenceSpec): FenceSpec {
+  const uniq = <T>(xs: T[], cmp?: (a: T, b: T) => number) => [...new Set(xs)].sort(cmp);
+  return {
+    vips4: uniq(spec.vips4),
+    vips6: uniq(spec.vips6.map((v) => hexToIpv6(ipv6ToHex(v)))),
+    interfaces: uniq(spec.interfaces),
+    memberlistPorts: uniq(spec.memberlistPorts, (a, b) => a - b),
+  };
+}
+
+export function sameFence(a: FenceSpec | undefined, b: FenceSpec | undefined): boolean {
+  if (!a || !b) return a === b;
+  return JSON.stringify(normalizeFence(a)) === JSON.stringify(normalizeFence(b));
+}
+
+export function fenceIsEmpty(spec: FenceSpec): boolean {
+  return (
+    (spec.vips4.length === 0 || spec.interfaces.length === 0) &&
+    spec.vips6.length === 0 &&
+    spec.memberlistPorts.length === 0
+  );
+}
+
+/** 2001:db8::10 -> 0x20010db8000000000000000000000010 (the form a typeof @th,64,128 set takes). */
+export function ipv6ToHex(addr: string): string {
+  if (!isIPv6(addr)) throw new Error(`not an IPv6 address: ${addr}`);
+  let text = addr;
+  // An embedded IPv4 tail (::ffff:192.0.2.1) becomes two hextets.
+  const v4 = text.match(/(\d+\.\d+\.\d+\.\d+)$/);
+  if (v4?.[1]) {
+    const o = v4[1].split('.').map(Number) as [number, number, number, number];
+    text =
+      text.slice(0, -v4[1].length) +
+      `${((o[0] << 8) | o[1]).toString(16)}:${((o[2] << 8) | o[3]).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const fill = tail === undefined ? [] : Array(8 - h.length - t.length).fill('0');
+  return `0x${[...h, ...fill, ...t].map((x) => x.padStart(4, '0')).join('')}`;
+}
+
+/** The reverse, in RFC 5952 form (longest zero run compressed). */
+export function hexToIpv6(hex: string): string {
+  const digits = hex.replace(/^0x/i, '').padStart(32, '0');
+  if (!/^[0-9a-fA-F]{32}$/.test(digits)) throw new Error(`not a 128-bit hex value: ${hex}`);
+  const groups = Array.from({ length: 8 }, (_, i) => Number.parseInt(digits.slice(i * 4, i * 4 + 4), 16));
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hexes = groups.map((g) => g.toString(16));
+  if (best < 0) return hexes.join(':');
+  return `${hexes.slice(0, best).join(':')}::${hexes.slice(best + bestLen).join(':')}`;
+}
+
+const REMOVE = [
+  // "add" makes the delete safe when the table is absent: one transaction, no error either way.
+  `table netdev ${FENCE_TABLE} {}`,
+  `delete table netdev ${FENCE_TABLE}`,
+  `table inet ${FENCE_TABLE} {}`,
+  `delete table inet ${FENCE_TABLE}`,
+];
+
+/**
+ * One `nft -f -` transaction that replaces whatever drainguard had with exactly this fence,
+ * so re-running it (after a restart, or with more VIPs) never duplicates a rule.
+ */
+export function renderFence(input: FenceSpec): string {
+  const problems = validateFence(input);
+  if (problems.length > 0) throw new Error(`invalid fence: ${problems.join('; ')}`);
+  const spec = normalizeFence(input);
+  const lines = [...REMOVE];
+  if (spec.vips4.length > 0 && spec.interfaces.length > 0) {
+    lines.push(`table netdev ${FENCE_TABLE} {`);
+    lines.push(`  set vip4 { type ipv4_addr; elements = { ${spec.vips4.join(', ')} } }`);
+    for (const dev of spec.interfaces) {
+      lines.push(`  chain egress-${dev} {`);
+      lines.push(`    type filter hook egress device "${dev}" priority 0; policy accept;`);
+      // Replies and gratuitous ARP (sent by MetalLB as request and reply) all carry the VIP as sender.
+      lines.push('    arp saddr ip @vip4 counter drop');
+      lines.push('  }');
+    }
+    lines.push('}');
+  }
+  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0) {
+    lines.push(`table inet ${FENCE_TABLE} {`);
+    if (spec.vips6.length > 0) {
+      lines.push(`  set vip6 { typeof @th,64,128; elements = { ${spec.vips6.map(ipv6ToHex).join(', ')} } }`);
+      lines.push('  chain output {');
+      lines.push('    type filter hook output priority 0; policy accept;');
+      // The ND target address sits 8 bytes into the ICMPv6 header.
+      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @vip6 counter drop');
+      lines.push('  }');
+    }
+    if (spec.memberlistPorts.length > 0) {
+      lines.push(`  set memberlist { type inet_service; elements = { ${spec.memberlistPorts.join(', ')} } }`);
+      lines.push('  chain memberlist {');
+      lines.push('    type filter hook output priority 0; policy accept;');
+      // Silence this speaker towards its peers so they declare it dead and re-elect without it.
+      lines.push('    meta l4proto { tcp, udp } th dport @memberlist counter drop');
+      lines.push('    meta l4proto { tcp, udp } th sport @memberlist counter drop');
+      lines.push('  }');
+    }
+    lines.push('}');
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** The transaction that removes the fence (a no-op when none is installed). */
+export function renderUnfence(): string {
+  return `${REMOVE.join('\n')}\n`;
+}
+
+type NftItem = Record<string, Record<string, unknown>>;
+
+/** Table families present, from `nft -j list tables`. */
+export function fenceTablesIn(listTablesJson: string): ('netdev' | 'inet')[] {
+  const doc = JSON.parse(listTablesJson) as { nftables?: NftItem[] };
+  const out = new Set<'netdev' | 'inet'>();
+  for (const item of doc.nftables ?? []) {
+    const t = item.table as { family?: string; name?: string } | undefined;
+    if (t?.name === FENCE_TABLE && (t.family === 'netdev' || t.family === 'inet')) out.add(t.family);
+  }
+  return [...out].sort() as ('netdev' | 'inet')[];
+}
+
+const elems = (set: Record<string, unknown>): unknown[] => (Array.isArray(set.elem) ? set.elem : []);
+
+/**
+ * Reads drainguard's fence back from `nft -j list table …` outputs (any order). Returns
+ * undefined when no drainguard table exists. Interface names come from the chain names.
+ */
+export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
+  let found = false;
+  const spec: FenceSpec = { vips4: [], vips6: [], interfaces: [], memberlistPorts: [] };
+  for (const text of listTableJsons) {
+    const doc = JSON.parse(text) as { nftables?: NftItem[] };
+    for (const item of doc.nftables ?? []) {
+      const table = item.table as { name?: string } | undefined;
+      if (table?.name === FENCE_TABLE) found = true;
+      const set = item.set as Record<string, unknown> | undefined;
+      if (set && set.table === FENCE_TABLE) {
+        if (set.name === 'vip4') spec.vips4.push(...elems(set).map(String));
+        if (set.name === 'vip6') spec.vips6.push(...elems(set).map((e) => hexToIpv6(String(e))));
+        if (set.name === 'memberlist') spec.memberlistPorts.push(...elems(set).map(Number));
+      }
+      const chain = item.chain as { table?: string; name?: string; hook?: string } | undefined;
+      if (chain?.table === FENCE_TABLE && chain.hook === 'egress' && chain.name?.startsWith('egress-'))
+        spec.interfaces.push(chain.name.slice('egress-'.length));
+    }
+  }
+  return found ? normalizeFence(spec) : undefined;
+}

@@ -1,0 +1,109 @@
+// `drainguard status`: the L2 handover state of every node, as the sidecars publish it in the
+// Node annotation drainguard.io/l2-handover. Formatting is pure; run() is the I/O edge.
+import type { Node } from '../../shared/kube/types.ts';
+import {
+  EXCLUDE_LABEL,
+  type L2Status,
+  LABEL_OWNED_ANNOTATION,
+  parseStatus,
+  STATUS_ANNOTATION,
+} from './core.ts';
+
+export interface NodeRow {
+  node: string;
+  cordoned: boolean;
+  excludeLabel: 'none' | 'drainguard' | 'pre-existing';
+  status: L2Status | undefined;
+}
+
+export function rowsOf(nodes: Node[]): NodeRow[] {
+  return nodes
+    .map((n) => {
+      const labels = n.metadata?.labels ?? {};
+      const annotations = n.metadata?.annotations ?? {};
+      const label: NodeRow['excludeLabel'] = !(EXCLUDE_LABEL in labels)
+        ? 'none'
+        : annotations[LABEL_OWNED_ANNOTATION] === 'true'
+          ? 'drainguard'
+          : 'pre-existing';
+      return {
+        node: n.metadata?.name ?? '',
+        cordoned: Boolean(n.spec?.unschedulable),
+        excludeLabel: label,
+        status: parseStatus(annotations[STATUS_ANNOTATION]),
+      };
+    })
+    .sort((a, b) => a.node.localeCompare(b.node));
+}
+
+export function formatRows(rows: NodeRow[], now: number): string {
+  const header = ['NODE', 'CORDONED', 'EXCLUDE-LABEL', 'L2-PHASE', 'SINCE', 'VIPS', 'HANDED-TO', 'FENCE'];
+  const ago = (iso: string | undefined) => {
+    const t = iso ? Date.parse(iso) : Number.NaN;
+    if (Number.isNaN(t)) return '-';
+    const s = Math.max(0, Math.round((now - t) / 1000));
+    return s < 120 ? `${s}s` : s < 7200 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
+  };
+  const table = rows.map((r) => {
+    const s = r.status;
+    const phase = s
+      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}`
+      : '-';
+    const handed = s ? [...new Set(Object.values(s.handedTo))].join(',') || '-' : '-';
+    const fence = s?.fenced ? `${s.failsafe ? 'fail-safe ' : ''}${s.interfaces.join(',')}` : '-';
+    return [
+      r.node,
+      r.cordoned ? 'yes' : 'no',
+      r.excludeLabel,
+      phase,
+      ago(s?.since),
+      s?.vips.join(',') || '-',
+      handed,
+      fence,
+    ];
+  });
+  const all = [header, ...table];
+  const widths = header.map((_, i) => Math.max(...all.map((row) => (row[i] ?? '').length)));
+  return `${all
+    .map((row) =>
+      row
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(
+      'Usage: drainguard status [--kubeconfig PATH] [--json] [NODE...]\n\n' +
+        "Shows the L2 handover state each node's sidecar publishes (annotation drainguard.io/l2-handover).\n",
+    );
+    return 0;
+  }
+  let kubeconfig: string | undefined;
+  let json = false;
+  const names: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--json') json = true;
+    else if (a === '--kubeconfig') kubeconfig = argv[++i];
+    else if (a.startsWith('--kubeconfig=')) kubeconfig = a.slice('--kubeconfig='.length);
+    else if (a.startsWith('-')) {
+      process.stderr.write(`drainguard status: unknown option ${a}; options are --kubeconfig PATH, --json\n`);
+      return 2;
+    } else names.push(a);
+  }
+  const { resolveTarget } = await import('../../shared/kube/config.ts');
+  const { KubeClient } = await import('../../shared/kube/client.ts');
+  const client = new KubeClient(await resolveTarget(kubeconfig), { userAgent: 'drainguard-status' });
+  try {
+    const list = await client.get<{ items?: Node[] }>('/api/v1/nodes', { retries: 2, timeoutMs: 10_000 });
+    const rows = rowsOf(list.items ?? []).filter((r) => names.length === 0 || names.includes(r.node));
+    process.stdout.write(json ? `${JSON.stringify(rows, null, 2)}\n` : formatRows(rows, Date.now()));
+    return 0;
+  } finally {
+    client.close();
+  }
+}

@@ -1,0 +1,143 @@
+// make bench-l2: who answers ARP for the VIP, probed from the client every 50 ms, through four
+// scenarios in one run (one world: API server, 3 speaker nodes, a client):
+//   1. with drainguard, cordon the owner;
+//   2. the frozen-API owner (its speaker stopped seeing the API) with drainguard, cordon it;
+//   A. baseline: cordon the owner without drainguard (MetalLB >= 0.15 ignores cordon);
+//   B. baseline: kill the owner's speaker (no leave): peers fall back to failure detection.
+// All times count from the cordon (or the kill). Last line: one JSON object.
+import type { ChildProcess } from 'node:child_process';
+import { waitFor } from '../../../shared/clock.ts';
+import { EXCLUDE_LABEL } from '../../../sidecar/l2/core.ts';
+import { createL2World, killWait, type L2World, type ProbeRound } from './world.ts';
+
+const INTERVAL_MS = 50;
+const WINDOW_MS = 8_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+const note = (msg: string) => process.stderr.write(`[bench-l2] ${msg}\n`);
+
+const rounds: ProbeRound[] = [];
+let probe: ChildProcess | undefined;
+
+function window(from: number, to: number): ProbeRound[] {
+  return rounds.filter((r) => r.t >= from && r.t < to);
+}
+
+async function settle(w: L2World, withSidecars: boolean): Promise<void> {
+  for (const n of w.nodes) await w.cordon(n.name, false);
+  if (withSidecars)
+    for (const n of w.nodes)
+      await waitFor(
+        `${n.name} idle`,
+        async () => {
+          const node = await w.getNode(n.name);
+          const fence = await n.exec(['nft', 'list', 'table', 'netdev', 'drainguard']);
+          return !(EXCLUDE_LABEL in (node.metadata?.labels ?? {})) && fence.code !== 0;
+        },
+        { timeoutMs: 30_000 },
+      );
+  const owner = w.bed.node(w.initialOwner).mac;
+  await waitFor(
+    'only the initial owner answers',
+    () => {
+      const last = rounds.slice(-10);
+      return last.length === 10 && last.every((r) => r.macs.length === 1 && r.macs[0] === owner);
+    },
+    { timeoutMs: 30_000 },
+  );
+}
+
+interface Scenario {
+  newOwnerS: number | undefined;
+  dualS: number;
+  noneS: number;
+  ownerSilentS: number | undefined;
+  movedAway: boolean;
+}
+
+function analyse(w: L2World, t0: number, to: number, newOwner: string): Scenario {
+  const win = window(t0, to);
+  const ownerMac = w.bed.node(w.initialOwner).mac;
+  const newMac = w.bed.node(newOwner).mac;
+  const firstNew = win.find((r) => r.macs.includes(newMac));
+  const lastOwner = [...win].reverse().find((r) => r.macs.includes(ownerMac));
+  const sec = (n: number) => (n * INTERVAL_MS) / 1000;
+  return {
+    newOwnerS: firstNew ? (firstNew.t - t0) / 1000 : undefined,
+    dualS: sec(win.filter((r) => new Set(r.macs).size >= 2).length),
+    noneS: sec(win.filter((r) => r.macs.length === 0).length),
+    ownerSilentS: lastOwner ? (lastOwner.t + INTERVAL_MS - t0) / 1000 : 0,
+    movedAway: win.some((r) => r.macs.some((m) => m !== ownerMac)),
+  };
+}
+
+const w = await createL2World();
+try {
+  const names = w.nodes.map((n) => n.name);
+  const a = w.initialOwner;
+  const b = w.ownerAmong(names.filter((n) => n !== a));
+  note(`VIP ${w.vip}: owner ${a}, next ${b}`);
+  for (const n of names) await w.startSpeaker(n);
+  for (const n of names) await w.startSidecar(n);
+  probe = w.startProbe(INTERVAL_MS, (r) => rounds.push(r));
+  await settle(w, true);
+
+  // 1. with drainguard
+  let t0 = Date.now();
+  await w.cordon(a, true);
+  await sleep(WINDOW_MS);
+  const withDg = analyse(w, t0, t0 + WINDOW_MS, b);
+  note(`with drainguard: ${JSON.stringify(withDg)}`);
+  await settle(w, true);
+
+  // 2. frozen-API owner, with drainguard
+  w.speakers.get(a)?.send('freeze');
+  await sleep(300);
+  t0 = Date.now();
+  await w.cordon(a, true);
+  await sleep(WINDOW_MS);
+  const frozen = analyse(w, t0, t0 + WINDOW_MS, b);
+  note(`frozen-API owner with drainguard: ${JSON.stringify(frozen)}`);
+  w.speakers.get(a)?.send('unfreeze');
+  await settle(w, true);
+
+  // Baselines: no drainguard.
+  for (const n of names) await w.stopSidecar(n, 'SIGKILL');
+  // A. cordon without drainguard
+  t0 = Date.now();
+  await w.cordon(a, true);
+  await sleep(5_000);
+  const baseA = analyse(w, t0, t0 + 5_000, b);
+  note(`baseline cordon: ${JSON.stringify(baseA)}`);
+  await settle(w, false);
+
+  // B. the owner's speaker crashes (SIGKILL: no memberlist leave)
+  t0 = Date.now();
+  await w.stopSpeaker(a, 'SIGKILL');
+  await waitFor(
+    'a peer answers after the crash',
+    () => window(t0, Date.now()).some((r) => r.macs.length > 0),
+    {
+      timeoutMs: 60_000,
+    },
+  );
+  await sleep(1_000);
+  const baseB = analyse(w, t0, Date.now(), b);
+  note(`baseline crash: ${JSON.stringify(baseB)}`);
+
+  const result = {
+    bench: 'l2',
+    new_owner_after_cordon_s: withDg.newOwnerS === undefined ? null : round3(withDg.newOwnerS),
+    dual_answer_s: round3(withDg.dualS + frozen.dualS),
+    no_answer_s: round3(withDg.noneS + frozen.noneS),
+    stale_api_silenced_s: frozen.ownerSilentS === undefined ? null : round3(frozen.ownerSilentS),
+    baseline_crash_no_answer_s: round3(baseB.noneS),
+    baseline_cordon_moved: baseA.movedAway,
+    probe_interval_ms: INTERVAL_MS,
+    frozen_new_owner_after_cordon_s: frozen.newOwnerS === undefined ? null : round3(frozen.newOwnerS),
+  };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} finally {
+  if (probe) await killWait(probe, 'SIGKILL');
+  await w.destroy();
+}

@@ -1,0 +1,111 @@
+// make bench-sidecar: the sidecar as it ships (dist/drainguard.mjs, with the node flags it is
+// launched with) against a local control plane: time to /readyz, RSS after 10 s idle, next to
+// a bare `node -e` measured in the same run. Last line: one JSON object.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { waitFor } from '../../../shared/clock.ts';
+import { startControlPlane } from '../../lib/control-plane.ts';
+
+/** The flags the sidecar container runs node with (docs/l2-handover.md, "Footprint"). */
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1', '--max-old-space-size=64'];
+// BENCH_NODE_FLAGS="" measures without them (for comparison).
+const flags =
+  process.env.BENCH_NODE_FLAGS === undefined
+    ? SIDECAR_NODE_FLAGS
+    : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
+const IDLE_MS = 10_000;
+const ROOT = new URL('../../../', import.meta.url).pathname;
+const bundle = `${ROOT}dist/drainguard.mjs`;
+if (!existsSync(bundle)) throw new Error(`${bundle} missing: run make build first`);
+const note = (msg: string) => process.stderr.write(`[bench-sidecar] ${msg}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const rssMiB = (pid: number) => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+};
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+const stop = (p: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (p.exitCode !== null) return resolve();
+    p.once('exit', () => resolve());
+    p.kill('SIGKILL');
+  });
+
+// Own state dir: see world.ts (reapLeftovers race on drainguard-cp-* dirs).
+const cpDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'drainguard-l2-'));
+const cp = await startControlPlane({ dir: cpDir });
+const client = cp.client();
+let sidecar: ChildProcess | undefined;
+let bare: ChildProcess | undefined;
+try {
+  await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'bench-node' } });
+  await client.create('/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: 'metallb-system' },
+  });
+  await client.create('/api/v1/namespaces/metallb-system/pods', {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'speaker-bench', namespace: 'metallb-system' },
+    spec: { nodeName: 'bench-node', containers: [{ name: 'speaker', image: 'metallb/speaker' }] },
+  });
+  const port = await freePort();
+  bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  const t0 = performance.now();
+  sidecar = spawn(process.execPath, [...flags, bundle, 'sidecar'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      PATH: process.env.PATH,
+      KUBECONFIG: cp.kubeconfigPath,
+      DRAINGUARD_PROFILE: 'metallb-speaker',
+      DRAINGUARD_FEATURES: 'l2-handover',
+      DRAINGUARD_POD_NAME: 'speaker-bench',
+      DRAINGUARD_POD_NAMESPACE: 'metallb-system',
+      DRAINGUARD_NODE_NAME: 'bench-node',
+      DRAINGUARD_PORT: String(port),
+      DRAINGUARD_BIND_ADDRESS: '127.0.0.1',
+      // Nothing will be changed (the node is never cordoned); observe-only makes sure of it.
+      DRAINGUARD_OBSERVE_ONLY: 'true',
+    },
+  });
+  const proc = sidecar;
+  await waitFor(
+    'sidecar /readyz',
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`sidecar exited with ${proc.exitCode}`);
+      return (await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(500) })).ok;
+    },
+    { timeoutMs: 30_000, intervalMs: 10 },
+  );
+  const readyS = (performance.now() - t0) / 1000;
+  note(`ready after ${readyS.toFixed(3)} s; idling ${IDLE_MS / 1000} s`);
+  await sleep(IDLE_MS);
+  const rss = rssMiB(proc.pid ?? 0);
+  const bareRss = rssMiB(bare.pid ?? 0);
+  process.stdout.write(
+    `${JSON.stringify({
+      bench: 'sidecar',
+      rss_mib: Math.round(rss * 10) / 10,
+      bare_node_rss_mib: Math.round(bareRss * 10) / 10,
+      ready_s: Math.round(readyS * 1000) / 1000,
+      node_flags: flags.join(' '),
+    })}\n`,
+  );
+} finally {
+  if (sidecar) await stop(sidecar);
+  if (bare) await stop(bare);
+  client.close();
+  await cp.stop();
+  rmSync(cpDir, { recursive: true, force: true });
+}

@@ -1,0 +1,98 @@
+// The nft fence on a real kernel: what it drops on the wire, what it lets through, and that
+// applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { parseFence, renderFence, renderUnfence } from '../../../sidecar/l2/fence.ts';
+import { createNamespace, type Netns } from '../../lib/netns.ts';
+
+const WIRE = new URL('../../sim/speaker/wire.py', import.meta.url).pathname;
+
+describe('nft fence on the wire', () => {
+  let ns: Netns & { destroy(): Promise<void> };
+  const nft = (args: string[], input?: string) =>
+    ns.run(['nft', ...args], input === undefined ? {} : { input });
+  /** Frames seen on the far end of the veth while `send` runs. */
+  const seen = async (filter: string, send: () => Promise<unknown>) => {
+    const cap = ns.spawn(['tcpdump', '-l', '-n', '-i', 'peer0', '-c', '50', filter], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    let out = '';
+    cap.stdout?.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    // tcpdump prints nothing until it captures: give it time to attach, then send twice.
+    await new Promise((r) => setTimeout(r, 700));
+    await send();
+    await send();
+    await new Promise((r) => setTimeout(r, 500));
+    cap.kill('SIGKILL');
+    return out.split('\n').filter((l) => l.trim() !== '').length;
+  };
+  const counters = async () => {
+    const text = await nft(['list', 'ruleset']);
+    return [...text.matchAll(/counter packets (\d+)/g)].map((m) => Number(m[1]));
+  };
+
+  before(async () => {
+    ns = await createNamespace('fence');
+    await ns.run(['ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
+    await ns.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+    for (const dev of ['eth0', 'peer0']) await ns.run(['ip', 'link', 'set', dev, 'up']);
+    await ns.run(['ip', 'addr', 'add', '192.0.2.1/24', 'dev', 'eth0']);
+    await ns.run(['ip', 'addr', 'add', '2001:db8::1/64', 'dev', 'eth0', 'nodad']);
+  });
+  after(async () => {
+    await ns?.destroy();
+  });
+
+  test('ARP (reply and gratuitous) from a VIP and NAs for a VIPv6 are dropped; others pass', async () => {
+    const garp = (vip: string) => ns.run(['python3', WIRE, 'send-garp', 'eth0', vip]);
+    const na = (target: string) => ns.run(['python3', WIRE, 'send-na', 'eth0', target]);
+    assert.ok((await seen('arp', () => garp('192.0.2.10'))) >= 2, 'without a fence the GARP is on the wire');
+    const spec = {
+      vips4: ['192.0.2.10'],
+      vips6: ['2001:db8::10'],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    };
+    await nft(['-f', '-'], renderFence(spec));
+    assert.equal(await seen('arp', () => garp('192.0.2.10')), 0, 'fenced VIP: no ARP on the wire');
+    assert.ok((await seen('arp', () => garp('192.0.2.11'))) >= 2, 'another address still announces');
+    assert.equal(await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::10')), 0, 'fenced VIPv6: no NA');
+    assert.ok((await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::11'))) >= 1, 'other NAs pass');
+    const c = await counters();
+    assert.ok(
+      c.some((n) => n >= 4),
+      `the ARP drop counter counted request+reply twice: ${c}`,
+    );
+    // Applying the same fence again replaces it: one table, one rule, state read back equal.
+    await nft(['-f', '-'], renderFence(spec));
+    const ruleset = await nft(['list', 'ruleset']);
+    assert.equal((ruleset.match(/arp saddr ip @vip4/g) ?? []).length, 1);
+    const tables = JSON.parse(await nft(['-j', 'list', 'tables'])) as { nftables: { table?: unknown }[] };
+    assert.equal(tables.nftables.filter((i) => i.table).length, 2);
+    const back = parseFence([
+      await nft(['-j', 'list', 'table', 'netdev', 'drainguard']),
+      await nft(['-j', 'list', 'table', 'inet', 'drainguard']),
+    ]);
+    assert.deepEqual(back, { ...spec, vips6: ['2001:db8::10'] });
+    await nft(['-f', '-'], renderUnfence());
+    await nft(['-f', '-'], renderUnfence());
+    assert.equal((await nft(['list', 'ruleset'])).trim(), '');
+  });
+
+  test('fail-safe memberlist cut drops TCP and UDP on the speaker port, only that port', async () => {
+    await nft(['-f', '-'], renderFence({ vips4: [], vips6: [], interfaces: [], memberlistPorts: [7946] }));
+    const udp = (port: number) =>
+      ns.run([
+        'python3',
+        '-c',
+        `import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);\ntry: s.sendto(b"x",("192.0.2.2",${port}))\nexcept PermissionError: pass`,
+      ]);
+    // 192.0.2.2 is on-link via eth0; resolve it to a static neighbour so the datagram leaves at once.
+    await ns.run(['ip', 'neigh', 'replace', '192.0.2.2', 'lladdr', '02:00:00:00:00:02', 'dev', 'eth0']);
+    assert.equal(await seen('udp port 7946', () => udp(7946)), 0);
+    assert.ok((await seen('udp port 7947', () => udp(7947))) >= 1);
+    await nft(['-f', '-'], renderUnfence());
+  });
+});

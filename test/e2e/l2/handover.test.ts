@@ -1,0 +1,361 @@
+// L2 handover end to end: real API server, real network namespaces, speaker simulators on the
+// wire, the drainguard sidecar running in each node namespace as it would in a speaker pod.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { waitFor } from '../../../shared/clock.ts';
+import type { KubeObject } from '../../../shared/kube/types.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { sh } from '../../lib/netns.ts';
+import { createL2World, type L2World, METALLB_NS, macsIn } from './world.ts';
+
+const T = { timeoutMs: 20_000, intervalMs: 50 };
+
+describe('L2 handover (metallb-speaker profile)', () => {
+  let w: L2World;
+  let names: string[];
+  const mac = (n: string) => w.bed.node(n).mac;
+  const status = async (n: string) =>
+    JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+      phase?: string;
+      vips?: string[];
+      handedTo?: Record<string, string>;
+      failsafe?: boolean;
+    };
+  const arpRules = async (n: string) => {
+    const r = await w.bed.node(n).exec(['nft', 'list', 'ruleset']);
+    return (r.stdout.match(/arp saddr ip @vip4/g) ?? []).length;
+  };
+  const hasFenceTable = async (n: string) =>
+    (await w.bed.node(n).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;
+  const answeredOnlyBy = async (n: string) => {
+    await waitFor(
+      `only ${n} answers ARP for the VIP`,
+      async () => {
+        const rounds = await w.probe(6);
+        const macs = macsIn(rounds);
+        return rounds.every((r) => r.macs.length === 1) && macs.length === 1 && macs[0] === mac(n);
+      },
+      T,
+    );
+  };
+  const events = async (reason: string) => {
+    const list = await w.client.get<{ items: (KubeObject & { reason?: string; message?: string })[] }>(
+      '/api/v1/namespaces/default/events',
+    );
+    return list.items.filter((e) => e.reason === reason).map((e) => e.message ?? '');
+  };
+  /** Back to the start: uncordoned, no label, no fence, the initial owner answering. */
+  const settleIdle = async () => {
+    for (const n of names) {
+      await w.cordon(n, false);
+      await waitFor(
+        `${n} back to idle`,
+        async () => {
+          const node = await w.getNode(n);
+          return !(EXCLUDE_LABEL in (node.metadata?.labels ?? {})) && !(await hasFenceTable(n));
+        },
+        T,
+      );
+    }
+    await answeredOnlyBy(w.initialOwner);
+    await waitFor(
+      'only the initial owner has a ServiceL2Status',
+      async () => {
+        const st = await w.l2Statuses();
+        return st.length === 1 && st[0]?.node === w.initialOwner;
+      },
+      T,
+    );
+  };
+
+  before(async () => {
+    w = await createL2World();
+    names = w.nodes.map((n) => n.name);
+    for (const n of names) await w.startSpeaker(n);
+    for (const n of names) await w.startSidecar(n);
+    await answeredOnlyBy(w.initialOwner);
+  });
+  after(async () => {
+    await w?.destroy();
+  });
+
+  test('cordon: label, handover confirmed by the new owner, then fence; ARP answered only by the new owner', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.cordon(a, true);
+    await waitFor(
+      'exclude label added and owned',
+      async () => {
+        const md = (await w.getNode(a)).metadata;
+        return EXCLUDE_LABEL in (md?.labels ?? {}) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true';
+      },
+      T,
+    );
+    await waitFor(
+      'new owner wrote its ServiceL2Status',
+      async () => (await w.l2Statuses()).some((s) => s.node === b),
+      T,
+    );
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    const st = await waitFor(
+      'status annotation says fenced',
+      async () => {
+        const s = await status(a);
+        return s.phase === 'fenced' ? s : undefined;
+      },
+      T,
+    );
+    assert.deepEqual(st.vips, [w.vip]);
+    assert.equal(st.handedTo?.['web/www'], b);
+    await answeredOnlyBy(b);
+    const done = await waitFor('handover Event', async () => (await events('L2HandoverDone')).join('\n'), T);
+    assert.match(
+      done,
+      new RegExp(`VIP ${w.vip.replace(/\./g, '\\.')} handed to ${b} in [0-9.]+ s; fence installed on eth0`),
+    );
+    // `drainguard status` shows it.
+    const cli = await sh([
+      process.execPath,
+      new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
+      'status',
+      '--kubeconfig',
+      w.cp.kubeconfigPath,
+    ]);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(
+      cli.stdout,
+      new RegExp(`${a}\\s+yes\\s+drainguard\\s+fenced\\s+\\S+\\s+${w.vip}\\s+${b}\\s+eth0`),
+    );
+    // /metrics reflect it.
+    const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
+    assert.match(metrics, /drainguard_l2_phase\{phase="fenced"\} 1/);
+
+    // Uncordon: fence removed, then the label; the VIP comes back to its first owner.
+    await w.cordon(a, false);
+    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    await waitFor(
+      'label and ownership annotation removed',
+      async () => {
+        const md = (await w.getNode(a)).metadata;
+        return (
+          !(EXCLUDE_LABEL in (md?.labels ?? {})) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === undefined
+        );
+      },
+      T,
+    );
+    await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
+    await answeredOnlyBy(a);
+  });
+
+  test('kubectl drain --ignore-daemonsets: the speaker pods stay, the VIP moves, uncordon undoes it', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    const drain = await w.cp.kubectl(['drain', a, '--ignore-daemonsets', '--timeout=30s']);
+    assert.equal(drain.code, 0, drain.stderr);
+    assert.match(drain.stderr + drain.stdout, /[Ii]gnoring DaemonSet-managed Pods/);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    await answeredOnlyBy(b);
+    const un = await w.cp.kubectl(['uncordon', a]);
+    assert.equal(un.code, 0, un.stderr);
+    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    await settleIdle();
+  });
+
+  test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.setLabel(a, EXCLUDE_LABEL, '');
+    // MetalLB honours the label at once: the VIP moves and this node announces nothing.
+    await answeredOnlyBy(b);
+    await w.cordon(a, true);
+    const st = await waitFor(
+      'handover settled',
+      async () => {
+        const s = await status(a);
+        return s.phase === 'fenced' ? s : undefined;
+      },
+      T,
+    );
+    assert.deepEqual(st.vips, [], 'nothing announced here, nothing to fence');
+    assert.equal(await hasFenceTable(a), false);
+    assert.equal((await w.getNode(a)).metadata?.annotations?.[LABEL_OWNED_ANNOTATION], undefined);
+    await w.cordon(a, false);
+    await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
+    assert.ok(
+      EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {}),
+      'label drainguard did not add stays',
+    );
+    await w.setLabel(a, EXCLUDE_LABEL, null);
+    await settleIdle();
+  });
+
+  test('sidecar killed mid-handover resumes without a duplicate fence', async () => {
+    const a = w.initialOwner;
+    const others = names.filter((n) => n !== a);
+    const b = w.ownerAmong(others);
+    // Peers stop seeing the API, so nobody confirms while the sidecar is killed and restarted.
+    for (const n of others) w.speakers.get(n)?.send('freeze');
+    await w.cordon(a, true);
+    await waitFor(
+      'labelled, awaiting confirmation',
+      async () => (await status(a)).phase === 'awaiting-confirmation',
+      T,
+    );
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a);
+    assert.equal(await arpRules(a), 0, 'no fence before confirmation');
+    for (const n of others) w.speakers.get(n)?.send('unfreeze');
+    await waitFor('fence installed after resume', async () => (await arpRules(a)) === 1, T);
+    await answeredOnlyBy(b);
+    // Killed again while fenced: the restart reads the fence back and installs nothing twice.
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a);
+    await waitFor('status fenced after restart', async () => (await status(a)).phase === 'fenced', T);
+    const sc = w.sidecars.get(a);
+    assert.ok(
+      sc?.output.some((l) => l.includes('resuming L2 handover')),
+      'logged that it resumed',
+    );
+    assert.equal(await arpRules(a), 1);
+    const tables = await w.nft(a, ['list', 'tables']);
+    assert.equal((tables.match(/table netdev drainguard/g) ?? []).length, 1);
+    await settleIdle();
+  });
+
+  test('a frozen-API speaker on the draining node is silenced on the wire', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    w.speakers.get(a)?.send('freeze');
+    await w.cordon(a, true);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    // The stale speaker still believes it owns the VIP ...
+    assert.deepEqual(w.speakers.get(a)?.announced, [w.vip]);
+    // ... but only the new owner is heard.
+    await answeredOnlyBy(b);
+    w.speakers.get(a)?.send('unfreeze');
+    await settleIdle();
+  });
+
+  test('informers survive an API server restart; handover works after it', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.cp.stopApiServer();
+    await w.cp.startApiServer();
+    await w.cordon(a, true);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    await answeredOnlyBy(b);
+    await settleIdle();
+  });
+
+  test('API server stopped while terminating: fail-safe fence and memberlist cut, peers take over; /prestop answers', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.cp.stopApiServer();
+    try {
+      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+      const summary = (await res.json()) as Record<string, { outcome?: string; fenced?: boolean }>;
+      assert.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+      const ruleset = await w.nft(a, ['list', 'ruleset']);
+      assert.match(ruleset, /th dport @memberlist/);
+      assert.match(ruleset, /arp saddr ip @vip4/);
+      // Peers lose this speaker's heartbeats, declare it dead and re-elect: b answers, a is fenced.
+      await answeredOnlyBy(b);
+    } finally {
+      await w.cp.startApiServer();
+    }
+    // The Warning Event, kept while the API was down, is written once it is back.
+    await waitFor('fail-safe Warning Event', async () => (await events('L2FailsafeFence')).length > 0, T);
+    const podEvents = await w.client.get<{ items: { reason?: string; type?: string }[] }>(
+      `/api/v1/namespaces/${METALLB_NS}/events`,
+    );
+    assert.ok(podEvents.items.some((e) => e.reason === 'L2FailsafeFence' && e.type === 'Warning'));
+    // A restarted sidecar (the old one is terminating for good) finds the fence, sees the API
+    // back and the node schedulable, and undoes it.
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a);
+    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    await settleIdle();
+  });
+
+  test('budget spent unconfirmed: warn, never fence; /prestop reports it', async () => {
+    const a = w.initialOwner;
+    const others = names.filter((n) => n !== a);
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '2' });
+    // Nobody can confirm: the peers' API view is frozen.
+    for (const n of others) w.speakers.get(n)?.send('freeze');
+    try {
+      await w.cordon(a, true);
+      await waitFor(
+        'unconfirmed Warning Event',
+        async () => (await events('L2HandoverUnconfirmed')).length > 0,
+        T,
+      );
+      assert.equal(await hasFenceTable(a), false, 'a dark VIP is worse than a moving one');
+      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
+      const summary = (await res.json()) as Record<string, { outcome?: string }>;
+      assert.equal(summary['l2-handover']?.outcome, 'budget-spent');
+    } finally {
+      for (const n of others) w.speakers.get(n)?.send('unfreeze');
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
+    await settleIdle();
+  });
+
+  test('observe-only: decides and records, but neither labels nor fences', async () => {
+    const a = w.initialOwner;
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_OBSERVE_ONLY: 'true' });
+    try {
+      await w.cordon(a, true);
+      const st = await waitFor(
+        'status records the would-be handover',
+        async () => {
+          const s = (await status(a)) as { phase?: string; observeOnly?: boolean };
+          return s.observeOnly && s.phase === 'awaiting-confirmation' ? s : undefined;
+        },
+        T,
+      );
+      assert.ok(st);
+      const started = await waitFor(
+        'observe-only Event',
+        async () =>
+          (await events('L2HandoverStarted')).find((m) => m.startsWith('observe-only, would have:')),
+        T,
+      );
+      assert.ok(started.includes(`handing over VIPs ${w.vip}`), started);
+      assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+      assert.equal(await hasFenceTable(a), false, 'not fenced');
+      await answeredOnlyBy(a);
+      await w.cordon(a, false);
+      await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
+    } finally {
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
+    await settleIdle();
+  });
+
+  test('never strand a VIP: with no other eligible node nothing is labelled or fenced', async () => {
+    const a = w.initialOwner;
+    const others = names.filter((n) => n !== a);
+    for (const n of others) {
+      await w.cordon(n, true);
+      // They announce nothing, so their handover is just the label.
+      await waitFor(`${n} handed over`, async () => (await status(n)).phase === 'fenced', T);
+    }
+    await w.cordon(a, true);
+    await waitFor(
+      'refusal Event',
+      async () => (await events('L2HandoverImpossible')).some((m) => m.includes(w.vip)),
+      T,
+    );
+    assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})));
+    assert.equal(await hasFenceTable(a), false);
+    const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
+    assert.match(metrics, /drainguard_l2_handover_impossible 1/);
+    await answeredOnlyBy(a);
+    await settleIdle();
+  });
+});

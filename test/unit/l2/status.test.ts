@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { formatRows, rowsOf } from '../../../sidecar/l2/status.ts';
+
+test('drainguard status: one row per node from labels and the status annotation', () => {
+  const now = Date.parse('2026-11-22T00:10:30Z');
+  const status = {
+    phase: 'fenced',
+    since: '2026-11-22T00:10:00.000Z',
+    vips: ['192.0.2.100'],
+    services: [{ service: 'web/www', ips: ['192.0.2.100'] }],
+    handedTo: { 'web/www': 'node-b' },
+    fenced: true,
+    failsafe: false,
+    interfaces: ['eth0'],
+  };
+  const rows = rowsOf([
+    { metadata: { name: 'node-c', labels: { [EXCLUDE_LABEL]: '' } } },
+    {
+      metadata: {
+        name: 'node-a',
+        labels: { [EXCLUDE_LABEL]: '' },
+        annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: JSON.stringify(status) },
+      },
+      spec: { unschedulable: true },
+    },
+    { metadata: { name: 'node-b', annotations: { [STATUS_ANNOTATION]: 'garbage' } } },
+  ]);
+  assert.deepEqual(
+    rows.map((r) => [r.node, r.excludeLabel, r.status?.phase]),
+    [
+      ['node-a', 'drainguard', 'fenced'],
+      ['node-b', 'none', undefined],
+      ['node-c', 'pre-existing', undefined],
+    ],
+  );
+  const text = formatRows(rows, now);
+  const lines = text.trimEnd().split('\n');
+  assert.match(
+    lines[0] ?? '',
+    /^NODE\s+CORDONED\s+EXCLUDE-LABEL\s+L2-PHASE\s+SINCE\s+VIPS\s+HANDED-TO\s+FENCE$/,
+  );
+  assert.match(lines[1] ?? '', /^node-a\s+yes\s+drainguard\s+fenced\s+30s\s+192\.0\.2\.100\s+node-b\s+eth0$/);
+  assert.match(lines[3] ?? '', /^node-c\s+no\s+pre-existing\s+-/);
+});
