@@ -11,11 +11,6 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
-  status: {
-    summary: 'show the L2 handover state of the nodes (what the sidecars publish on each Node)',
-    usage: 'drainguard status [--kubeconfig PATH] [--json] [NODE...]',
-    load: () => import('../sidecar/l2/status.ts'),
-  },
   webhook: {
     summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
     usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
@@ -27,8 +22,8 @@ export const COMMANDS: Record<string, Command> = {
     load: () => import('../sidecar/netfilter/cli.ts'),
   },
   status: {
-    summary: 'per node and guarded Lease: draining, fence, VIPs, exclude label, holder, last handover',
-    usage: 'drainguard status [--kubeconfig PATH] [-o table|json] [NODE...]',
+    summary: 'per node (L2 handover, fence, VIPs, exclude label) and guarded Lease (holder, last handover)',
+    usage: 'drainguard status [--kubeconfig PATH] [-o table|json | --json] [NODE...]',
     load: () => import('./status.ts'),
   },
   reset: {
