@@ -16,7 +16,7 @@ import { FENCE_TABLE } from '../sidecar/l2/fence.ts';
 import { createL2World, type L2World, METALLB_NS } from '../test/e2e/l2/world.ts';
 import { buildAzureNode } from '../test/e2e/netfilter/azure-layout.ts';
 import { freePort } from '../test/lib/control-plane.ts';
-import { pickSegment, sh } from '../test/lib/netns.ts';
+import { sh } from '../test/lib/netns.ts';
 import { type ContainerHandle, KubeletStandIn } from '../test/sim/kubelet.ts';
 import { LeaseCandidate } from '../test/sim/lease-candidate.ts';
 import { INJECT_LABEL, SIDECAR_NAME } from '../webhook/profiles.ts';
@@ -606,8 +606,8 @@ async function main(): Promise<number> {
     return 2;
   }
   step(1, 'control plane and a three-node cluster of network namespaces with a client');
-  const segment = await pickSegment();
-  const w = await createL2World({ vip: `${segment}.100` });
+  // The world picks a free documentation /24 for the segment and puts the VIP on it (<segment>.100).
+  const w = await createL2World();
   let kubelet: KubeletStandIn | undefined;
   const routers: Router[] = [];
   try {
