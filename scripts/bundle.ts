@@ -1,11 +1,13 @@
 // Bundles the CLI into dist/ with esbuild: one entry, code-split so each subcommand loads only
 // what it uses (the sidecar runs on every node; its memory is multiplied by the cluster).
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { build } from 'esbuild';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;
 };
+// Start empty: chunk names carry content hashes, so old chunks would otherwise pile up.
+rmSync(new URL('../dist', import.meta.url), { recursive: true, force: true });
 await build({
   entryPoints: { drainguard: 'cli/drainguard.ts' },
   outdir: 'dist',
