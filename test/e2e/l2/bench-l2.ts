@@ -8,7 +8,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL } from '../../../sidecar/l2/core.ts';
-import { createL2World, killWait, type L2World, type ProbeRound } from './world.ts';
+import { createL2World, killWait, type L2World, type ProbeRound } from '../../lib/l2-world.ts';
 
 const INTERVAL_MS = 50;
 const WINDOW_MS = 8_000;

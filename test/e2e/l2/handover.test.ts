@@ -5,8 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { createL2World, type L2World, METALLB_NS, macsIn } from '../../lib/l2-world.ts';
 import { sh } from '../../lib/netns.ts';
-import { createL2World, type L2World, METALLB_NS, macsIn } from './world.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 

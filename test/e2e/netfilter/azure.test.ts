@@ -9,8 +9,8 @@ import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
+import { type AzureNode, buildAzureNode, IP, IP6 } from '../../lib/azure-layout.ts';
 import { sh } from '../../lib/netns.ts';
-import { type AzureNode, buildAzureNode, IP, IP6 } from './azure-layout.ts';
 
 const log = createLogger('test', 'warn');
 

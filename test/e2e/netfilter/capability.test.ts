@@ -13,9 +13,9 @@ import { CAPABILITIES } from '../../../sidecar/capabilities.ts';
 import type { Capability } from '../../../sidecar/capability.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
+import { type AzureNode, buildAzureNode, IP, NODE_IP } from '../../lib/azure-layout.ts';
 import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
 import { sh } from '../../lib/netns.ts';
-import { type AzureNode, buildAzureNode, IP, NODE_IP } from './azure-layout.ts';
 
 const log = createLogger('test', 'warn');
 const uid = process.pid.toString(36);

@@ -7,9 +7,9 @@ import { after, before, describe, it } from 'node:test';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
+import { type AzureNode, buildAzureNode, NODE_IP } from '../../lib/azure-layout.ts';
 import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
 import { pickSegment, sh } from '../../lib/netns.ts';
-import { type AzureNode, buildAzureNode, NODE_IP } from './azure-layout.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 const uid = process.pid.toString(36);

@@ -6,16 +6,16 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { waitFor } from '../../../shared/clock.ts';
-import type { KubeClient } from '../../../shared/kube/client.ts';
-import type { KubeObject, Node } from '../../../shared/kube/types.ts';
-import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
-import { createTestBed, type TestBed, type TestNode } from '../../lib/netns.ts';
-import { owner } from '../../sim/speaker/election.ts';
+import { waitFor } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeObject, Node } from '../../shared/kube/types.ts';
+import { owner } from '../sim/speaker/election.ts';
+import { type ControlPlane, startControlPlane } from './control-plane.ts';
+import { createTestBed, type TestBed, type TestNode } from './netns.ts';
 
 export const METALLB_NS = 'metallb-system';
 export const SIDECAR_PORT = 7480;
-const ROOT = new URL('../../../', import.meta.url).pathname;
+const ROOT = new URL('../../', import.meta.url).pathname;
 
 export interface ProbeRound {
   t: number;
