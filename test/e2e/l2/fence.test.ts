@@ -2,6 +2,7 @@
 // applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { waitFor } from '../../../shared/clock.ts';
 import { parseFence, renderFence, renderUnfence } from '../../../sidecar/l2/fence.ts';
 import { createNamespace, type Netns } from '../../lib/netns.ts';
 
@@ -11,22 +12,34 @@ describe('nft fence on the wire', () => {
   let ns: Netns & { destroy(): Promise<void> };
   const nft = (args: string[], input?: string) =>
     ns.run(['nft', ...args], input === undefined ? {} : { input });
+  /** A GARP sender address no fence here ever names: the capture's end-of-test marker. */
+  const MARKER = '192.0.2.250';
   /** Frames seen on the far end of the veth while `send` runs. */
   const seen = async (filter: string, send: () => Promise<unknown>) => {
-    const cap = ns.spawn(['tcpdump', '-l', '-n', '-i', 'peer0', '-c', '50', filter], {
-      stdio: ['ignore', 'pipe', 'ignore'],
+    // The marker's ARP sender IP (offset 14 in the ARP header) is captured whatever the filter.
+    const markerFilter = 'arp and arp[14:4] = 0xc00002fa';
+    const cap = ns.spawn(['tcpdump', '-l', '-n', '-i', 'peer0', `(${filter}) or (${markerFilter})`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
+    let err = '';
     cap.stdout?.on('data', (c: Buffer) => {
       out += c.toString();
     });
-    // tcpdump prints nothing until it captures: give it time to attach, then send twice.
-    await new Promise((r) => setTimeout(r, 700));
-    await send();
-    await send();
-    await new Promise((r) => setTimeout(r, 500));
-    cap.kill('SIGKILL');
-    return out.split('\n').filter((l) => l.trim() !== '').length;
+    cap.stderr?.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
+    try {
+      await waitFor('tcpdump listening', () => err.includes('listening on'), { timeoutMs: 10_000 });
+      await send();
+      await send();
+      // Sent last and never fenced: once it is captured, every frame sent before it has been seen.
+      await ns.run(['python3', WIRE, 'send-garp', 'eth0', MARKER]);
+      await waitFor('marker frame captured', () => out.includes(MARKER), { timeoutMs: 10_000 });
+    } finally {
+      cap.kill('SIGKILL');
+    }
+    return out.split('\n').filter((l) => l.trim() !== '' && !l.includes(MARKER)).length;
   };
   const counters = async () => {
     const text = await nft(['list', 'ruleset']);
