@@ -1,11 +1,13 @@
 // `drainguard status`: what drainguard is doing in a cluster, read from the API only — the
 // sidecars publish their state on the Node (annotations/label) and as Events, the webhook
 // records what it injected on each pod. Pure core (buildStatus/renderStatus) plus a thin reader.
+
 import { parseArgs } from 'node:util';
 import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
 import { isApiError, KubeClient } from '../shared/kube/client.ts';
 import { resolveTarget } from '../shared/kube/config.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
+import { formatTable } from '../shared/table.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
 import { STATUS_ANNOTATION } from '../sidecar/l2/core.ts';
 import { formatRows, type NodeRow as L2NodeRow, rowsOf } from '../sidecar/l2/status.ts';
@@ -191,18 +193,6 @@ export function buildStatus(input: {
   return { nodes, leases };
 }
 
-function table(rows: string[][]): string {
-  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 export function renderStatus(r: StatusReport, now: number): string {
   const out: string[] = [];
   // The L2 sidecar's own view first (the same table `sidecar/l2/status.ts` formats), then the rest.
@@ -216,7 +206,7 @@ export function renderStatus(r: StatusReport, now: number): string {
       n.announces.join(',') || '-',
       n.injectedPods.join(',') || '-',
     ]);
-  out.push(table(nodeRows));
+  out.push(formatTable(nodeRows));
   out.push('');
   if (r.leases.length === 0) out.push('No Leases guarded by injected pods.');
   else {
@@ -229,7 +219,7 @@ export function renderStatus(r: StatusReport, now: number): string {
         l.lastHandover ? `${l.lastHandover.time} ${l.lastHandover.reason}: ${l.lastHandover.message}` : '-',
         l.guardedBy.join(','),
       ]);
-    out.push(table(leaseRows));
+    out.push(formatTable(leaseRows));
   }
   return `${out.join('\n')}\n`;
 }

@@ -1,6 +1,7 @@
 // The demo's recorded timeline: only what the demo measured itself (ARP answers seen by the
 // client, Lease reads, API objects read back), in milliseconds from the start of the drain.
 // Pure data and pure derivations; the report writer and the console summary read it.
+import { formatTable } from '../shared/table.ts';
 
 /** One probe round from the client namespace: which nodes answered ARP for the VIP. */
 export interface ArpSample {
@@ -141,13 +142,5 @@ export const fmtMs = (ms: number | null) =>
 export function summaryTable(gaps: Gap[]): string {
   const rows = [['gap', 'drainguard (measured)', 'baseline', 'baseline from']];
   for (const g of gaps) rows.push([g.name, fmtMs(g.measuredMs), fmtMs(g.baselineMs), g.baselineNote]);
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return formatTable(rows);
 }

@@ -1,6 +1,8 @@
 // `drainguard status`: the L2 handover state of every node, as the sidecars publish it in the
 // Node annotation drainguard.io/l2-handover. Formatting is pure; run() is the I/O edge.
+
 import type { Node } from '../../shared/kube/types.ts';
+import { formatTable } from '../../shared/table.ts';
 import {
   EXCLUDE_LABEL,
   type L2Status,
@@ -62,16 +64,7 @@ export function formatRows(rows: NodeRow[], now: number): string {
       fence,
     ];
   });
-  const all = [header, ...table];
-  const widths = header.map((_, i) => Math.max(...all.map((row) => (row[i] ?? '').length)));
-  return `${all
-    .map((row) =>
-      row
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n')}\n`;
+  return `${formatTable([header, ...table])}\n`;
 }
 
 export async function run(argv: string[]): Promise<number> {
