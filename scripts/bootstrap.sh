@@ -12,7 +12,7 @@ SUDO=""
 
 # --- apt packages, only the missing ones -------------------------------------
 need_pkgs=()
-for p in etcd-server iproute2 iptables nftables iputils-arping iputils-ping tcpdump golang-go rsync python3 ca-certificates openssl; do
+for p in etcd-server iproute2 iptables nftables iputils-arping iputils-ping tcpdump golang-go rsync python3 ca-certificates; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # kubectl ships on the machine image; Debian's own client is the fallback.

@@ -3,18 +3,10 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { startControlPlane } from '../test/lib/control-plane.ts';
+import { killAndWait, pidAlive } from '../test/lib/proc.ts';
 
 const dir = resolve(import.meta.dirname, '..', '.cluster');
 const pidsFile = `${dir}/pids.json`;
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 async function down(): Promise<void> {
   if (!existsSync(pidsFile)) {
@@ -22,13 +14,7 @@ async function down(): Promise<void> {
     return;
   }
   const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { etcd?: number; apiserver?: number };
-  for (const pid of [st.apiserver, st.etcd]) {
-    if (!pid || !alive(pid)) continue;
-    process.kill(pid, 'SIGTERM');
-    const deadline = Date.now() + 10_000;
-    while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
-  }
+  for (const pid of [st.apiserver, st.etcd]) await killAndWait(pid);
   rmSync(dir, { recursive: true, force: true });
   process.stdout.write(`stopped kube-apiserver (pid ${st.apiserver}) and etcd (pid ${st.etcd})\n`);
 }
@@ -36,7 +22,7 @@ async function down(): Promise<void> {
 async function up(): Promise<void> {
   if (existsSync(pidsFile)) {
     const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { apiserver?: number };
-    if (st.apiserver && alive(st.apiserver)) {
+    if (st.apiserver && pidAlive(st.apiserver)) {
       process.stdout.write(
         `already running (pid ${st.apiserver}); make cluster-down first\nKUBECONFIG=${dir}/kubeconfig.json\n`,
       );

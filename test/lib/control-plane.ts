@@ -1,8 +1,8 @@
 // A real etcd + kube-apiserver 1.20.2 on free ports, for tests and `make cluster`.
 // Nothing here is simulated: admission webhooks, RBAC, watches, conflicts and API
 // priority-and-fairness are the real server's. What it lacks (kubelet, controllers) tests play.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -19,6 +19,8 @@ import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import { KubeClient } from '../../shared/kube/client.ts';
 import type { KubeTarget } from '../../shared/kube/config.ts';
+import { createCA, createServingCert } from '../../shared/pki.ts';
+import { killAndWait, pidAlive, sh } from './proc.ts';
 
 export const APISERVER_VERSION = '1.20.2';
 const cacheDir = () =>
@@ -71,96 +73,34 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   });
 }
 
-function run(cmd: string, args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    const child = execFile(
-      cmd,
-      args,
-      { env: opts.env ?? process.env, maxBuffer: 64 << 20 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-    if (opts.input !== undefined) child.stdin?.end(opts.input);
-  });
-}
-
-async function openssl(args: string[], cwd: string): Promise<void> {
-  const r = await run(
-    'openssl',
-    args.map((a) => a.replace('{dir}', cwd)),
-  );
-  if (r.code !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
-}
-
 /** CA, API serving cert (SANs: loopback, kubernetes.default names, extra IPs) and the SA signing key. */
-async function makePki(dir: string, sanIPs: string[]): Promise<void> {
-  const ips = ['127.0.0.1', '10.96.0.1', ...sanIPs];
-  const dns = [
-    'localhost',
-    'kubernetes',
-    'kubernetes.default',
-    'kubernetes.default.svc',
-    'kubernetes.default.svc.cluster.local',
-  ];
-  const san = [...dns.map((d) => `DNS:${d}`), ...ips.map((i) => `IP:${i}`)].join(',');
-  await openssl(
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=drainguard-test-ca',
-      '-keyout',
-      '{dir}/ca.key',
-      '-out',
-      '{dir}/ca.crt',
+function makePki(dir: string, sanIPs: string[]): void {
+  const ca = createCA('drainguard-test-ca', 2);
+  const serving = createServingCert(ca, {
+    commonName: 'kube-apiserver',
+    dnsNames: [
+      'localhost',
+      'kubernetes',
+      'kubernetes.default',
+      'kubernetes.default.svc',
+      'kubernetes.default.svc.cluster.local',
     ],
-    dir,
-  );
-  await openssl(
-    [
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-subj',
-      '/CN=kube-apiserver',
-      '-keyout',
-      '{dir}/apiserver.key',
-      '-out',
-      '{dir}/apiserver.csr',
-    ],
-    dir,
-  );
-  writeFileSync(join(dir, 'ext.cnf'), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-  await openssl(
-    [
-      'x509',
-      '-req',
-      '-in',
-      '{dir}/apiserver.csr',
-      '-CA',
-      '{dir}/ca.crt',
-      '-CAkey',
-      '{dir}/ca.key',
-      '-CAcreateserial',
-      '-days',
-      '2',
-      '-extfile',
-      '{dir}/ext.cnf',
-      '-out',
-      '{dir}/apiserver.crt',
-    ],
-    dir,
-  );
-  await openssl(['genrsa', '-out', '{dir}/sa.key', '2048'], dir);
-  await openssl(['rsa', '-in', '{dir}/sa.key', '-pubout', '-out', '{dir}/sa.pub'], dir);
+    ipAddresses: ['127.0.0.1', '10.96.0.1', ...sanIPs],
+    days: 2,
+  });
+  const sa = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  });
+  const files: Record<string, string> = {
+    'ca.crt': ca.certPem,
+    'apiserver.crt': serving.certPem,
+    'apiserver.key': serving.keyPem,
+    'sa.key': sa.privateKey,
+    'sa.pub': sa.publicKey,
+  };
+  for (const [name, pem] of Object.entries(files)) writeFileSync(join(dir, name), pem, { mode: 0o600 });
 }
 
 function kubeconfigJson(server: string, ca: string, user: string, token: string): string {
@@ -183,32 +123,6 @@ function kubeconfigJson(server: string, ca: string, user: string, token: string)
   );
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-async function killAndWait(pid: number | undefined, timeoutMs = 10_000): Promise<void> {
-  if (!pid || !alive(pid)) return;
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  try {
-    await waitFor(`pid ${pid} to exit`, () => !alive(pid), { timeoutMs, intervalMs: 50 });
-  } catch {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {}
-    await waitFor(`pid ${pid} to die`, () => !alive(pid), { timeoutMs: 5_000, intervalMs: 50 });
-  }
-}
-
 const STATE_PREFIX = 'drainguard-cp-';
 
 /** Removes control planes left by earlier runs whose owning process is gone (crash, Ctrl-C, kill -9). */
@@ -224,7 +138,7 @@ export async function reapLeftovers(base = tmpRoot()): Promise<void> {
         apiserver?: number;
         detached?: boolean;
       };
-      if (st.detached || alive(st.owner)) continue;
+      if (st.detached || pidAlive(st.owner)) continue;
       await killAndWait(st.apiserver);
       await killAndWait(st.etcd);
     } catch {
@@ -269,7 +183,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     join(dir, 'pids.json'),
     JSON.stringify({ owner: process.pid, detached: Boolean(opts.detached) }),
   );
-  await makePki(dir, opts.sanIPs ?? []);
+  makePki(dir, opts.sanIPs ?? []);
   const bind = opts.bindAddress ?? '127.0.0.1';
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort(bind)];
   const tokens = new Map<string, { token: string; groups: string[] }>();
@@ -384,7 +298,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     cp.apiserverPid = state.apiserver;
     savePids();
     try {
-      await waitFor('kube-apiserver /readyz', async () => (await ready()) || !alive(state.apiserver), {
+      await waitFor('kube-apiserver /readyz', async () => (await ready()) || !pidAlive(state.apiserver), {
         timeoutMs: 90_000,
         intervalMs: 100,
       });
@@ -393,17 +307,17 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         `${(e as Error).message}\n--- apiserver.log (tail)\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
       );
     }
-    if (!alive(state.apiserver))
+    if (!pidAlive(state.apiserver))
       throw new Error(
         `kube-apiserver exited:\n${readFileSync(join(dir, 'apiserver.log'), 'utf8').slice(-3000)}`,
       );
   };
   const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
-    run(
-      'kubectl',
-      ['--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args],
-      o.input === undefined ? {} : { input: o.input },
-    );
+    // No time limit: a kubectl drain waits for evictions as long as the test lets it.
+    sh(['kubectl', '--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args], {
+      timeoutMs: 0,
+      ...(o.input === undefined ? {} : { input: o.input }),
+    });
   const cp: ControlPlane = {
     dir,
     server,

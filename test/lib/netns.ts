@@ -1,30 +1,11 @@
 // Real network namespaces as test "nodes": a switch namespace holding a bridge, and one namespace
 // per node attached by a veth. Names are unique per run; everything is removed at exit, and
 // namespaces left by earlier runs whose process is gone are removed at start.
-import { type ChildProcess, execFile, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
 import { waitFor } from '../../shared/clock.ts';
+import { type ExecResult, pidAlive, sh } from './proc.ts';
 
-export interface ExecResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-export function sh(cmd: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
-  return new Promise((resolve) => {
-    const [bin, ...args] = cmd as [string, ...string[]];
-    const child = execFile(
-      bin,
-      args,
-      { timeout: opts.timeoutMs ?? 30_000, maxBuffer: 64 << 20 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-      },
-    );
-    child.stdin?.on('error', () => {}); // a command that does not read stdin may close it first
-    child.stdin?.end(opts.input ?? '');
-  });
-}
+export { type ExecResult, sh } from './proc.ts';
 
 async function must(cmd: string[], input?: string): Promise<string> {
   const r = await sh(cmd, input === undefined ? {} : { input });
@@ -89,15 +70,6 @@ function hookExit(): void {
   });
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
 }
-
-const pidAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** Removes namespaces of earlier runs (named dgt<pid36>-…) whose process no longer exists. */
 export async function reapLeftoverNamespaces(): Promise<string[]> {

@@ -1,14 +1,11 @@
 // A validating admission webhook on Leases for tests: lets a test act *inside* a Lease
 // write (make a concurrent write land between read and write, or hold the request so it
 // keeps its API priority-and-fairness seat). Served over TLS on loopback with its own CA.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
+import { createCA, createServingCert } from '../../../shared/pki.ts';
 
 export interface LeaseReview {
   uid: string;
@@ -25,39 +22,6 @@ export interface LeaseWebhook {
   close(): Promise<void>;
 }
 
-function selfSigned(): { cert: string; key: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'lease-webhook-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
 /**
  * Serves the webhook and registers a ValidatingWebhookConfiguration for Lease UPDATEs in
  * namespaces labelled drainguard-test/ns=<namespace>. `decide` may take its time (up to timeoutSeconds).
@@ -68,8 +32,9 @@ export async function startLeaseWebhook(
   decide: (r: LeaseReview) => Promise<{ allowed: boolean; message?: string; code?: number }>,
   timeoutSeconds = 30,
 ): Promise<LeaseWebhook> {
-  const { cert, key } = selfSigned();
-  const server = https.createServer({ cert, key }, (req, res) => {
+  const ca = createCA('drainguard-lease-webhook-ca', 1);
+  const serving = createServingCert(ca, { ipAddresses: ['127.0.0.1'], days: 1 });
+  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
@@ -97,7 +62,7 @@ export async function startLeaseWebhook(
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/validate`;
-  const caBundle = Buffer.from(cert).toString('base64');
+  const caBundle = Buffer.from(ca.certPem).toString('base64');
   const configName = `lease-test-${namespace}`;
   await client.create('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
     apiVersion: 'admissionregistration.k8s.io/v1',
