@@ -17,6 +17,7 @@ import { buildAzureNode } from '../test/lib/azure-layout.ts';
 import { freePort } from '../test/lib/control-plane.ts';
 import { createL2World, type L2World, METALLB_NS } from '../test/lib/l2-world.ts';
 import { sh } from '../test/lib/netns.ts';
+import { webhookConfig } from '../test/lib/webhook-config.ts';
 import { type ContainerHandle, KubeletStandIn } from '../test/sim/kubelet.ts';
 import { LeaseCandidate } from '../test/sim/lease-candidate.ts';
 import { INJECT_LABEL, SIDECAR_NAME } from '../webhook/profiles.ts';
@@ -62,39 +63,6 @@ process.on('exit', () => {
     } catch {}
 });
 
-function webhookConfiguration(port: number) {
-  return {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'MutatingWebhookConfiguration',
-    metadata: { name: 'drainguard' },
-    webhooks: [
-      {
-        name: 'inject.drainguard.io',
-        admissionReviewVersions: ['v1'],
-        // The API server runs in this namespace: loopback reaches the webhook; the webhook fills in caBundle.
-        clientConfig: { url: `https://127.0.0.1:${port}/mutate` },
-        rules: [
-          {
-            apiGroups: [''],
-            apiVersions: ['v1'],
-            operations: ['CREATE'],
-            resources: ['pods'],
-            scope: 'Namespaced',
-          },
-        ],
-        sideEffects: 'None',
-        failurePolicy: 'Fail',
-        reinvocationPolicy: 'IfNeeded',
-        timeoutSeconds: 5,
-        namespaceSelector: { matchLabels: { [INJECT_LABEL]: 'enabled' } },
-        objectSelector: {
-          matchExpressions: [{ key: INJECT_LABEL, operator: 'NotIn', values: ['disabled'] }],
-        },
-      },
-    ],
-  };
-}
-
 /** The sidecar's environment as the webhook injected it, with the downward-API values a kubelet fills in. */
 function injectedEnv(pod: Pod): Record<string, string> {
   const c = (
@@ -121,7 +89,8 @@ async function startWebhook(w: L2World): Promise<void> {
     metadata: { name: 'drainguard-system' },
   });
   const port = await freePort();
-  await client.create(MWC, webhookConfiguration(port));
+  // The webhook fills in caBundle itself (self-managed TLS).
+  await client.create(MWC, webhookConfig('drainguard', port, undefined));
   const proc = spawn(
     process.execPath,
     [

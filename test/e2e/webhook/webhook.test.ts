@@ -14,6 +14,7 @@ import { createLogger } from '../../../shared/log.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
 import { type ControlPlane, freePort, startControlPlane } from '../../lib/control-plane.ts';
+import { webhookConfig } from '../../lib/webhook-config.ts';
 import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
 
 const silent = createLogger('test', 'silent');
@@ -41,44 +42,6 @@ after(async () => {
   client?.close();
   await cp?.stop();
 });
-
-function webhookConfig(name: string, port: number, caBundle: string | undefined, failurePolicy = 'Fail') {
-  return {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'MutatingWebhookConfiguration',
-    metadata: { name },
-    webhooks: [
-      {
-        name: 'inject.drainguard.io',
-        admissionReviewVersions: ['v1'],
-        clientConfig: { url: `https://127.0.0.1:${port}/mutate`, ...(caBundle ? { caBundle } : {}) },
-        rules: [
-          {
-            apiGroups: [''],
-            apiVersions: ['v1'],
-            operations: ['CREATE'],
-            resources: ['pods'],
-            scope: 'Namespaced',
-          },
-        ],
-        sideEffects: 'None',
-        failurePolicy,
-        reinvocationPolicy: 'IfNeeded',
-        timeoutSeconds: 5,
-        matchPolicy: 'Equivalent',
-        namespaceSelector: {
-          matchExpressions: [
-            { key: 'drainguard.io/inject', operator: 'In', values: ['enabled'] },
-            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system'] },
-          ],
-        },
-        objectSelector: {
-          matchExpressions: [{ key: 'drainguard.io/inject', operator: 'NotIn', values: ['disabled'] }],
-        },
-      },
-    ],
-  };
-}
 
 let nsCounter = 0;
 async function namespace(labelled: boolean): Promise<string> {
