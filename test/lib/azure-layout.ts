@@ -1,6 +1,8 @@
 // The azure-vnet bridge-mode layout of facts.md, rebuilt in real namespaces after a switch to
 // another CNI: a node with bridge azure0 (uplink eth0 enslaved), a client on the other end of
 // eth0, and one routed "new CNI" pod namespace whose IP azure-vnet once gave to another pod.
+import type { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeObject } from '../../shared/kube/types.ts';
 import type { PodInfo } from '../../sidecar/netfilter/decide.ts';
 import { type Netns as BareNetns, createNamespace, sh } from './netns.ts';
 
@@ -241,4 +243,23 @@ export async function buildAzureNode(): Promise<AzureNode> {
 async function sh2(cmd: string[]): Promise<void> {
   const r = await sh(cmd);
   if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
+}
+
+/** The layout's node in the API: a namespace for its pods and a Node whose InternalIP is NODE_IP. */
+export async function registerAzureNode(
+  client: KubeClient,
+  nodeName: string,
+  namespace: string,
+): Promise<void> {
+  await client.create('/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: namespace },
+  });
+  await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName } });
+  const node = await client.get<KubeObject>(`/api/v1/nodes/${nodeName}`);
+  await client.replace(`/api/v1/nodes/${nodeName}/status`, {
+    ...node,
+    status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
+  });
 }

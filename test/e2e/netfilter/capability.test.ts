@@ -13,7 +13,7 @@ import { CAPABILITIES } from '../../../sidecar/capabilities.ts';
 import type { Capability } from '../../../sidecar/capability.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { type AzureNode, buildAzureNode, IP, NODE_IP } from '../../lib/azure-layout.ts';
+import { type AzureNode, buildAzureNode, IP, registerAzureNode } from '../../lib/azure-layout.ts';
 import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
 import { sh } from '../../lib/netns.ts';
 
@@ -63,17 +63,7 @@ describe('netfilter-cleanup capability with a real API server', () => {
     cp = await sharedControlPlane();
     client = cp.client();
     l = await buildAzureNode();
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: ns },
-    });
-    await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName } });
-    const node = await client.get<KubeObject>(`/api/v1/nodes/${nodeName}`);
-    await client.replace(`/api/v1/nodes/${nodeName}/status`, {
-      ...node,
-      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
-    });
+    await registerAzureNode(client, nodeName, ns);
     for (const p of l.pods) await createPod(client, p.name, p.ips, p.name === 'host-net');
   });
   after(async () => {

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
-import { type AzureNode, buildAzureNode, NODE_IP } from '../../lib/azure-layout.ts';
+import { type AzureNode, buildAzureNode, registerAzureNode } from '../../lib/azure-layout.ts';
 import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
 import { pickSegment, sh } from '../../lib/netns.ts';
 
@@ -42,17 +42,7 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
     await l.node.run(['ip', 'link', 'set', 'hostlink', 'up']);
     cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP] });
     client = cp.client();
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: ns },
-    });
-    await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName } });
-    const node = await client.get<KubeObject>(`/api/v1/nodes/${nodeName}`);
-    await client.replace(`/api/v1/nodes/${nodeName}/status`, {
-      ...node,
-      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
-    });
+    await registerAzureNode(client, nodeName, ns);
     for (const p of l.pods) {
       await client.create(`/api/v1/namespaces/${ns}/pods`, {
         apiVersion: 'v1',
