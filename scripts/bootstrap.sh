@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything `make test` needs on a fresh Debian 12 machine; idempotent.
-# Heavy artefacts (Node 24, kube-apiserver) are cached outside the repo, keyed by version.
+# Heavy artefacts (Node 24, the Kubernetes binaries) are cached outside the repo, keyed by version.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
@@ -12,7 +12,9 @@ SUDO=""
 
 # --- apt packages, only the missing ones -------------------------------------
 need_pkgs=()
-for p in etcd-server iproute2 iptables nftables iputils-arping iputils-ping tcpdump golang-go rsync python3 ca-certificates; do
+# The second line is the local cluster's (lab/cluster): runtime, CNI plugins, image builds, kube-proxy.
+for p in etcd-server iproute2 iptables nftables iputils-arping iputils-ping tcpdump golang-go rsync python3 ca-certificates \
+  containerd runc containernetworking-plugins buildah debootstrap conntrack gcc libc6-dev ipset ethtool socat; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # kubectl ships on the machine image; Debian's own client is the fallback.
@@ -28,8 +30,8 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/d
 # --- Node 24 from the npm registry (never replaces the system node) ----------
 "$here/scripts/node24.sh" >/dev/null
 
-# --- kube-apiserver built from Debian's source package -----------------------
-"$here/scripts/build-apiserver.sh" >/dev/null
+# --- Kubernetes 1.20.2 binaries built from Debian's source package -----------
+"$here/scripts/build-k8s.sh" >/dev/null
 
 # --- npm dependencies ---------------------------------------------------------
 node_bin=$("$here/scripts/node24.sh")

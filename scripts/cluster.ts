@@ -2,8 +2,8 @@
 // `up` prints KUBECONFIG=<absolute path> as its last line; `down` stops exactly the pids it started.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { startControlPlane } from '../test/lib/control-plane.ts';
-import { killAndWait, pidAlive } from '../test/lib/proc.ts';
+import { startControlPlane } from '../lab/control-plane.ts';
+import { killAndWait, pidAlive } from '../lab/proc.ts';
 
 const dir = resolve(import.meta.dirname, '..', '.cluster');
 const pidsFile = `${dir}/pids.json`;

@@ -3,9 +3,10 @@
 // 10 trials each in one run against one real API server. Trials run in parallel
 // namespaces. Leaderless window = from the old leader container's exit to the
 // successor's first leader work. Last line: one JSON object.
+
+import { startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { LeaseWorld } from '../../e2e/lease/fixture.ts';
-import { startControlPlane } from '../../lib/control-plane.ts';
 
 const TRIALS = Number(process.env.LEASE_BENCH_TRIALS ?? 10);
 // Sidecars are real processes: a few at a time keeps a 2-core machine from timing itself.

@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { createNamespace } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
@@ -13,11 +15,9 @@ import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../
 import { FENCE_TABLE, fenceTablesIn, renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 import { A, SIDECAR_NAME } from '../../../webhook/profiles.ts';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
-import { createNamespace } from '../../lib/netns.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
-const CRD = new URL('../../crds/servicel2status.yaml', import.meta.url).pathname;
+const CRD = new URL('../../../lab/crds/servicel2status.yaml', import.meta.url).pathname;
 let cp: ControlPlane;
 let client: KubeClient;
 

@@ -5,8 +5,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { sh } from '../../lib/netns.ts';
 
 const RUN = new URL('../../../demo/run.ts', import.meta.url).pathname;
 

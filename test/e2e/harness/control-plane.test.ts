@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError } from '../../../shared/kube/client.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import type { Lease, Node } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
-import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
 
 let cp: ControlPlane;
 before(async () => {

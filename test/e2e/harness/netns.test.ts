@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { createTestBed, sh, type TestBed } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { createTestBed, sh, type TestBed } from '../../lib/netns.ts';
 
 let bed: TestBed;
 before(async () => {

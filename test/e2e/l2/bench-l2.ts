@@ -6,9 +6,9 @@
 //   B. baseline: kill the owner's speaker (no leave): peers fall back to failure detection.
 // All times count from the cordon (or the kill). Last line: one JSON object.
 import type { ChildProcess } from 'node:child_process';
+import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL } from '../../../sidecar/l2/core.ts';
-import { createL2World, killWait, type L2World, type ProbeRound } from '../../lib/l2-world.ts';
 
 const INTERVAL_MS = 50;
 const WINDOW_MS = 8_000;

@@ -6,8 +6,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { startControlPlane } from '../../lib/control-plane.ts';
 
 /** The flags the sidecar container runs node with (docs/l2-handover.md, "Footprint"). */
 export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1', '--max-old-space-size=64'];
@@ -17,7 +17,7 @@ const flags =
     ? SIDECAR_NODE_FLAGS
     : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 const IDLE_MS = 10_000;
-const ROOT = new URL('../../../', import.meta.url).pathname;
+const ROOT = new URL('../../..', import.meta.url).pathname;
 const bundle = `${ROOT}dist/drainguard.mjs`;
 if (!existsSync(bundle)) throw new Error(`${bundle} missing: run make build first`);
 const note = (msg: string) => process.stderr.write(`[bench-sidecar] ${msg}\n`);

@@ -2,11 +2,11 @@
 // applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createNamespace, type Netns } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { parseFence, renderFence, renderUnfence } from '../../../sidecar/l2/fence.ts';
-import { createNamespace, type Netns } from '../../lib/netns.ts';
 
-const WIRE = new URL('../../sim/speaker/wire.py', import.meta.url).pathname;
+const WIRE = new URL('../../../lab/sim/speaker/wire.py', import.meta.url).pathname;
 
 describe('nft fence on the wire', () => {
   let ns: Netns & { destroy(): Promise<void> };

@@ -2,11 +2,11 @@
 // wire, the drainguard sidecar running in each node namespace as it would in a speaker pod.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createL2World, type L2World, METALLB_NS, macsIn } from '../../../lab/l2-world.ts';
+import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
-import { createL2World, type L2World, METALLB_NS, macsIn } from '../../lib/l2-world.ts';
-import { sh } from '../../lib/netns.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 

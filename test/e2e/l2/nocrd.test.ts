@@ -2,9 +2,9 @@
 // fences after the settle time, saying the handover is unconfirmed.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
-import { createL2World, type L2World, macsIn } from '../../lib/l2-world.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 

@@ -3,12 +3,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { LeaseCandidate, splitBrain } from '../../../lab/sim/lease-candidate.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
-import { LeaseCandidate, splitBrain } from '../../sim/lease-candidate.ts';
 
 const T = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 400, jitterFactor: 1.2 };
 const maxRetry = T.retryPeriodMs * (1 + T.jitterFactor);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
 import { LeaseWorld } from './fixture.ts';
 import { startLeaseWebhook } from './webhook.ts';
 

@@ -5,17 +5,17 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { waitFor } from '../../../shared/clock.ts';
-import { KubeClient } from '../../../shared/kube/client.ts';
-import type { Lease, Pod } from '../../../shared/kube/types.ts';
-import { type ControlPlane, freePort } from '../../lib/control-plane.ts';
-import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../../sim/kubelet.ts';
+import { type ControlPlane, freePort } from '../../../lab/control-plane.ts';
+import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../../../lab/sim/kubelet.ts';
 import {
   type CandidateOptions,
   LeaseCandidate,
   splitBrain,
   type WorkInterval,
-} from '../../sim/lease-candidate.ts';
+} from '../../../lab/sim/lease-candidate.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
+import type { Lease, Pod } from '../../../shared/kube/types.ts';
 
 const CLI = fileURLToPath(new URL('../../../cli/drainguard.ts', import.meta.url));
 

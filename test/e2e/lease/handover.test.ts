@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
 import { LeaseWorld } from './fixture.ts';
 
 let cp: ControlPlane;

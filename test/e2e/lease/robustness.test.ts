@@ -4,9 +4,9 @@
 // serving health, backs off, and finishes the handover once the API lets it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
-import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
 import { LeaseWorld, type SidecarProc } from './fixture.ts';
 import { startLeaseWebhook } from './webhook.ts';
 

@@ -5,12 +5,12 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { type AzureNode, buildAzureNode, IP, IP6 } from '../../../lab/azure-layout.ts';
+import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { type AzureNode, buildAzureNode, IP, IP6 } from '../../lib/azure-layout.ts';
-import { sh } from '../../lib/netns.ts';
 
 const log = createLogger('test', 'warn');
 

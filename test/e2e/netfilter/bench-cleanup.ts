@@ -3,11 +3,11 @@
 // one batch) against the per-rule-exec baseline (same listing and decision, one
 // `ebtables -t nat -D` per rule), both in this run. Last line: one JSON object.
 import pino from 'pino';
+import { createNamespace, sh } from '../../../lab/netns.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { decide, type PodInfo } from '../../../sidecar/netfilter/decide.ts';
 import { ebtablesDeleteArgs, ebtablesRestoreInput } from '../../../sidecar/netfilter/plan.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { createNamespace, sh } from '../../lib/netns.ts';
 
 const PODS = 1000;
 const GONE = 1000; // IPs of pods that are gone: arpreply + dnat each = 2,000 stale rules

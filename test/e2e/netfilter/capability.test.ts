@@ -2,6 +2,9 @@
 // node addresses from the Node, passes on start / pod events / confirmation, an Event.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { type AzureNode, buildAzureNode, IP, registerAzureNode } from '../../../lab/azure-layout.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { sh } from '../../../lab/netns.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
@@ -13,9 +16,6 @@ import { CAPABILITIES } from '../../../sidecar/capabilities.ts';
 import type { Capability } from '../../../sidecar/capability.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { type AzureNode, buildAzureNode, IP, registerAzureNode } from '../../lib/azure-layout.ts';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
-import { sh } from '../../lib/netns.ts';
 
 const log = createLogger('test', 'warn');
 const uid = process.pid.toString(36);

@@ -2,7 +2,7 @@
 // account can do exactly what the sidecar with only netfilter-cleanup needs.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { type ControlPlane, sharedControlPlane } from '../../lib/control-plane.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 
 const overlay = 'manifests/overlays/netfilter-cleanup-daemonset';
 const sa = 'system:serviceaccount:drainguard-system:drainguard-netfilter-cleanup';

@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { type AzureNode, buildAzureNode, registerAzureNode } from '../../../lab/azure-layout.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
+import { pickSegment, sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
-import { type AzureNode, buildAzureNode, registerAzureNode } from '../../lib/azure-layout.ts';
-import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
-import { pickSegment, sh } from '../../lib/netns.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 const uid = process.pid.toString(36);

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
+import { type ControlPlane, freePort, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { type ControlPlane, freePort, startControlPlane } from '../../lib/control-plane.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 let cp: ControlPlane;

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import YAML from 'yaml';
+import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { type ControlPlane, startControlPlane } from '../../lib/control-plane.ts';
 
 const manifests = join(import.meta.dirname, '../../../manifests');
 let cp: ControlPlane;

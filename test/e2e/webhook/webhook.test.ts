@@ -7,14 +7,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import Fastify from 'fastify';
+import { type ControlPlane, freePort, startControlPlane } from '../../../lab/control-plane.ts';
+import { webhookConfig } from '../../../lab/webhook-config.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject, Pod } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
-import { type ControlPlane, freePort, startControlPlane } from '../../lib/control-plane.ts';
-import { webhookConfig } from '../../lib/webhook-config.ts';
 import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
 
 const silent = createLogger('test', 'silent');

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
+import { EXCLUDE_LABEL, eligible, liveMembers, owner } from '../../../lab/sim/speaker/election.ts';
 import type { Node } from '../../../shared/kube/types.ts';
-import { EXCLUDE_LABEL, eligible, liveMembers, owner } from '../../sim/speaker/election.ts';
 
 const node = (name: string, labels: Record<string, string> = {}, netDown = false): Node => ({
   metadata: { name, labels },

@@ -2,7 +2,7 @@
 // per node attached by a veth. Names are unique per run; everything is removed at exit, and
 // namespaces left by earlier runs whose process is gone are removed at start.
 import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
-import { waitFor } from '../../shared/clock.ts';
+import { waitFor } from '../shared/clock.ts';
 import { type ExecResult, pidAlive, sh } from './proc.ts';
 
 export { type ExecResult, sh } from './proc.ts';

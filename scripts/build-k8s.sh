@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver 1.20.2 from Debian's `kubernetes` source package (vendored, builds
-# offline with Debian's Go) and caches it; prints the binary's path. See shared local-cluster notes.
+# Builds the Kubernetes 1.20.2 binaries a local cluster needs (kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubelet, kube-proxy) from Debian's `kubernetes` source
+# package (vendored, builds offline with Debian's Go) in one `make` call, and caches them with the
+# source tree's pause.c (for the pause image). Prints the cache directory.
+# A cache made by the old apiserver-only script (kube-apiserver-1.20.2) is not reused: built once more.
 set -euo pipefail
 ver="1.20.2"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
-out="$cache/kube-apiserver-$ver"
-# The stamp marks a binary built with the reflect2 fix below; older cached binaries are rebuilt.
-if [ -x "$out" ] && [ -f "$out.reflect2-go118-hiter" ]; then echo "$out"; exit 0; fi
-log() { printf '[build-apiserver] %s\n' "$*" >&2; }
+out="$cache/k8s-$ver"
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# The stamp marks a complete build with the reflect2 fix below; anything else is rebuilt.
+stamp="$out/.complete-reflect2-go118-hiter"
+if [ -f "$stamp" ]; then echo "$out"; exit 0; fi
+log() { printf '[build-k8s] %s\n' "$*" >&2; }
 work="$cache/k8s-src-$ver"
 rm -rf "$work" && mkdir -p "$work/lists/partial" "$work/sources"
 # deb-src entry derived from the machine's own apt sources (same URIs, never a hard-coded mirror).
@@ -23,7 +28,7 @@ apt-get "${apt_opts[@]}" update -qq >&2
 log "downloading kubernetes source package"
 (cd "$work" && apt-get "${apt_opts[@]}" source --download-only kubernetes >&2)
 ls "$work"/kubernetes_*really${ver}.orig.tar.* >/dev/null 2>&1 || {
-  echo "[build-apiserver] the kubernetes source package is not ${ver} (Debian 12 ships 1.20.5+really${ver})" >&2
+  echo "[build-k8s] the kubernetes source package is not ${ver} (Debian 12 ships 1.20.5+really${ver})" >&2
   exit 1
 }
 orig=$(ls "$work"/kubernetes_*really${ver}.orig.tar.* | head -1)
@@ -95,9 +100,14 @@ func (type2 *UnsafeMapType) UnsafeIterate(obj unsafe.Pointer) MapIterator {
 """)
 PY
 mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
-log "building (several minutes on 2 cores)"
-GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
-cp _output/local/bin/linux/amd64/kube-apiserver "$out.tmp" && mv "$out.tmp" "$out"
-touch "$out.reflect2-go118-hiter"
+log "building ${bins[*]} (10-15 min on 2 cores)"
+GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT="${bins[*]/#/cmd/}" >&2
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+for b in "${bins[@]}"; do cp "_output/local/bin/linux/amd64/$b" "$out.tmp/"; done
+cp build/pause/linux/pause.c "$out.tmp/pause.c"
+touch "$out.tmp/$(basename "$stamp")"
+rm -rf "$out" && mv "$out.tmp" "$out"
+# The old script's single binary, if any, is superseded.
+rm -f "$cache/kube-apiserver-$ver" "$cache/kube-apiserver-$ver.reflect2-go118-hiter"
 cd / && rm -rf "$work"
 echo "$out"

@@ -6,16 +6,16 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { waitFor } from '../../shared/clock.ts';
-import type { KubeClient } from '../../shared/kube/client.ts';
-import type { KubeObject, Node } from '../../shared/kube/types.ts';
-import { owner } from '../sim/speaker/election.ts';
+import { waitFor } from '../shared/clock.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
+import type { KubeObject, Node } from '../shared/kube/types.ts';
 import { type ControlPlane, startControlPlane } from './control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from './netns.ts';
+import { owner } from './sim/speaker/election.ts';
 
 export const METALLB_NS = 'metallb-system';
 export const SIDECAR_PORT = 7480;
-const ROOT = new URL('../../', import.meta.url).pathname;
+const ROOT = new URL('..', import.meta.url).pathname;
 
 export interface ProbeRound {
   t: number;
@@ -108,7 +108,7 @@ async function populate(
   // The CRD is MetalLB's, CEL rules (x-kubernetes-validations, Kubernetes 1.25+) included; the
   // 1.20 test server does not know them, so client-side validation is off and the server drops them.
   if (!noCrd) {
-    await k(['apply', '--validate=false', '-f', join(ROOT, 'test/crds/servicel2status.yaml')]);
+    await k(['apply', '--validate=false', '-f', join(ROOT, 'lab/crds/servicel2status.yaml')]);
     await waitFor(
       // Established and served: discovery lists it (kubectl wait races the CRD's first status).
       'ServiceL2Status served',
@@ -227,7 +227,7 @@ async function populate(
         noCrd,
       };
       const proc = node.spawn(
-        [process.execPath, join(ROOT, 'test/sim/speaker/speaker.ts'), JSON.stringify(cfg)],
+        [process.execPath, join(ROOT, 'lab/sim/speaker/speaker.ts'), JSON.stringify(cfg)],
         {
           stdio: ['pipe', 'pipe', 'inherit'],
         },
@@ -317,7 +317,7 @@ async function populate(
     startProbe(intervalMs, onRound) {
       const c = bed.node('client');
       const proc = c.spawn(
-        ['python3', join(ROOT, 'test/sim/speaker/wire.py'), 'probe', 'eth0', c.ipv4, vip, String(intervalMs)],
+        ['python3', join(ROOT, 'lab/sim/speaker/wire.py'), 'probe', 'eth0', c.ipv4, vip, String(intervalMs)],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
       createInterface({ input: proc.stdout! }).on('line', (l) => {

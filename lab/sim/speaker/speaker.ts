@@ -1,5 +1,5 @@
 // A MetalLB layer-2 speaker simulator, one process per test node, run inside the node's
-// network namespace:  node test/sim/speaker/speaker.ts '<json SpeakerSimConfig>'
+// network namespace:  node lab/sim/speaker/speaker.ts '<json SpeakerSimConfig>'
 // - memberlist-like liveness: UDP heartbeats on 7946 to every peer; a peer missing for deadMs is
 //   dead, an explicit leave (sent on SIGTERM) removes it at once;
 // - election as MetalLB does it (election.ts), from this process' own view of the API;

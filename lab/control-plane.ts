@@ -16,16 +16,18 @@ import {
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitFor } from '../../shared/clock.ts';
-import { KubeClient } from '../../shared/kube/client.ts';
-import type { KubeTarget } from '../../shared/kube/config.ts';
-import { createCA, createServingCert } from '../../shared/pki.ts';
+import { waitFor } from '../shared/clock.ts';
+import { KubeClient } from '../shared/kube/client.ts';
+import type { KubeTarget } from '../shared/kube/config.ts';
+import { createCA, createServingCert } from '../shared/pki.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 
 export const APISERVER_VERSION = '1.20.2';
 const cacheDir = () =>
   join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? '/root', '.cache'), 'drainguard');
-export const apiserverBinary = () => join(cacheDir(), `kube-apiserver-${APISERVER_VERSION}`);
+/** Where scripts/build-k8s.sh caches the five 1.20.2 binaries (and the pause source). */
+export const k8sBinDir = () => join(cacheDir(), `k8s-${APISERVER_VERSION}`);
+export const apiserverBinary = () => join(k8sBinDir(), 'kube-apiserver');
 
 export interface ControlPlaneOptions {
   /** Address the API server listens on; default 127.0.0.1. */
