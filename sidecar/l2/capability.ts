@@ -60,6 +60,8 @@ export class L2Handover implements Capability {
   private candidatesAt = 0;
   private hostInterfaces: string[] = [];
   private readonly seenInterfaces = new Set<string>();
+  /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
+  private readonly unreadServices = new Map<string, boolean>();
   /** The Node as our own last patch returned it, until the informer has caught up. */
   private patchedNode: Node | undefined;
   /** Observe-only: what the label and fence would be. */
@@ -233,6 +235,7 @@ export class L2Handover implements Capability {
       await this.refreshCandidates();
       if (this.crd === false) await this.refreshAllLbServices();
     }
+    for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
     const before = this.mem;
     const { mem, actions } = step(this.mem, this.observe(), this.settings);
     this.mem = mem;
@@ -284,7 +287,11 @@ export class L2Handover implements Capability {
       draining: drain.draining,
       terminating: drain.terminating,
       drainReason: drain.drainReason,
-      synced: drain.synced,
+      // A decision on a half-read view would hand over nothing ("none announced here") and fence
+      // nothing, so wait for the ServiceL2Status list and the addresses of our own services.
+      synced:
+        drain.synced &&
+        (this.crd !== true || (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0)),
       apiDownSince: drain.apiDownSince,
       excludeLabel: this.simLabel ?? EXCLUDE_LABEL in labels,
       labelOwned: this.simLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
@@ -478,16 +485,29 @@ export class L2Handover implements Capability {
   private refreshService(o: ServiceL2Status): void {
     const st = o.status;
     if (st?.node !== this.ctx.config.nodeName || !st.serviceName) return;
-    const ns = st.serviceNamespace ?? '';
-    const key = `${ns}/${st.serviceName}`;
+    const key = `${st.serviceNamespace ?? ''}/${st.serviceName}`;
+    if (!this.unreadServices.get(key)) this.readService(key);
+  }
+
+  private readService(key: string): void {
+    const [ns, name] = key.split('/') as [string, string];
+    // A re-read of a known Service refreshes its addresses without holding decisions.
+    if (!this.services.has(key)) this.unreadServices.set(key, true);
     this.ctx.client
-      .get<Service>(`/api/v1/namespaces/${ns}/services/${st.serviceName}`, { retries: 3, timeoutMs: 5_000 })
+      .get<Service>(`/api/v1/namespaces/${ns}/services/${name}`, { retries: 3, timeoutMs: 5_000 })
       .then(
         (svc) => {
           this.services.set(key, { service: key, ips: lbIPs(svc).sort() });
+          this.unreadServices.delete(key);
           this.schedule();
         },
-        (e: unknown) => this.ctx.log.warn({ service: key, err: (e as Error).message }, 'cannot read Service'),
+        (e: unknown) => {
+          // A deleted Service has nothing left to hand over; any other error is retried by the
+          // next reconcile, and decisions wait for it.
+          if (isApiError(e, 404)) this.unreadServices.delete(key);
+          else if (this.unreadServices.has(key)) this.unreadServices.set(key, false);
+          this.ctx.log.warn({ service: key, err: (e as Error).message }, 'cannot read Service');
+        },
       );
   }
 
