@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { waitFor } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import type { KubeTarget } from '../shared/kube/config.ts';
-import { createCA, createServingCert } from '../shared/pki.ts';
+import { createCA, createClientCert, createServingCert } from '../shared/pki.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 
 export const APISERVER_VERSION = '1.20.2';
@@ -41,6 +41,13 @@ export interface ControlPlaneOptions {
   dir?: string;
   /** Keep running after this process exits (`make cluster`). */
   detached?: boolean;
+  /**
+   * Serve a whole cluster (lab/cluster.ts) instead of a bare API server: service-account admission
+   * on (kube-controller-manager mints the tokens), the `kubernetes` Service's endpoint reconciled
+   * to bindAddress, Node authorization for kubelets, and webhooks/aggregated APIs dialled at their
+   * endpoints (the API server runs outside every node, so it has no kube-proxy for ClusterIPs).
+   */
+  cluster?: boolean;
 }
 
 export interface ControlPlane {
@@ -102,6 +109,14 @@ function makePki(dir: string, sanIPs: string[]): void {
     'sa.key': sa.privateKey,
     'sa.pub': sa.publicKey,
   };
+  // How the API server authenticates to kubelets (logs, exec, port-forward).
+  const kubeletClient = createClientCert(ca, {
+    commonName: 'kube-apiserver-kubelet-client',
+    organization: 'system:masters',
+    days: 2,
+  });
+  files['kubelet-client.crt'] = kubeletClient.certPem;
+  files['kubelet-client.key'] = kubeletClient.keyPem;
   for (const [name, pem] of Object.entries(files)) writeFileSync(join(dir, name), pem, { mode: 0o600 });
 }
 
@@ -252,8 +267,28 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     // with the reconciler off nothing is ever sent to it.
     '--advertise-address',
     bind.startsWith('127.') || bind === '0.0.0.0' ? '192.0.2.1' : bind,
-    '--endpoint-reconciler-type',
-    'none',
+    ...(opts.cluster
+      ? [
+          '--authorization-mode',
+          'Node,RBAC',
+          '--enable-admission-plugins',
+          'NodeRestriction',
+          '--enable-aggregator-routing',
+          '--kubelet-client-certificate',
+          join(dir, 'kubelet-client.crt'),
+          '--kubelet-client-key',
+          join(dir, 'kubelet-client.key'),
+          '--kubelet-preferred-address-types',
+          'InternalIP',
+        ]
+      : [
+          '--endpoint-reconciler-type',
+          'none',
+          '--authorization-mode',
+          'RBAC',
+          '--disable-admission-plugins',
+          'ServiceAccount',
+        ]),
     '--tls-cert-file',
     join(dir, 'apiserver.crt'),
     '--tls-private-key-file',
@@ -262,8 +297,6 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     join(dir, 'ca.crt'),
     '--token-auth-file',
     join(dir, 'tokens.csv'),
-    '--authorization-mode',
-    'RBAC',
     '--service-account-key-file',
     join(dir, 'sa.pub'),
     '--service-account-signing-key-file',
@@ -273,8 +306,6 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     '--service-cluster-ip-range',
     '10.96.0.0/16',
     '--allow-privileged',
-    '--disable-admission-plugins',
-    'ServiceAccount',
     '--profiling=false',
     '--logtostderr',
     '--v',

@@ -88,8 +88,10 @@ export async function reapLeftoverNamespaces(): Promise<string[]> {
 }
 
 let seq = 0;
-const shortName = (label: string) =>
-  `${runId}-${(seq++).toString(36)}${label.replace(/[^a-z0-9]/gi, '').slice(0, 8)}`;
+// A detached bed (`make cluster`) outlives this process: its names must not look like a dead run's.
+const detachedRunId = `dgc${process.pid.toString(36)}${Date.now().toString(36).slice(-3)}`;
+const shortName = (label: string, detached = false) =>
+  `${detached ? detachedRunId : runId}-${(seq++).toString(36)}${label.replace(/[^a-z0-9]/gi, '').slice(0, 8)}`;
 
 function makeNetns(ns: string): Netns {
   const wrap = (cmd: string[]) => ['ip', 'netns', 'exec', ns, ...cmd];
@@ -155,15 +157,24 @@ export async function pickSegment(opts: { avoid?: string[] } = {}): Promise<stri
  * pickSegment); with hostLink the root namespace gets <subnet4>.254 on the switch so node
  * processes can reach a server there.
  */
-export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean }): Promise<TestBed> {
+export async function createTestBed(opts: {
+  nodes: string[];
+  hostLink?: boolean;
+  /** Outlive this process: not removed at its exit nor reaped as a dead run's (its owner removes it). */
+  detached?: boolean;
+}): Promise<TestBed> {
   hookExit();
   await reapLeftoverNamespaces();
   if (opts.nodes.length > 250) throw new Error('at most 250 nodes on one switch');
-  const bedId = `${runId}b${bedSeq++}`;
+  const detached = Boolean(opts.detached);
+  const track = (ns: string) => {
+    if (!detached) created.add(ns);
+  };
+  const bedId = `${detached ? detachedRunId : runId}b${bedSeq++}`;
   const subnet4 = await pickSegment();
-  const switchNs = shortName('sw');
+  const switchNs = shortName('sw', detached);
   await must(['ip', 'netns', 'add', switchNs]);
-  created.add(switchNs);
+  track(switchNs);
   const sw = makeNetns(switchNs);
   await sw.run(['ip', 'link', 'add', 'br0', 'type', 'bridge']);
   // No STP and no forwarding delay: ports forward at once, as a plain L2 segment.
@@ -184,9 +195,9 @@ export async function createTestBed(opts: { nodes: string[]; hostLink?: boolean 
   await sw.run(['ip', 'link', 'set', 'br0', 'up']);
   const nodes: TestNode[] = [];
   for (const [i, name] of opts.nodes.entries()) {
-    const ns = shortName(name);
+    const ns = shortName(name, detached);
     await must(['ip', 'netns', 'add', ns]);
-    created.add(ns);
+    track(ns);
     const node = makeNetns(ns);
     const tmp = `${bedId}n${i}`.slice(-15);
     await must(['ip', 'link', 'add', tmp, 'type', 'veth', 'peer', 'name', `${tmp}p`.slice(-15)]);

@@ -77,19 +77,8 @@ export function createServingCert(ca: CertPair, opts: ServingCertOptions, now = 
     throw new Error('createServingCert: give at least one of dnsNames, ipAddresses');
   const badIp = ipAddresses.find((ip) => isIP(ip) === 0);
   if (badIp !== undefined) throw new Error(`createServingCert: ipAddresses: ${badIp} is not an IP address`);
-  const caCert = forge.pki.certificateFromPem(ca.certPem);
-  const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
-  const keys = rsaKeys();
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = keys.publicKey;
-  cert.serialNumber = serial();
-  validity(cert, opts.days, now);
   const cn = opts.commonName ?? dnsNames[0] ?? ipAddresses[0] ?? 'drainguard';
-  cert.setSubject([{ name: 'commonName', value: cn.slice(0, 64) }]);
-  cert.setIssuer(caCert.subject.attributes);
-  cert.setExtensions([
-    { name: 'basicConstraints', cA: false },
-    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+  return signLeaf(ca, [{ name: 'commonName', value: cn.slice(0, 64) }], opts.days, now, [
     { name: 'extKeyUsage', serverAuth: true },
     {
       name: 'subjectAltName',
@@ -98,6 +87,45 @@ export function createServingCert(ca: CertPair, opts: ServingCertOptions, now = 
         ...ipAddresses.map((ip) => ({ type: 7, ip })),
       ],
     },
+  ]);
+}
+
+/**
+ * A client certificate (clientAuth): Kubernetes reads the user from CN and groups from O
+ * (the lab's API server authenticates to kubelets with one).
+ */
+export function createClientCert(
+  ca: CertPair,
+  opts: { commonName: string; organization?: string; days: number },
+  now = Date.now(),
+): CertPair {
+  const subject = [
+    { name: 'commonName', value: opts.commonName.slice(0, 64) },
+    ...(opts.organization ? [{ name: 'organizationName', value: opts.organization }] : []),
+  ];
+  return signLeaf(ca, subject, opts.days, now, [{ name: 'extKeyUsage', clientAuth: true }]);
+}
+
+function signLeaf(
+  ca: CertPair,
+  subject: forge.pki.CertificateField[],
+  days: number,
+  now: number,
+  extensions: object[],
+): CertPair {
+  const caCert = forge.pki.certificateFromPem(ca.certPem);
+  const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
+  const keys = rsaKeys();
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = serial();
+  validity(cert, days, now);
+  cert.setSubject(subject);
+  cert.setIssuer(caCert.subject.attributes);
+  cert.setExtensions([
+    { name: 'basicConstraints', cA: false },
+    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+    ...extensions,
     { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
   ]);
   cert.sign(caKey, forge.md.sha256.create());

@@ -1,0 +1,281 @@
+// One Kubernetes node of the lab cluster: a network namespace on the test switch running its own
+// containerd, kubelet and kube-proxy, with a CNI bridge for its pods. Every process is entered into
+// the node's network namespace only (nsenter --net), never a new mount namespace: the kubelet's
+// volume mounts must be visible to containerd and to runc (`ip netns exec` would give each a
+// private mount namespace, and pods would start with empty secret volumes).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { waitFor } from '../../shared/clock.ts';
+import type { TestNode } from '../netns.ts';
+import { sh } from '../proc.ts';
+
+export const PAUSE_IMAGE = 'k8s.gcr.io/pause:3.2';
+
+export interface NodeSpec {
+  node: TestNode;
+  /** This node's state directory (containerd root/state, kubelet root, CNI config, logs). */
+  dir: string;
+  /** The pod subnet of this node's CNI bridge, e.g. 198.18.1.0/24. */
+  podCIDR: string;
+  /** All pods' subnets together (kube-proxy's --cluster-cidr). */
+  clusterCIDR: string;
+  /** The v1 cgroup (relative to each hierarchy's root) this node's pods live under. */
+  cgroupRoot: string;
+  binDir: string;
+  caFile: string;
+  kubeletKubeconfig: string;
+  proxyKubeconfig: string;
+  /** docker-archive tars imported into this node's containerd. */
+  imageTars: string[];
+  /** Called with every pid this node starts, before it is awaited (for teardown by pid). */
+  onPid(pid: number): void;
+}
+
+export interface LabNode {
+  name: string;
+  netns: TestNode;
+  dir: string;
+  podCIDR: string;
+  containerdSock: string;
+  /** `ctr` against this node's containerd, k8s.io namespace. */
+  ctr(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  logFiles(): Record<string, string>;
+}
+
+const nsenter = (node: TestNode) => ['nsenter', `--net=/run/netns/${node.ns}`];
+
+function startLogged(spec: NodeSpec, name: string, cmd: string[]): ChildProcess {
+  const log = join(spec.dir, `${name}.log`);
+  const fd = openSync(log, 'a');
+  const [bin, ...args] = [...nsenter(spec.node), ...cmd] as [string, ...string[]];
+  // Own process group, not tied to this process's stdio: teardown stops them by pid.
+  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached: true });
+  child.unref();
+  if (child.pid) spec.onPid(child.pid);
+  return child;
+}
+
+function containerdConfig(dir: string): string {
+  return `version = 2
+root = "${dir}/containerd/root"
+state = "${dir}/containerd/state"
+# Plugins that need kernel features or paths this machine does not have, or that would write outside
+# the node's directory.
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "${dir}/containerd.sock"
+[ttrpc]
+  address = "${dir}/containerd.sock.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE_IMAGE}"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  # root here lacks CAP_SYS_RESOURCE, and the kubelet asks for oom_score_adj -998 on every sandbox:
+  # runc would die ("can't get final child's PID from pipe: EOF"). This clamps requests to no lower
+  # than containerd's own score, which the kernel allows.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # runc's state per node, not the machine-wide /run/containerd/runc.
+        Root = "${dir}/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "${dir}/cni/net.d"
+`;
+}
+
+function cniConfig(spec: NodeSpec): string {
+  return JSON.stringify(
+    {
+      cniVersion: '0.4.0',
+      name: 'lab',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          // Pods reach the API server (outside the pod range) masqueraded as the node, as on a
+          // real node's uplink.
+          ipMasq: true,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            ranges: [[{ subnet: spec.podCIDR }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+            // Per node: the default /var/lib/cni/networks would be shared by all nodes' pods.
+            dataDir: join(spec.dir, 'cni', 'ipam'),
+          },
+        },
+        { type: 'portmap', capabilities: { portMappings: true } },
+      ],
+    },
+    null,
+    2,
+  );
+}
+
+function kubeletConfig(spec: NodeSpec): string {
+  return JSON.stringify(
+    {
+      kind: 'KubeletConfiguration',
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      address: spec.node.ipv4,
+      port: 10250,
+      readOnlyPort: 0,
+      healthzBindAddress: '127.0.0.1',
+      healthzPort: 10248,
+      // Only the API server (its client certificate is signed by the cluster CA) may call the
+      // kubelet; it needs no token reviews for that.
+      authentication: {
+        anonymous: { enabled: false },
+        webhook: { enabled: false },
+        x509: { clientCAFile: spec.caFile },
+      },
+      authorization: { mode: 'AlwaysAllow' },
+      cgroupDriver: 'cgroupfs',
+      cgroupRoot: `/${spec.cgroupRoot}`,
+      cgroupsPerQOS: true,
+      enforceNodeAllocatable: [],
+      failSwapOn: false,
+      // Images are imported, never pulled: the image GC must never delete one, and the shared
+      // disk's fill level must not evict the lab's pods.
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+      evictionHard: {
+        'memory.available': '50Mi',
+        'nodefs.available': '0%',
+        'imagefs.available': '0%',
+        'nodefs.inodesFree': '0%',
+      },
+      serializeImagePulls: false,
+      clusterDomain: 'cluster.local',
+      resolvConf: '/etc/resolv.conf',
+      makeIPTablesUtilChains: true,
+      hairpinMode: 'hairpin-veth',
+      maxPods: 60,
+      nodeStatusUpdateFrequency: '4s',
+      nodeStatusReportFrequency: '20s',
+      syncFrequency: '10s',
+      runtimeRequestTimeout: '2m',
+    },
+    null,
+    2,
+  );
+}
+
+/** Creates the node's cgroup root in every v1 hierarchy (kubelet requires it to exist). */
+export function makeCgroupRoot(root: string): string[] {
+  const made: string[] = [];
+  // Every mounted v1 hierarchy (cpu and cpuacct may be one, or two): the kubelet checks them all.
+  for (const ctrl of readdirSync('/sys/fs/cgroup')) {
+    if (ctrl === 'unified') continue;
+    const base = `/sys/fs/cgroup/${ctrl}`;
+    let exists = true;
+    try {
+      readFileSync(join(base, 'cgroup.procs'));
+    } catch {
+      exists = false;
+    }
+    if (!exists) continue;
+    const dir = join(base, root);
+    mkdirSync(dir, { recursive: true });
+    made.push(dir);
+    if (ctrl === 'cpuset') {
+      // A new cpuset starts with no CPUs and no memory nodes: copy the parent's.
+      for (const f of ['cpuset.cpus', 'cpuset.mems'])
+        writeFileSync(join(dir, f), readFileSync(join(base, f), 'utf8').trim() || '0');
+    }
+  }
+  return made;
+}
+
+export async function startNode(spec: NodeSpec): Promise<LabNode> {
+  const { node, dir } = spec;
+  for (const d of ['containerd/root', 'containerd/state', 'runc', 'cni/net.d', 'cni/ipam', 'kubelet/pki'])
+    mkdirSync(join(dir, d), { recursive: true });
+  writeFileSync(join(dir, 'containerd.toml'), containerdConfig(dir));
+  writeFileSync(join(dir, 'cni', 'net.d', '10-lab.conflist'), cniConfig(spec));
+  writeFileSync(join(dir, 'kubelet.json'), kubeletConfig(spec));
+  // Routing as on a node: forwarding for its pods, and the API server's address on the uplink.
+  await node.run(['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+
+  const sock = join(dir, 'containerd.sock');
+  startLogged(spec, 'containerd', ['containerd', '--config', join(dir, 'containerd.toml')]);
+  const ctr = (args: string[]) =>
+    sh(['ctr', '--address', sock, '--namespace', 'k8s.io', ...args], { timeoutMs: 300_000 });
+  await waitFor(`${node.name}: containerd answers`, async () => (await ctr(['version'])).code === 0, {
+    timeoutMs: 30_000,
+    intervalMs: 100,
+  });
+  for (const tar of spec.imageTars) {
+    const r = await ctr(['images', 'import', tar]);
+    if (r.code !== 0) throw new Error(`${node.name}: ctr images import ${tar}: ${r.stderr.trim()}`);
+  }
+
+  startLogged(spec, 'kubelet', [
+    join(spec.binDir, 'kubelet'),
+    '--config',
+    join(dir, 'kubelet.json'),
+    '--kubeconfig',
+    spec.kubeletKubeconfig,
+    '--container-runtime',
+    'remote',
+    '--container-runtime-endpoint',
+    `unix://${sock}`,
+    '--node-ip',
+    node.ipv4,
+    '--hostname-override',
+    node.name,
+    '--root-dir',
+    join(dir, 'kubelet'),
+    '--cert-dir',
+    join(dir, 'kubelet', 'pki'),
+    '--v',
+    '1',
+  ]);
+  startLogged(spec, 'kube-proxy', [
+    join(spec.binDir, 'kube-proxy'),
+    '--kubeconfig',
+    spec.proxyKubeconfig,
+    '--hostname-override',
+    node.name,
+    '--bind-address',
+    node.ipv4,
+    '--proxy-mode',
+    'iptables',
+    '--cluster-cidr',
+    spec.clusterCIDR,
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    // The conntrack table is the machine's: kube-proxy must not resize it.
+    '--conntrack-max-per-core',
+    '0',
+    '--conntrack-tcp-timeout-established',
+    '0',
+    '--conntrack-tcp-timeout-close-wait',
+    '0',
+    '--v',
+    '1',
+  ]);
+  return {
+    name: node.name,
+    netns: node,
+    dir,
+    podCIDR: spec.podCIDR,
+    containerdSock: sock,
+    ctr,
+    logFiles: () => ({
+      [`${node.name}/containerd`]: join(dir, 'containerd.log'),
+      [`${node.name}/kubelet`]: join(dir, 'kubelet.log'),
+      [`${node.name}/kube-proxy`]: join(dir, 'kube-proxy.log'),
+    }),
+  };
+}
