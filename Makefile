@@ -4,12 +4,13 @@ SHELL := /bin/bash
 NODE_BIN_DIR = $(shell dirname "$$(bash scripts/node24.sh)")
 RUN = PATH="$(NODE_BIN_DIR):$$PATH"
 
-.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e build cluster cluster-down
+.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e build image cluster cluster-down
 help:
 	@echo "make test          bootstrap, lint, typecheck, unit and end-to-end tests"
 	@echo "make build         bundle the CLI (./bin/drainguard)"
-	@echo "make cluster       start a local etcd + kube-apiserver; prints KUBECONFIG=..."
-	@echo "make cluster-down  stop it"
+	@echo "make image         build the pause, node stand-in, drainguard:dev and drainguard-lab:dev images (buildah)"
+	@echo "make cluster       a local cluster: control plane + node-a..c (kubelet, containerd); prints KUBECONFIG=..."
+	@echo "make cluster-down  stop it and remove everything it made"
 	@grep -hE '^## ' mk/*.mk 2>/dev/null | sed 's/^## //' || true
 
 bootstrap:
@@ -32,6 +33,9 @@ test: bootstrap lint typecheck build
 
 build: bootstrap
 	$(RUN) node scripts/bundle.ts
+
+image: bootstrap
+	@bash scripts/build-images.sh
 
 cluster: bootstrap
 	@$(RUN) node scripts/cluster.ts up

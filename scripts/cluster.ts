@@ -1,45 +1,52 @@
-// `make cluster` / `make cluster-down`: a local etcd + kube-apiserver for people, in .cluster/.
-// `up` prints KUBECONFIG=<absolute path> as its last line; `down` stops exactly the pids it started.
+// `make cluster` / `make cluster-down`: the lab cluster (lab/cluster) for people, state in .cluster/.
+// `up` prints KUBECONFIG=<absolute path> as its last line; `down` removes every process, namespace,
+// route, mount and cgroup it made, and says if anything is left.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { startControlPlane } from '../lab/control-plane.ts';
-import { killAndWait, pidAlive } from '../lab/proc.ts';
+import { startCluster, stopClusterFromState } from '../lab/cluster/cluster.ts';
+import { type ClusterState, leftovers } from '../lab/cluster/teardown.ts';
+import { pidAlive } from '../lab/proc.ts';
 
 const dir = resolve(import.meta.dirname, '..', '.cluster');
-const pidsFile = `${dir}/pids.json`;
+const stateFile = `${dir}/cluster.json`;
+const say = (line: string) => process.stdout.write(`${line}\n`);
 
-async function down(): Promise<void> {
-  if (!existsSync(pidsFile)) {
-    process.stdout.write('no cluster running (no .cluster/pids.json)\n');
+function down(): void {
+  if (!existsSync(stateFile)) {
+    say('no cluster running (no .cluster/cluster.json)');
     return;
   }
-  const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { etcd?: number; apiserver?: number };
-  for (const pid of [st.apiserver, st.etcd]) await killAndWait(pid);
+  const st = stopClusterFromState(dir) as ClusterState;
+  const left = leftovers(st);
   rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`stopped kube-apiserver (pid ${st.apiserver}) and etcd (pid ${st.etcd})\n`);
+  if (left.length > 0) {
+    say(`stopped, but these are left:\n  ${left.join('\n  ')}`);
+    process.exitCode = 1;
+  } else say(`stopped: ${st.pids.length} processes, ${st.netns.length} namespaces, all removed`);
 }
 
 async function up(): Promise<void> {
-  if (existsSync(pidsFile)) {
-    const st = JSON.parse(readFileSync(pidsFile, 'utf8')) as { apiserver?: number };
-    if (st.apiserver && pidAlive(st.apiserver)) {
-      process.stdout.write(
-        `already running (pid ${st.apiserver}); make cluster-down first\nKUBECONFIG=${dir}/kubeconfig.json\n`,
-      );
+  if (existsSync(stateFile)) {
+    const st = JSON.parse(readFileSync(stateFile, 'utf8')) as ClusterState;
+    if (st.pids.some(pidAlive)) {
+      say(`already running; make cluster-down first\nKUBECONFIG=${st.cpDir}/kubeconfig.json`);
       return;
     }
-    rmSync(dir, { recursive: true, force: true });
+    stopClusterFromState(dir);
   }
-  const cp = await startControlPlane({ dir, detached: true });
-  process.stdout.write(
-    `kube-apiserver ${cp.server} (pid ${cp.apiserverPid}), etcd (pid ${cp.etcdPid}); logs in ${dir}\n`,
-  );
-  process.stdout.write(`KUBECONFIG=${cp.kubeconfigPath}\n`);
+  const cluster = await startCluster({
+    dir,
+    detached: true,
+    log: (l) => process.stderr.write(`[cluster] ${l}\n`),
+  });
+  say(await cluster.k(['get', 'nodes', '-o', 'wide']));
+  say(`API server ${cluster.server}; logs and state in ${dir}`);
+  say(`KUBECONFIG=${cluster.kubeconfigPath}`);
 }
 
 const cmd = process.argv[2];
 if (cmd === 'up') await up();
-else if (cmd === 'down') await down();
+else if (cmd === 'down') down();
 else {
   process.stderr.write('usage: node scripts/cluster.ts up|down\n');
   process.exitCode = 2;

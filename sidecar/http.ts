@@ -42,7 +42,9 @@ export class SidecarServer {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+    // Kubelets before 1.26 (kubernetes#86139, ConsistentHTTPGetHandlers) build a preStop httpGet
+    // URL as `http://host:port/` + path: `/prestop` arrives as `//prestop` (lab kubelet 1.20).
+    const path = (req.url ?? '/').split('?')[0]?.replace(/^\/+/, '/');
     req.resume();
     switch (path) {
       case '/healthz':

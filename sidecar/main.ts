@@ -46,6 +46,15 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     log: logger,
     clock,
   });
+  // Shows from outside that the sidecar reached the API server with its own credentials.
+  const apiView = metrics.gauge(
+    'drainguard_api_view_synced',
+    '1 while the Node and own Pod are read from the API server and it answers; 0 before and during outages.',
+  );
+  const showApiView = () =>
+    apiView.set({}, drain?.current.synced && drain.current.apiDownSince === undefined ? 1 : 0);
+  showApiView();
+  drain.subscribe(showApiView);
   const ctx: CapabilityContext = {
     config,
     log: logger,

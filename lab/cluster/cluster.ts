@@ -20,6 +20,7 @@ import type { KubeClient } from '../../shared/kube/client.ts';
 import { type ControlPlane, k8sBinDir, startControlPlane } from '../control-plane.ts';
 import { createTestBed, type TestBed } from '../netns.ts';
 import { pidAlive, sh } from '../proc.ts';
+import { goldenRoot, type ImageList } from './images.ts';
 import { type LabNode, makeCgroupRoot, startNode } from './node.ts';
 import { type ClusterState, teardownCluster } from './teardown.ts';
 
@@ -55,10 +56,6 @@ export interface Cluster {
   /** The tail of every component's log, for a failing test's output. */
   logs(tailBytes?: number): string;
   stop(): Promise<void>;
-}
-
-export interface ImageList {
-  images: { name: string; tar: string; bytes: number }[];
 }
 
 /** Builds (or finds cached) the lab images through `make image`'s script; returns their list. */
@@ -103,7 +100,8 @@ function hookExit(): void {
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
-  const log = opts.log ?? (() => {});
+  const t0 = Date.now();
+  const log = (line: string) => opts.log?.(`${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s  ${line}`);
   const bins = k8sBinDir();
   for (const b of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet', 'kube-proxy'])
     if (!existsSync(join(bins, b))) throw new Error(`${join(bins, b)} not found: run make bootstrap first`);
@@ -136,6 +134,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   try {
     log('images');
     const images = await ensureImages();
+    const golden = await goldenRoot(images);
     log('network: switch and node namespaces');
     const bed = await createTestBed({ nodes: names, hostLink: true, detached: Boolean(opts.detached) });
     st.netns.push(bed.switchNs, ...bed.nodes.map((n) => n.ns));
@@ -233,7 +232,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           caFile,
           kubeletKubeconfig: controlPlane.userKubeconfig(`system:node:${n.name}`),
           proxyKubeconfig: controlPlane.userKubeconfig('system:kube-proxy'),
-          imageTars: images.images.map((x) => x.tar),
+          goldenRoot: golden,
           onPid: (pid) => {
             st.pids.push(pid);
             save();
@@ -298,7 +297,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         teardownCluster(st);
       },
     };
-    log('waiting for nodes Ready');
+    log('node processes started; waiting for nodes Ready');
     try {
       await waitFor(
         `nodes ${names.join(', ')} Ready`,
@@ -323,6 +322,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         },
         { timeoutMs: 120_000, intervalMs: 250 },
       );
+      log('nodes Ready');
       // Pods need their service account's token, which kube-controller-manager mints.
       await waitFor(
         'default service account token',

@@ -73,8 +73,13 @@ export async function goldenRoot(list: ImageList): Promise<string> {
 /** A node's containerd root: hard links to the golden root, with private copies of its databases. */
 export async function cloneRoot(golden: string, dest: string): Promise<void> {
   rmSync(dest, { recursive: true, force: true });
-  const r = await sh(['cp', '-al', golden, dest], { timeoutMs: 120_000 });
-  if (r.code !== 0) throw new Error(`cp -al ${golden} ${dest}: ${r.stderr.trim()}`);
+  let r = await sh(['cp', '-al', golden, dest], { timeoutMs: 120_000 });
+  // Hard links need one filesystem; elsewhere a full copy still works, only slower.
+  if (r.code !== 0) {
+    rmSync(dest, { recursive: true, force: true });
+    r = await sh(['cp', '-a', golden, dest], { timeoutMs: 600_000 });
+  }
+  if (r.code !== 0) throw new Error(`cp -a ${golden} ${dest}: ${r.stderr.trim()}`);
   const walk = (d: string) => {
     for (const e of readdirSync(d)) {
       const p = join(d, e);

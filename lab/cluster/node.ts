@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { TestNode } from '../netns.ts';
 import { sh } from '../proc.ts';
+import { cloneRoot } from './images.ts';
 
 export const PAUSE_IMAGE = 'k8s.gcr.io/pause:3.2';
 
@@ -26,8 +27,8 @@ export interface NodeSpec {
   caFile: string;
   kubeletKubeconfig: string;
   proxyKubeconfig: string;
-  /** docker-archive tars imported into this node's containerd. */
-  imageTars: string[];
+  /** A containerd root holding the lab images (see images.ts), cloned as this node's root. */
+  goldenRoot: string;
   /** Called with every pid this node starts, before it is awaited (for teardown by pid). */
   onPid(pid: number): void;
 }
@@ -197,6 +198,8 @@ export function makeCgroupRoot(root: string): string[] {
 
 export async function startNode(spec: NodeSpec): Promise<LabNode> {
   const { node, dir } = spec;
+  mkdirSync(join(dir, 'containerd'), { recursive: true });
+  await cloneRoot(spec.goldenRoot, join(dir, 'containerd', 'root'));
   for (const d of ['containerd/root', 'containerd/state', 'runc', 'cni/net.d', 'cni/ipam', 'kubelet/pki'])
     mkdirSync(join(dir, d), { recursive: true });
   writeFileSync(join(dir, 'containerd.toml'), containerdConfig(dir));
@@ -213,10 +216,6 @@ export async function startNode(spec: NodeSpec): Promise<LabNode> {
     timeoutMs: 30_000,
     intervalMs: 100,
   });
-  for (const tar of spec.imageTars) {
-    const r = await ctr(['images', 'import', tar]);
-    if (r.code !== 0) throw new Error(`${node.name}: ctr images import ${tar}: ${r.stderr.trim()}`);
-  }
 
   startLogged(spec, 'kubelet', [
     join(spec.binDir, 'kubelet'),

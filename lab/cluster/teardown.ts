@@ -166,6 +166,6 @@ export function leftovers(st: ClusterState): string[] {
     .split('\n')
     .filter((m) => m.startsWith(`${st.dir}/`));
   if (mounts.length) out.push(`mounts ${mounts.join(', ')}`);
-  if (existsSync(st.dir)) out.push(`directory ${st.dir}`);
+  for (const d of [st.dir, st.cpDir]) if (d && existsSync(d)) out.push(`directory ${d}`);
   return out;
 }
