@@ -9,18 +9,16 @@ import { createInterface } from 'node:readline';
 import { waitFor } from '../shared/clock.ts';
 import type { KubeClient } from '../shared/kube/client.ts';
 import type { KubeObject, Node } from '../shared/kube/types.ts';
+import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
 import { type ControlPlane, startControlPlane } from './control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from './netns.ts';
 import { owner } from './sim/speaker/election.ts';
 
+export { macsIn, type ProbeRound };
+
 export const METALLB_NS = 'metallb-system';
 export const SIDECAR_PORT = 7480;
 const ROOT = new URL('..', import.meta.url).pathname;
-
-export interface ProbeRound {
-  t: number;
-  macs: string[];
-}
 
 export interface Speaker {
   node: TestNode;
@@ -314,28 +312,8 @@ async function populate(
     async setLabel(name, key, value) {
       await client.patch(`/api/v1/nodes/${name}`, { metadata: { labels: { [key]: value } } }, 'merge');
     },
-    startProbe(intervalMs, onRound) {
-      const c = bed.node('client');
-      const proc = c.spawn(
-        ['python3', join(ROOT, 'lab/sim/speaker/wire.py'), 'probe', 'eth0', c.ipv4, vip, String(intervalMs)],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      createInterface({ input: proc.stdout! }).on('line', (l) => {
-        try {
-          onRound(JSON.parse(l) as ProbeRound);
-        } catch {
-          // ignore
-        }
-      });
-      return proc;
-    },
-    async probe(rounds, intervalMs = 50) {
-      const out: ProbeRound[] = [];
-      const proc = world.startProbe(intervalMs, (r) => out.push(r));
-      await waitFor('probe rounds', () => out.length >= rounds, { timeoutMs: rounds * intervalMs + 10_000 });
-      await killWait(proc, 'SIGKILL');
-      return out.slice(0, rounds);
-    },
+    startProbe: (intervalMs, onRound) => startArpProbe(bed.node('client'), vip, intervalMs, onRound),
+    probe: (rounds, intervalMs = 50) => probeRounds(bed.node('client'), vip, rounds, intervalMs),
     nft: (name, args) => bed.node(name).run(['nft', ...args]),
     async l2Statuses() {
       if (noCrd) return [];
@@ -358,18 +336,4 @@ async function populate(
   return world;
 }
 
-export async function killWait(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const done = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  try {
-    // Spawned detached: SIGKILL takes the whole group (node and its python helper); a polite
-    // signal goes to the process alone so it can shut down in its own order.
-    if (proc.pid) process.kill(signal === 'SIGKILL' ? -proc.pid : proc.pid, signal);
-  } catch {
-    proc.kill(signal);
-  }
-  await Promise.race([done, new Promise((r) => setTimeout(r, 10_000))]);
-}
-
-/** Ensures the sidecar's MAC-level claims: which MACs answered in these rounds. */
-export const macsIn = (rounds: ProbeRound[]) => [...new Set(rounds.flatMap((r) => r.macs))].sort();
+export const killWait = stopProcess;

@@ -30,6 +30,8 @@ const STATE_PREFIX = 'drainguard-cluster-';
 
 export interface ClusterOptions {
   nodes?: string[];
+  /** Namespaces on the switch that are not nodes (an ARP client, say), reachable as bed.node(name). */
+  clients?: string[];
   /** State directory; default a fresh one under the temp dir. */
   dir?: string;
   /** Keep running after this process exits (`make cluster`; `make cluster-down` stops it). */
@@ -136,7 +138,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     const images = await ensureImages();
     const golden = await goldenRoot(images);
     log('network: switch and node namespaces');
-    const bed = await createTestBed({ nodes: names, hostLink: true, detached: Boolean(opts.detached) });
+    const bed = await createTestBed({
+      nodes: [...names, ...(opts.clients ?? [])],
+      hostLink: true,
+      detached: Boolean(opts.detached),
+    });
+    const kubeNodes = bed.nodes.filter((n) => names.includes(n.name));
     st.netns.push(bed.switchNs, ...bed.nodes.map((n) => n.ns));
     // The host link's root-namespace end is named after the bed; deleting it removes the pair.
     st.hostIf = `${bed.id}h`.slice(-15);
@@ -206,7 +213,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 
     log('nodes');
     const nodes = await Promise.all(
-      bed.nodes.map(async (n, i) => {
+      kubeNodes.map(async (n, i) => {
         const podCIDR = `198.18.${block + i + 1}.0/24`;
         // The API server (root namespace) dials webhooks at their pods: route each pod subnet to its node.
         const route = [podCIDR, 'via', n.ipv4];
@@ -214,7 +221,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         st.routes.push(route);
         // Nodes reach each other's pods directly, and ClusterIPs resolve on-link (kube-proxy DNATs
         // them in this namespace; anything it does not know goes nowhere).
-        for (const [j, m] of bed.nodes.entries())
+        for (const [j, m] of kubeNodes.entries())
           if (j !== i) await n.run(['ip', 'route', 'replace', `198.18.${block + j + 1}.0/24`, 'via', m.ipv4]);
         await n.run(['ip', 'route', 'replace', SERVICE_CIDR, 'dev', 'eth0']);
         const cgroupRoot = `dglab-${id}-${n.name}`;

@@ -1,5 +1,7 @@
 // A MetalLB layer-2 speaker simulator, one process per test node, run inside the node's
 // network namespace:  node lab/sim/speaker/speaker.ts '<json SpeakerSimConfig>'
+// or in a hostNetwork pod of the lab image on the lab cluster: no kubeconfig (the pod's service
+// account, in-cluster), the node from $NODE_NAME (downward API), as MetalLB's own DaemonSet does.
 // - memberlist-like liveness: UDP heartbeats on 7946 to every peer; a peer missing for deadMs is
 //   dead, an explicit leave (sent on SIGTERM) removes it at once;
 // - election as MetalLB does it (election.ts), from this process' own view of the API;
@@ -14,7 +16,7 @@ import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { systemClock } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
-import { kubeconfigTarget } from '../../../shared/kube/config.ts';
+import { kubeconfigTarget, resolveTarget } from '../../../shared/kube/config.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
@@ -23,7 +25,8 @@ import { eligible, liveMembers, type MemberView, owner } from './election.ts';
 export interface SpeakerSimConfig {
   node: string;
   iface: string;
-  kubeconfig: string;
+  /** Absent: in-cluster credentials. */
+  kubeconfig?: string;
   namespace: string;
   peers: { node: string; ip: string }[];
   port?: number;
@@ -41,16 +44,21 @@ interface L2Status extends KubeObject {
   status?: { node?: string; serviceName?: string; serviceNamespace?: string };
 }
 
-const cfg = JSON.parse(process.argv[2] ?? '{}') as SpeakerSimConfig;
+const parsed = JSON.parse(process.argv[2] ?? '{}') as Partial<SpeakerSimConfig>;
+const cfg = { ...parsed, node: parsed.node || process.env.NODE_NAME || '' } as SpeakerSimConfig;
+if (!cfg.node) throw new Error('speaker-sim: no node name (config "node" or $NODE_NAME)');
 const port = cfg.port ?? 7946;
 const heartbeatMs = cfg.heartbeatMs ?? 200;
 const deadMs = cfg.deadMs ?? 5000;
 const log = createLogger(`speaker-sim-${cfg.node}`, process.env.SIM_LOG_LEVEL ?? 'warn');
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
-const client = new KubeClient(await kubeconfigTarget(cfg.kubeconfig), {
-  userAgent: `speaker-sim/${cfg.node}`,
-});
+const client = new KubeClient(
+  cfg.kubeconfig ? await kubeconfigTarget(cfg.kubeconfig) : await resolveTarget(undefined, process.env),
+  {
+    userAgent: `speaker-sim/${cfg.node}`,
+  },
+);
 let frozen = false;
 const view: MemberView = { lastSeen: new Map(), left: new Set() };
 // The API view the election uses; frozen = not updated any more.
@@ -250,6 +258,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
 
 async function shutdown(): Promise<void> {
   // Like the real speaker: answers ARP until it exits, then leaves memberlist; no goodbye ARP.
+  emit({ ev: 'sigterm', node: cfg.node, t: Date.now() });
   stopping = true;
   beat('leave');
   clearInterval(beatTimer);

@@ -2,13 +2,13 @@
 // replace pods, kubectl drain evicts, the kubelet runs preStop hooks before SIGTERM, and the webhook
 // installed from manifests/ injects a sidecar that reaches the API server in-cluster.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
+import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
-const REPO = join(import.meta.dirname, '..', '..', '..');
 const LAB_IMAGE = 'drainguard-lab:dev';
 const IMAGE = 'drainguard:dev';
 const T = { timeoutMs: 120_000, intervalMs: 250 };
@@ -279,41 +279,9 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
 
   test('the webhook from manifests/ injects a Ready sidecar that reaches the API in-cluster', () =>
     withLogs(async () => {
-      // The user's overlay: the published manifests with the locally built image.
-      const overlay = mkdtempSync(join(c.dir, 'overlay-'));
-      writeFileSync(
-        join(overlay, 'kustomization.yaml'),
-        [
-          'apiVersion: kustomize.config.k8s.io/v1beta1',
-          'kind: Kustomization',
-          'resources:',
-          `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', 'self-managed'))}`,
-          'images:',
-          '  - name: ghcr.io/drainguard/drainguard',
-          '    newName: drainguard',
-          '    newTag: dev',
-          'patches:',
-          // The lab runs 1.20, which serves PodDisruptionBudget as policy/v1beta1 only (v1: 1.21+).
-          '  - target: {kind: PodDisruptionBudget}',
-          '    patch: |-',
-          '      - op: replace',
-          '        path: /apiVersion',
-          '        value: policy/v1beta1',
-          '  - target: {kind: Deployment, name: drainguard-webhook}',
-          '    patch: |-',
-          '      - op: add',
-          '        path: /spec/template/spec/containers/0/env/-',
-          '        value: {name: DRAINGUARD_SIDECAR_IMAGE, value: drainguard:dev}',
-          '',
-        ].join('\n'),
-      );
-      // MetalLB is installed first, as on a user's cluster: its namespace, CRDs and speaker.
-      await c.k(['create', 'namespace', 'metallb-system']);
-      // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
-      await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', 'servicel2status.yaml')]);
-      await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
-      await c.k(['apply', '-k', overlay]);
-      await rollout('drainguard-system', 'deployment/drainguard-webhook');
+      // MetalLB is installed first, as on a user's cluster, then drainguard from manifests/.
+      await installMetalLbBase(c);
+      await installDrainguard(c);
       const labels = { app: 'metallb', component: 'speaker' };
       await apply({
         apiVersion: 'apps/v1',

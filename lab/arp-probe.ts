@@ -1,0 +1,66 @@
+// ARP probes of a VIP from a client namespace on the test switch: one round every intervalMs,
+// each round the set of MACs that answered (wire.py, raw AF_PACKET). Used by the bare L2 world,
+// the lab-cluster flows, the benchmarks and the demo.
+import type { ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { waitFor } from '../shared/clock.ts';
+import type { Netns } from './netns.ts';
+
+const WIRE = new URL('./sim/speaker/wire.py', import.meta.url).pathname;
+
+export interface ProbeRound {
+  t: number;
+  macs: string[];
+}
+
+export function startArpProbe(
+  client: Netns & { ipv4: string },
+  vip: string,
+  intervalMs: number,
+  onRound: (r: ProbeRound) => void,
+): ChildProcess {
+  const proc = client.spawn(['python3', WIRE, 'probe', 'eth0', client.ipv4, vip, String(intervalMs)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  createInterface({ input: proc.stdout! }).on('line', (l) => {
+    try {
+      onRound(JSON.parse(l) as ProbeRound);
+    } catch {
+      // not a round: ignore
+    }
+  });
+  return proc;
+}
+
+/** `rounds` rounds of probing, then the probe stops. */
+export async function probeRounds(
+  client: Netns & { ipv4: string },
+  vip: string,
+  rounds: number,
+  intervalMs = 50,
+): Promise<ProbeRound[]> {
+  const out: ProbeRound[] = [];
+  const proc = startArpProbe(client, vip, intervalMs, (r) => out.push(r));
+  try {
+    await waitFor('probe rounds', () => out.length >= rounds, { timeoutMs: rounds * intervalMs + 10_000 });
+  } finally {
+    await stopProcess(proc, 'SIGKILL');
+  }
+  return out.slice(0, rounds);
+}
+
+/** The MACs that answered in these rounds. */
+export const macsIn = (rounds: ProbeRound[]) => [...new Set(rounds.flatMap((r) => r.macs))].sort();
+
+export async function stopProcess(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const done = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  try {
+    // Spawned detached: SIGKILL takes the whole group (node and its python helper); a polite
+    // signal goes to the process alone so it can shut down in its own order.
+    if (proc.pid) process.kill(signal === 'SIGKILL' ? -proc.pid : proc.pid, signal);
+  } catch {
+    proc.kill(signal);
+  }
+  await Promise.race([done, new Promise((r) => setTimeout(r, 10_000))]);
+}

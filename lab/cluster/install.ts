@@ -1,0 +1,63 @@
+// Installing drainguard on the lab cluster the way a user would: `kubectl apply -k` of an overlay
+// of the published manifests/ that only swaps in the locally built image.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import type { Cluster } from './cluster.ts';
+
+const REPO = join(import.meta.dirname, '..', '..');
+
+/** The user's overlay: manifests/overlays/self-managed with drainguard:dev. Returns its directory. */
+export function writeOverlay(dir: string): string {
+  const overlay = mkdtempSync(join(dir, 'overlay-'));
+  writeFileSync(
+    join(overlay, 'kustomization.yaml'),
+    [
+      'apiVersion: kustomize.config.k8s.io/v1beta1',
+      'kind: Kustomization',
+      'resources:',
+      `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', 'self-managed'))}`,
+      'images:',
+      '  - name: ghcr.io/drainguard/drainguard',
+      '    newName: drainguard',
+      '    newTag: dev',
+      'patches:',
+      // The lab runs 1.20, which serves PodDisruptionBudget as policy/v1beta1 only (v1: 1.21+).
+      '  - target: {kind: PodDisruptionBudget}',
+      '    patch: |-',
+      '      - op: replace',
+      '        path: /apiVersion',
+      '        value: policy/v1beta1',
+      '  - target: {kind: Deployment, name: drainguard-webhook}',
+      '    patch: |-',
+      '      - op: add',
+      '        path: /spec/template/spec/containers/0/env/-',
+      '        value: {name: DRAINGUARD_SIDECAR_IMAGE, value: drainguard:dev}',
+      '',
+    ].join('\n'),
+  );
+  return overlay;
+}
+
+/**
+ * MetalLB's side as a user's cluster has it before drainguard: its namespace, the ServiceL2Status
+ * CRD and the speaker's service account (the sidecar RBAC in manifests/ binds to it).
+ */
+export async function installMetalLbBase(c: Cluster): Promise<void> {
+  await c.k(['create', 'namespace', 'metallb-system']);
+  // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
+  await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', 'servicel2status.yaml')]);
+  await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
+}
+
+/** `kubectl apply -k` of the user's overlay, then the webhook rolled out and serving. */
+export async function installDrainguard(c: Cluster): Promise<void> {
+  await c.k(['apply', '-k', writeOverlay(c.dir)]);
+  await c.k([
+    'rollout',
+    'status',
+    '-n',
+    'drainguard-system',
+    'deployment/drainguard-webhook',
+    '--timeout=180s',
+  ]);
+}
