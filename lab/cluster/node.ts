@@ -1,8 +1,10 @@
 // One Kubernetes node of the lab cluster: a network namespace on the test switch running its own
-// containerd, kubelet and kube-proxy, with a CNI bridge for its pods. Every process is entered into
-// the node's network namespace only (nsenter --net), never a new mount namespace: the kubelet's
-// volume mounts must be visible to containerd and to runc (`ip netns exec` would give each a
-// private mount namespace, and pods would start with empty secret volumes).
+// containerd, kubelet and kube-proxy, with a CNI bridge for its pods. The three run in the node's
+// network namespace and in one mount namespace of the node's own (slave of the root's, so the
+// kubelet's volume mounts are seen by containerd and runc, which share it). In it, the node has
+// its own /var/log/pods, /var/log/containers and /run/netns, as a real node does: kubelet 1.20
+// hard-codes /var/log/pods, and its container GC deletes every pod log directory there that is not
+// one of its own pods' — with one shared directory the three kubelets deleted each other's logs.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -44,12 +46,47 @@ export interface LabNode {
   logFiles(): Record<string, string>;
 }
 
-const nsenter = (node: TestNode) => ['nsenter', `--net=/run/netns/${node.ns}`];
+/** Enters the node: its network namespace and its mount namespace (see makeMountNamespace). */
+const nsenter = (spec: NodeSpec) => [
+  'nsenter',
+  `--mount=${mountNsFile(spec.dir)}`,
+  `--net=/run/netns/${spec.node.ns}`,
+];
+
+const mountNsFile = (dir: string) => join(dir, 'mnt', 'ns');
+
+/**
+ * A mount namespace for the node, kept alive by a bind mount of it on <dir>/mnt/ns (the mount
+ * holding it must be private), with the node's own log and netns directories mounted over the
+ * machine's. It disappears with its mounts when the node's processes are gone and the file is
+ * unmounted (teardown unmounts everything under the cluster's directory).
+ */
+async function makeMountNamespace(dir: string): Promise<void> {
+  const holder = join(dir, 'mnt');
+  mkdirSync(holder, { recursive: true });
+  const must = async (cmd: string[]) => {
+    const r = await sh(cmd);
+    if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
+  };
+  await must(['mount', '--bind', holder, holder]);
+  await must(['mount', '--make-private', holder]);
+  writeFileSync(mountNsFile(dir), '');
+  await must(['unshare', `--mount=${mountNsFile(dir)}`, '--propagation', 'slave', 'true']);
+  for (const [own, shared] of [
+    ['pod-logs', '/var/log/pods'],
+    ['container-logs', '/var/log/containers'],
+    ['netns', '/run/netns'],
+  ] as const) {
+    mkdirSync(join(dir, own), { recursive: true });
+    mkdirSync(shared, { recursive: true });
+    await must(['nsenter', `--mount=${mountNsFile(dir)}`, 'mount', '--bind', join(dir, own), shared]);
+  }
+}
 
 function startLogged(spec: NodeSpec, name: string, cmd: string[]): ChildProcess {
   const log = join(spec.dir, `${name}.log`);
   const fd = openSync(log, 'a');
-  const [bin, ...args] = [...nsenter(spec.node), ...cmd] as [string, ...string[]];
+  const [bin, ...args] = [...nsenter(spec), ...cmd] as [string, ...string[]];
   // Own process group, not tied to this process's stdio: teardown stops them by pid.
   const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached: true });
   child.unref();
@@ -198,6 +235,7 @@ export function makeCgroupRoot(root: string): string[] {
 
 export async function startNode(spec: NodeSpec): Promise<LabNode> {
   const { node, dir } = spec;
+  await makeMountNamespace(dir);
   mkdirSync(join(dir, 'containerd'), { recursive: true });
   await cloneRoot(spec.goldenRoot, join(dir, 'containerd', 'root'));
   for (const d of ['containerd/root', 'containerd/state', 'runc', 'cni/net.d', 'cni/ipam', 'kubelet/pki'])

@@ -1,0 +1,312 @@
+// MetalLB L2 handover on real kubelets, the way a user meets it: MetalLB's speaker DaemonSet
+// (the speaker simulator from the lab image, since MetalLB's Go binary cannot run here), drainguard
+// installed from manifests/, the namespace labelled, `kubectl rollout restart`, then the two exits
+// of an announcing speaker: `kubectl drain` of its node (the DaemonSet pod is not evicted) and
+// `kubectl delete pod` (the kubelet runs the injected preStop hook, which holds the speaker until
+// the VIP has moved). ARP probes from a client namespace on the switch show who answers.
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { after, before, describe, test } from 'node:test';
+import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
+import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
+import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
+import { owner } from '../../../lab/sim/speaker/election.ts';
+import { waitFor } from '../../../shared/clock.ts';
+
+const NS = 'metallb-system';
+const NAMES = ['node-a', 'node-b', 'node-c'];
+const EXCLUDE_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
+const T = { timeoutMs: 120_000, intervalMs: 250 };
+
+interface Pod {
+  metadata: { name: string; uid: string; deletionTimestamp?: string };
+  spec: { nodeName?: string; containers: { name: string }[] };
+  status?: { containerStatuses?: { name: string; ready: boolean }[] };
+}
+
+let c: Cluster;
+let vip: string;
+const mac = (node: string) => c.bed.node(node).mac.toLowerCase();
+const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
+const speakerPods = async () =>
+  (
+    JSON.parse(await k(['get', 'pods', '-n', NS, '-l', 'component=speaker', '-o', 'json'])) as {
+      items: Pod[];
+    }
+  ).items;
+const labels = async (node: string) =>
+  (
+    JSON.parse(await k(['get', 'node', node, '-o', 'json'])) as {
+      metadata: { labels?: Record<string, string> };
+    }
+  ).metadata.labels ?? {};
+const fenced = async (node: string) =>
+  (await c.bed.node(node).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;
+
+/** Only `node` answers the VIP, over several rounds. */
+async function answeredOnlyBy(node: string): Promise<void> {
+  await waitFor(
+    `only ${node} answers ${vip}`,
+    async () => {
+      const macs = macsIn(await probeRounds(c.bed.node('client'), vip, 6, 50));
+      return macs.length === 1 && macs[0] === mac(node);
+    },
+    T,
+  );
+}
+
+/** Lines of a container's log as the kubelet serves them, followed until the container exits. */
+function follow(pod: string, container: string): { lines: string[]; proc: ChildProcess } {
+  const proc = spawn(
+    'kubectl',
+    ['--kubeconfig', c.kubeconfigPath, 'logs', '-f', '-n', NS, pod, '-c', container],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
+  const lines: string[] = [];
+  createInterface({ input: proc.stdout! }).on('line', (l) => lines.push(l));
+  return { lines, proc };
+}
+
+async function settle(): Promise<void> {
+  for (const n of NAMES) {
+    await k(['uncordon', n]);
+    await waitFor(
+      `${n}: label and fence gone`,
+      async () => !(EXCLUDE_LABEL in (await labels(n))) && !(await fenced(n)),
+      T,
+    );
+  }
+  await answeredOnlyBy(owner(NAMES, vip) as string);
+}
+
+before(async () => {
+  c = await startCluster({ clients: ['client'], log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
+  vip = c.bed.addr4(100);
+  await installMetalLbBase(c);
+  await installDrainguard(c);
+  // What MetalLB's own manifests grant the speaker, narrowed to what the simulator reads and writes.
+  await k(['create', 'clusterrole', 'lab-speaker', '--verb=get,list,watch', '--resource=nodes,services']);
+  await k([
+    'create',
+    'clusterrolebinding',
+    'lab-speaker',
+    '--clusterrole=lab-speaker',
+    `--serviceaccount=${NS}:speaker`,
+  ]);
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'lab-speaker', namespace: NS },
+      rules: [
+        {
+          apiGroups: ['metallb.io'],
+          // MetalLB writes ServiceL2Status through its status subresource.
+          resources: ['servicel2statuses', 'servicel2statuses/status'],
+          verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
+        },
+      ],
+    }),
+  );
+  await k([
+    'create',
+    'rolebinding',
+    '-n',
+    NS,
+    'lab-speaker',
+    '--role=lab-speaker',
+    `--serviceaccount=${NS}:speaker`,
+  ]);
+  await k(['label', 'namespace', NS, 'drainguard.io/inject=enabled']);
+  const peers = NAMES.map((n) => ({ node: n, ip: c.bed.node(n).ipv4 }));
+  const podLabels = { app: 'metallb', component: 'speaker' };
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'speaker', namespace: NS, labels: podLabels },
+      spec: {
+        selector: { matchLabels: podLabels },
+        template: {
+          metadata: { labels: podLabels },
+          spec: {
+            serviceAccountName: 'speaker',
+            hostNetwork: true,
+            terminationGracePeriodSeconds: 30,
+            containers: [
+              {
+                name: 'speaker',
+                image: 'drainguard-lab:dev',
+                imagePullPolicy: 'Never',
+                args: ['lab/sim/speaker/speaker.ts', JSON.stringify({ iface: 'eth0', namespace: NS, peers })],
+                env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+                ports: [
+                  { name: 'monitoring', containerPort: 7472 },
+                  { name: 'memberlist-tcp', containerPort: 7946, protocol: 'TCP' },
+                  { name: 'memberlist-udp', containerPort: 7946, protocol: 'UDP' },
+                ],
+                securityContext: { capabilities: { drop: ['ALL'], add: ['NET_RAW'] } },
+              },
+            ],
+          },
+        },
+      },
+    }),
+  );
+  await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
+  await k(['create', 'namespace', 'web']);
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'www', namespace: 'web' },
+      spec: { type: 'LoadBalancer', selector: { app: 'www' }, ports: [{ port: 80, targetPort: 8080 }] },
+    }),
+  );
+  // MetalLB's controller assigns the address; here the test does, on the switch's segment.
+  const svc = JSON.parse(await k(['get', 'service', '-n', 'web', 'www', '-o', 'json'])) as object;
+  await c.client().replace('/api/v1/namespaces/web/services/www/status', {
+    ...svc,
+    status: { loadBalancer: { ingress: [{ ip: vip }] } },
+  });
+});
+
+after(async () => {
+  await c?.stop();
+});
+
+async function withLogs(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (e) {
+    const pods = await speakerPods().catch(() => []);
+    const sidecarLogs = await Promise.all(
+      pods.map(
+        async (p) =>
+          `--- ${p.spec.nodeName} drainguard\n${(await c.kubectl(['logs', '-n', NS, p.metadata.name, '-c', 'drainguard', '--tail=40'])).stdout}`,
+      ),
+    );
+    (e as Error).message += `\n${sidecarLogs.join('\n')}\n${c.logs(2000)}`;
+    throw e;
+  }
+}
+
+describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
+  test('every speaker pod carries a Ready sidecar and one node answers the VIP', () =>
+    withLogs(async () => {
+      await waitFor(
+        'three injected speaker pods, all containers Ready',
+        async () => {
+          const pods = await speakerPods();
+          return (
+            pods.length === 3 &&
+            pods.every(
+              (p) =>
+                p.spec.containers.some((x) => x.name === 'drainguard') &&
+                (p.status?.containerStatuses ?? []).length === 2 &&
+                p.status?.containerStatuses?.every((s) => s.ready),
+            )
+          );
+        },
+        T,
+      );
+      await answeredOnlyBy(owner(NAMES, vip) as string);
+    }));
+
+  test('kubectl drain: the VIP moves, the node is fenced, the speaker pod stays', () =>
+    withLogs(async () => {
+      const a = owner(NAMES, vip) as string;
+      const b = owner(
+        NAMES.filter((n) => n !== a),
+        vip,
+      ) as string;
+      const before = (await speakerPods()).find((p) => p.spec.nodeName === a);
+      assert.ok(before);
+      const rounds: ProbeRound[] = [];
+      const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
+      try {
+        const started = Date.now();
+        await k(['drain', a, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
+        await waitFor('fenced', () => fenced(a), T);
+        await answeredOnlyBy(b);
+        assert.ok(EXCLUDE_LABEL in (await labels(a)), 'the exclude label is on the drained node');
+        const after = (await speakerPods()).find((p) => p.spec.nodeName === a);
+        assert.equal(after?.metadata.uid, before.metadata.uid, 'the DaemonSet pod was not evicted');
+        const during = rounds.filter((r) => r.t >= started);
+        const firstB = during.find((r) => r.macs.includes(mac(b)));
+        assert.ok(firstB, `${b} answered during the drain`);
+        process.stdout.write(
+          `# drain: ${b} answered ${firstB.t - started} ms after kubectl drain started; ` +
+            `rounds with no answer ${during.filter((r) => r.macs.length === 0).length}, ` +
+            `with two answers ${during.filter((r) => r.macs.length > 1).length} (50 ms each)\n`,
+        );
+      } finally {
+        await stopProcess(probe, 'SIGKILL');
+      }
+      await settle();
+    }));
+
+  test('kubectl delete pod: the kubelet runs the preStop hook, which holds the speaker until the VIP has moved', () =>
+    withLogs(async () => {
+      const a = owner(NAMES, vip) as string;
+      const b = owner(
+        NAMES.filter((n) => n !== a),
+        vip,
+      ) as string;
+      const pod = (await speakerPods()).find((p) => p.spec.nodeName === a);
+      assert.ok(pod);
+      const speaker = follow(pod.metadata.name, 'speaker');
+      const sidecar = follow(pod.metadata.name, 'drainguard');
+      const rounds: ProbeRound[] = [];
+      const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
+      try {
+        await waitFor('log streams open', () => speaker.lines.length > 0 && sidecar.lines.length > 0, T);
+        const started = Date.now();
+        await k(['delete', 'pod', '-n', NS, pod.metadata.name, '--wait=false']);
+        const sigterm = await waitFor(
+          'the speaker got SIGTERM',
+          () =>
+            speaker.lines
+              .map((l) => {
+                try {
+                  return JSON.parse(l) as { ev?: string; t?: number };
+                } catch {
+                  return {};
+                }
+              })
+              .find((o) => o.ev === 'sigterm'),
+          T,
+        );
+        assert.ok(
+          sidecar.lines.some((l) => l.includes('prestop called')),
+          `the kubelet called the sidecar's preStop endpoint; sidecar log:\n${sidecar.lines.slice(-20).join('\n')}`,
+        );
+        const firstB = rounds.find((r) => r.t >= started && r.macs.includes(mac(b)));
+        assert.ok(firstB, `${b} answered`);
+        assert.ok(
+          firstB.t < (sigterm.t as number),
+          `${b} answered (${firstB.t - started} ms) before the speaker on ${a} was stopped (${(sigterm.t as number) - started} ms)`,
+        );
+        process.stdout.write(
+          `# delete pod: ${b} answered ${firstB.t - started} ms after the delete; the speaker was held until ` +
+            `${(sigterm.t as number) - started} ms; rounds with no answer ` +
+            `${rounds.filter((r) => r.t >= started && r.t <= (sigterm.t as number) && r.macs.length === 0).length}\n`,
+        );
+        await answeredOnlyBy(b);
+      } finally {
+        await stopProcess(probe, 'SIGKILL');
+        speaker.proc.kill();
+        sidecar.proc.kill();
+      }
+      // The DaemonSet re-creates the pod; its new sidecar undoes the withdrawal once it runs.
+      await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
+      await settle();
+    }));
+});
