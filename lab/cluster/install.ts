@@ -39,14 +39,15 @@ export function writeOverlay(dir: string): string {
 }
 
 /**
- * MetalLB's side as a user's cluster has it before drainguard: its namespace, the ServiceL2Status
- * CRD and the speaker's service account (the sidecar RBAC in manifests/ binds to it).
+ * MetalLB's side as a user's cluster has it: its namespace, the ServiceL2Status CRD and the
+ * speaker's service account, and drainguard's grants in that namespace (as the README says).
  */
 export async function installMetalLbBase(c: Cluster): Promise<void> {
   await c.k(['create', 'namespace', 'metallb-system']);
   // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
   await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', 'servicel2status.yaml')]);
   await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
+  await c.k(['apply', '-k', join(REPO, 'manifests', 'sidecar-rbac', 'metallb-namespace')]);
 }
 
 /** `kubectl apply -k` of the user's overlay, then the webhook rolled out and serving. */

@@ -114,7 +114,10 @@ async function can(user: string, verb: string, resource: string, ns?: string): P
 }
 
 test('RBAC: what the webhook and each sidecar profile need, and nothing wider', async () => {
-  const docs = await render('overlays/self-managed');
+  const docs = [
+    ...(await render('overlays/self-managed')),
+    ...(await render('sidecar-rbac/metallb-namespace')),
+  ];
   const rbac = docs.filter((d) => String(d.apiVersion).startsWith('rbac.'));
   const r = await cp.kubectl(['apply', '-f', '-'], {
     input: rbac.map((d) => YAML.stringify(d)).join('---\n'),
