@@ -64,7 +64,14 @@ export interface L2World {
 }
 
 export async function createL2World(
-  opts: { nodes?: string[]; vip?: string; sidecarEnv?: Record<string, string>; noCrd?: boolean } = {},
+  opts: {
+    nodes?: string[];
+    vip?: string;
+    sidecarEnv?: Record<string, string>;
+    noCrd?: boolean;
+    /** The CRD installed, but the speakers write nothing (MetalLB 0.14.4–0.14.5 by default). */
+    noStatusWrites?: boolean;
+  } = {},
 ): Promise<L2World> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
   // The host link puts the root namespace on the segment (a documentation /24 no route of the
@@ -80,7 +87,15 @@ export async function createL2World(
     // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
     // such dirs while they have no pids.json yet (a race when test runs start together).
     cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP], dir: cpDir });
-    return await populate(bed, cp, names, vip, opts.sidecarEnv ?? {}, opts.noCrd ?? false);
+    return await populate(
+      bed,
+      cp,
+      names,
+      vip,
+      opts.sidecarEnv ?? {},
+      opts.noCrd ?? false,
+      opts.noStatusWrites ?? false,
+    );
   } catch (e) {
     await cp?.stop();
     await bed.destroy();
@@ -96,6 +111,7 @@ async function populate(
   vip: string,
   sidecarEnv: Record<string, string>,
   noCrd: boolean,
+  noStatusWrites: boolean,
 ): Promise<L2World> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
@@ -223,6 +239,7 @@ async function populate(
         peers,
         deadMs: 5000,
         noCrd,
+        noStatusWrites,
       };
       const proc = node.spawn(
         [process.execPath, join(ROOT, 'lab/sim/speaker/speaker.ts'), JSON.stringify(cfg)],

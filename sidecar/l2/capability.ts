@@ -62,6 +62,7 @@ export class L2Handover implements Capability {
   private readonly seenInterfaces = new Set<string>();
   /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
   private readonly unreadServices = new Map<string, boolean>();
+  private lastStatusMode: boolean | undefined;
   /** The Node as our own last patch returned it, until the informer has caught up. */
   private patchedNode: Node | undefined;
   /** Observe-only: what the label and fence would be. */
@@ -233,7 +234,7 @@ export class L2Handover implements Capability {
     const want = drain.draining || drain.terminating;
     if (want && (this.mem.phase === 'idle' || this.mem.phase === 'undoing')) {
       await this.refreshCandidates();
-      if (this.crd === false) await this.refreshAllLbServices();
+      if (this.statusMode() === false) await this.refreshAllLbServices();
     }
     for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
     const before = this.mem;
@@ -264,7 +265,8 @@ export class L2Handover implements Capability {
     const annotations = node?.metadata?.annotations ?? {};
     const own: ServiceVips[] = [];
     const newOwners: Record<string, string> = {};
-    if (this.crd) {
+    const crd = this.statusMode();
+    if (crd) {
       for (const o of this.statusInformer?.objects.values() ?? []) {
         const st = (o as ServiceL2Status).status;
         if (!st?.serviceName) continue;
@@ -291,12 +293,12 @@ export class L2Handover implements Capability {
       // nothing, so wait for the ServiceL2Status list and the addresses of our own services.
       synced:
         drain.synced &&
-        (this.crd !== true || (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0)),
+        (crd !== true || (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0)),
       apiDownSince: drain.apiDownSince,
       excludeLabel: this.simLabel ?? EXCLUDE_LABEL in labels,
       labelOwned: this.simLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
-      crd: this.crd,
-      announced: this.crd === false ? this.allLbServices : own,
+      crd,
+      announced: crd === false ? this.allLbServices : own,
       newOwners,
       otherCandidates: this.candidates,
       interfaces: [...interfaces].sort(),
@@ -444,6 +446,36 @@ export class L2Handover implements Capability {
       this.ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
       return undefined;
     }
+  }
+
+  /**
+   * Whether ServiceL2Status tells who announces what: true when MetalLB writes it, false when the
+   * CRD is missing (< 0.14.4) or installed with nothing usable in it (0.14.4–0.14.5 write objects
+   * only with --enable-l2-service-status, and without serviceName): then, as without the CRD, the
+   * VIPs are every LoadBalancer Service's and the fence waits the settle time. Undefined: not known.
+   */
+  private statusMode(): boolean | undefined {
+    if (this.crd !== true) return this.crd;
+    // Until the list has arrived the synced gate holds every decision.
+    if (!this.statusInformer?.hasSynced) return true;
+    let usable = false;
+    for (const o of this.statusInformer.objects.values()) {
+      const st = (o as ServiceL2Status).status;
+      if (st?.serviceName && st.node) {
+        usable = true;
+        break;
+      }
+    }
+    if (usable !== this.lastStatusMode) {
+      this.lastStatusMode = usable;
+      this.ctx.log.info(
+        { mode: usable ? 'servicel2status' : 'services' },
+        usable
+          ? 'MetalLB writes ServiceL2Status: VIPs and confirmation come from it'
+          : 'ServiceL2Status CRD present but nothing usable written (MetalLB 0.14.4–0.14.5 without --enable-l2-service-status): VIPs from LoadBalancer Services, fence after DRAINGUARD_L2_SETTLE_SECONDS',
+      );
+    }
+    return usable;
   }
 
   private async checkCrd(): Promise<void> {

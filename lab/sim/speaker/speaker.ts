@@ -34,6 +34,8 @@ export interface SpeakerSimConfig {
   deadMs?: number;
   /** MetalLB < 0.14.4: no ServiceL2Status CRD, nothing written. */
   noCrd?: boolean;
+  /** MetalLB 0.14.4–0.14.5 without --enable-l2-service-status: the CRD exists, nothing is written. */
+  noStatusWrites?: boolean;
 }
 
 interface Service extends KubeObject {
@@ -181,7 +183,7 @@ async function reconcile(): Promise<void> {
     if (added.length > 0) toWire(`garp ${added.join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
   }
-  if (frozen || cfg.noCrd) return;
+  if (frozen || cfg.noCrd || cfg.noStatusWrites) return;
   await syncStatuses(mine);
 }
 

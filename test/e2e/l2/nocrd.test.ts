@@ -1,5 +1,7 @@
-// MetalLB < 0.14.4 has no ServiceL2Status: drainguard takes every LoadBalancer VIP, labels, and
-// fences after the settle time, saying the handover is unconfirmed.
+// MetalLB < 0.14.4 has no ServiceL2Status, and 0.14.4–0.14.5 install the CRD but write nothing
+// into it by default: in both, drainguard takes every LoadBalancer VIP, labels, and fences after
+// the settle time, saying the handover is unconfirmed. (With the CRD present and empty, it used to
+// read "no VIPs announced here", fence nothing and report the handover done.)
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
@@ -8,62 +10,70 @@ import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
-describe('L2 handover without the ServiceL2Status CRD', () => {
-  let w: L2World;
-  before(async () => {
-    w = await createL2World({ noCrd: true, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
-    for (const n of w.nodes) await w.startSpeaker(n.name);
-    for (const n of w.nodes) await w.startSidecar(n.name);
-  });
-  after(async () => {
-    await w?.destroy();
-  });
+for (const [what, world] of [
+  ['without the ServiceL2Status CRD (MetalLB < 0.14.4)', { noCrd: true }],
+  ['with the CRD but nothing written in it (MetalLB 0.14.4–0.14.5)', { noStatusWrites: true }],
+] as const)
+  describe(`L2 handover ${what}`, () => {
+    let w: L2World;
+    before(async () => {
+      w = await createL2World({ ...world, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
+      for (const n of w.nodes) await w.startSpeaker(n.name);
+      for (const n of w.nodes) await w.startSidecar(n.name);
+    });
+    after(async () => {
+      await w?.destroy();
+    });
 
-  test('cordon: label, wait the settle time, fence all LoadBalancer VIPs unconfirmed', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(w.nodes.map((n) => n.name).filter((n) => n !== a));
-    const t0 = Date.now();
-    await w.cordon(a, true);
-    await waitFor('labelled', async () => EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {}), T);
-    const ruleset = await waitFor(
-      'fence installed',
-      async () => {
-        const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
-        return r.stdout.includes('arp saddr ip @vip4') ? r.stdout : undefined;
-      },
-      T,
-    );
-    assert.ok(Date.now() - t0 >= 2_000, 'not before the settle time');
-    assert.ok(ruleset.includes(w.vip), ruleset);
-    const st = await waitFor(
-      'status fenced',
-      async () => {
-        const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
-          phase?: string;
-          vips?: string[];
-        };
-        return s.phase === 'fenced' ? s : undefined;
-      },
-      T,
-    );
-    assert.deepEqual(st.vips, [w.vip]);
-    await waitFor(
-      'unconfirmed-fence Event',
-      async () => {
-        const events = await w.client.get<{ items: { reason?: string }[] }>(
-          '/api/v1/namespaces/default/events',
-        );
-        return events.items.some((e) => e.reason === 'L2HandoverUnconfirmedFence');
-      },
-      T,
-    );
-    await waitFor(
-      `only ${b} answers`,
-      async () => {
-        const rounds = await w.probe(6);
-        return macsIn(rounds).join() === w.bed.node(b).mac && rounds.every((r) => r.macs.length === 1);
-      },
-      T,
-    );
+    test('cordon: label, wait the settle time, fence all LoadBalancer VIPs unconfirmed', async () => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(w.nodes.map((n) => n.name).filter((n) => n !== a));
+      const t0 = Date.now();
+      await w.cordon(a, true);
+      await waitFor(
+        'labelled',
+        async () => EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {}),
+        T,
+      );
+      const ruleset = await waitFor(
+        'fence installed',
+        async () => {
+          const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
+          return r.stdout.includes('arp saddr ip @vip4') ? r.stdout : undefined;
+        },
+        T,
+      );
+      assert.ok(Date.now() - t0 >= 2_000, 'not before the settle time');
+      assert.ok(ruleset.includes(w.vip), ruleset);
+      const st = await waitFor(
+        'status fenced',
+        async () => {
+          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+            phase?: string;
+            vips?: string[];
+          };
+          return s.phase === 'fenced' ? s : undefined;
+        },
+        T,
+      );
+      assert.deepEqual(st.vips, [w.vip]);
+      await waitFor(
+        'unconfirmed-fence Event',
+        async () => {
+          const events = await w.client.get<{ items: { reason?: string }[] }>(
+            '/api/v1/namespaces/default/events',
+          );
+          return events.items.some((e) => e.reason === 'L2HandoverUnconfirmedFence');
+        },
+        T,
+      );
+      await waitFor(
+        `only ${b} answers`,
+        async () => {
+          const rounds = await w.probe(6);
+          return macsIn(rounds).join() === w.bed.node(b).mac && rounds.every((r) => r.macs.length === 1);
+        },
+        T,
+      );
+    });
   });
-});
