@@ -23,12 +23,12 @@ export const COMMANDS: Record<string, Command> = {
   },
   status: {
     summary: 'per node (L2 handover, fence, VIPs, exclude label) and guarded Lease (holder, last handover)',
-    usage: 'drainguard status [--kubeconfig PATH] [-o table|json | --json] [NODE...]',
+    usage: 'drainguard status [--kubeconfig PATH] [--context NAME] [-o table|json | --json] [NODE...]',
     load: () => import('./status.ts'),
   },
   reset: {
     summary: "undo drainguard's label, annotations and (--local) nft tables after its sidecar is gone",
-    usage: 'drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH]',
+    usage: 'drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--context NAME]',
     load: () => import('./reset.ts'),
   },
 };

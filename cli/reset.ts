@@ -3,7 +3,7 @@
 // annotations, and (with --local, on the node) the `drainguard` nft tables. Dry run unless --yes.
 import { parseArgs } from 'node:util';
 import { isApiError, KubeClient } from '../shared/kube/client.ts';
-import { resolveTarget } from '../shared/kube/config.ts';
+import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION } from '../sidecar/l2/core.ts';
@@ -12,7 +12,7 @@ import { ToolError, ToolRunner } from '../sidecar/runner.ts';
 import { ANNOTATION_PREFIX } from '../webhook/profiles.ts';
 import { injectedStatus } from './status.ts';
 
-export const USAGE = `Usage: drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--netns NAME]
+export const USAGE = `Usage: drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--context NAME] [--netns NAME]
 
 Undoes what drainguard left behind once its sidecar is gone:
   - the ${EXCLUDE_LABEL} label, only where the
@@ -27,7 +27,7 @@ Prints the plan; changes nothing without --yes.
   --all              every node (not with --local)
   --yes              act; without it this is a dry run
   --local            also remove the nft tables on this machine
-  --kubeconfig PATH  API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
+${kubeconfigUsage(18)}
   --netns NAME       run nft inside network namespace NAME (testing, debugging)
 
 Exit: 0 done (or nothing to do), 1 an API/tool error, 2 bad usage.
@@ -96,6 +96,7 @@ interface Opts {
   yes?: boolean;
   local?: boolean;
   kubeconfig?: string;
+  context?: string;
   netns?: string;
   help?: boolean;
 }
@@ -146,6 +147,7 @@ export async function run(argv: string[], say: (l: string) => void = (l) => proc
         yes: { type: 'boolean' },
         local: { type: 'boolean' },
         kubeconfig: { type: 'string' },
+        context: { type: 'string' },
         netns: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -172,7 +174,14 @@ export async function run(argv: string[], say: (l: string) => void = (l) => proc
   if (values.netns && !values.local) return usage('--netns only makes sense with --local');
   const act = values.yes === true;
   if (!act) say('dry run: nothing is changed (add --yes to act)');
-  const client = new KubeClient(await resolveTarget(values.kubeconfig));
+  let client: KubeClient;
+  try {
+    const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
+    client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }));
+  } catch (e) {
+    process.stderr.write(`drainguard reset: ${(e as Error).message}\n`);
+    return 1;
+  }
   try {
     const pods = (await client.get<KubeList<Pod>>('/api/v1/pods')).items ?? [];
     const names = values.all

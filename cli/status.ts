@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
 import { isApiError, KubeClient } from '../shared/kube/client.ts';
-import { resolveTarget } from '../shared/kube/config.ts';
+import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
 import { formatTable } from '../shared/table.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
@@ -14,7 +14,7 @@ import { formatRows, type NodeRow as L2NodeRow, rowsOf } from '../sidecar/l2/sta
 import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
 import { A, SIDECAR_NAME } from '../webhook/profiles.ts';
 
-export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [-o table|json] [NODE...]
+export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [--context NAME] [-o table|json] [NODE...]
 
 Per node: draining?, VIPs it announces (MetalLB ServiceL2Status), L2 handover phase, fence
 installed?, where its VIPs were handed over to, and whether the
@@ -24,7 +24,7 @@ Per Lease guarded by an injected pod: holder, last renew, last handover (from th
 sidecar records). Reads only; needs get/list on nodes, pods, services, leases, events and
 servicel2statuses.metallb.io.
 
-  --kubeconfig PATH  API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
+${kubeconfigUsage(18)}
   -o, --output FMT   table (default) or json (--json is the same as -o json)
   NODE...            only these nodes (default all)
 
@@ -278,13 +278,14 @@ export async function readStatus(client: KubeClient): Promise<StatusReport> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { kubeconfig?: string; output?: string; json?: boolean; help?: boolean };
+  let values: { kubeconfig?: string; context?: string; output?: string; json?: boolean; help?: boolean };
   let positionals: string[];
   try {
     ({ values, positionals } = parseArgs({
       args: argv,
       options: {
         kubeconfig: { type: 'string' },
+        context: { type: 'string' },
         output: { type: 'string', short: 'o' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -307,7 +308,14 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 2;
   }
-  const client = new KubeClient(await resolveTarget(values.kubeconfig));
+  let client: KubeClient;
+  try {
+    const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
+    client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }));
+  } catch (e) {
+    process.stderr.write(`drainguard status: ${(e as Error).message}\n`);
+    return 1;
+  }
   try {
     const all = await readStatus(client);
     // NODE arguments narrow the node rows; the Lease rows stay (Leases are not per node).

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
-import type { KubeTarget } from '../shared/kube/config.ts';
+import type { KubeTarget } from '../shared/kube/in-cluster.ts';
 import { createCA, createClientCert, createServingCert } from '../shared/pki.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 

@@ -9,13 +9,16 @@ export interface ExecResult {
 }
 
 /** Runs cmd to completion (timeoutMs 0 = no limit); never rejects: the exit code says how it went. */
-export function sh(cmd: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+export function sh(
+  cmd: string[],
+  opts: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<ExecResult> {
   return new Promise((resolve) => {
     const [bin, ...args] = cmd as [string, ...string[]];
     const child = execFile(
       bin,
       args,
-      { timeout: opts.timeoutMs ?? 30_000, maxBuffer: 64 << 20 },
+      { timeout: opts.timeoutMs ?? 30_000, maxBuffer: 64 << 20, ...(opts.env ? { env: opts.env } : {}) },
       (err, stdout, stderr) => {
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
       },

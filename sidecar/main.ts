@@ -1,8 +1,8 @@
 import { systemClock } from '../shared/clock.ts';
 import { ContractError, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
 import { KubeClient } from '../shared/kube/client.ts';
-import { resolveTarget } from '../shared/kube/config.ts';
 import { EventRecorder } from '../shared/kube/events.ts';
+import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
 import { CAPABILITIES } from './capabilities.ts';
@@ -29,7 +29,12 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     'Failed API calls by HTTP code (0 = unreachable).',
   );
   let drain: DrainWatcher | undefined;
-  const client = new KubeClient(await resolveTarget(undefined, env), {
+  // In a pod: the lean service-account client. Elsewhere (tests, development) a kubeconfig, through
+  // client-node, loaded only then: it would cost every node's sidecar ~14 MiB (docs/architecture.md).
+  const access =
+    (env.KUBECONFIG ? undefined : inClusterTarget(env)) ??
+    (await import('../shared/kube/kubeconfig.ts')).kubeconfigAuth({ env });
+  const client = new KubeClient(access, {
     userAgent: `drainguard-sidecar/${config.nodeName}`,
     onResult: (ok, err) => {
       if (!ok) apiErrors.inc({ code: String(err?.code ?? 0) });

@@ -3,7 +3,6 @@ import { parseArgs } from 'node:util';
 import { VERSION } from '../cli/version.ts';
 import { systemClock } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
-import { resolveTarget } from '../shared/kube/config.ts';
 import { Informer } from '../shared/kube/informer.ts';
 import type { Node } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
@@ -20,6 +19,7 @@ export interface WebhookConfig {
   sidecarImage: string;
   sidecarMode: SidecarMode;
   kubeconfig?: string;
+  context?: string;
   namespace: string;
   serviceName: string;
   secretName: string;
@@ -48,7 +48,16 @@ const OPTIONS = {
   ],
   'sidecar-image': ['DRAINGUARD_SIDECAR_IMAGE', '', 'image of the injected sidecar (required)'],
   'sidecar-mode': ['DRAINGUARD_SIDECAR_MODE', 'auto', 'auto | native | classic'],
-  kubeconfig: ['KUBECONFIG', '', 'kubeconfig (default: in-cluster)'],
+  kubeconfig: [
+    'KUBECONFIG',
+    '',
+    'kubeconfig file (default: $KUBECONFIG, its files merged as kubectl does; ~/.kube/config; in-cluster)',
+  ],
+  context: [
+    'DRAINGUARD_WEBHOOK_KUBE_CONTEXT',
+    '',
+    "kubeconfig context (default: the kubeconfig's current-context)",
+  ],
   namespace: ['DRAINGUARD_WEBHOOK_NAMESPACE', 'drainguard-system', 'own namespace (Secret, Service)'],
   'service-name': [
     'DRAINGUARD_WEBHOOK_SERVICE',
@@ -143,7 +152,10 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
     logLevel: get('log-level'),
   };
   if (get('tls-cert-dir')) cfg.tlsCertDir = get('tls-cert-dir');
-  if (get('kubeconfig')) cfg.kubeconfig = get('kubeconfig');
+  // Only the flag names one file; $KUBECONFIG may list several, which the kubeconfig loader merges.
+  const kubeconfig = (values as Record<string, unknown>).kubeconfig;
+  if (typeof kubeconfig === 'string' && kubeconfig) cfg.kubeconfig = kubeconfig;
+  if (get('context')) cfg.context = get('context');
   if (!cfg.sidecarImage) throw new ConfigError('--sidecar-image (or DRAINGUARD_SIDECAR_IMAGE) is required');
   if (!cfg.tlsCertDir === !cfg.tlsSelfManaged)
     throw new ConfigError('give exactly one of --tls-cert-dir DIR and --tls-self-managed');
@@ -167,7 +179,8 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   let client: KubeClient | undefined;
   if (needsCluster) {
     try {
-      client = new KubeClient(await resolveTarget(cfg.kubeconfig), {
+      const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
+      client = new KubeClient(kubeconfigAuth({ kubeconfig: cfg.kubeconfig, context: cfg.context }), {
         userAgent: `drainguard-webhook/${VERSION}`,
       });
     } catch (e) {

@@ -1,8 +1,23 @@
-import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
-import type { KubeTarget } from './config.ts';
+import { type KubeTarget, targetAuth } from './in-cluster.ts';
+
+/**
+ * How requests reach the API server and prove who they are. apply() runs before every request
+ * and watch, so credentials that expire (exec plugins, rotated token files) are fetched again.
+ */
+export interface KubeAuth {
+  readonly server: string;
+  /** Names the credentials in errors, e.g. `context "prod" (user "admin")`; never their secrets. */
+  readonly describe?: string;
+  apply(): Promise<{ agent: http.Agent; headers: Record<string, string> }>;
+  close(): void;
+}
+
+// A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
+const send = (url: URL) => (url.protocol === 'http:' ? http.request : https.request);
 
 /** A non-2xx answer (or a transport failure, code 0) from the API server. */
 export class ApiError extends Error {
@@ -64,44 +79,45 @@ export interface KubeClientOptions {
  * errors, optional retries with backoff, and streaming watches.
  */
 export class KubeClient {
-  readonly target: KubeTarget;
-  private readonly agent: https.Agent;
+  readonly server: string;
+  private readonly auth: KubeAuth;
   private readonly clock: Clock;
   private readonly onResult: ((ok: boolean, err?: ApiError) => void) | undefined;
   private readonly userAgent: string;
 
-  constructor(target: KubeTarget, opts: KubeClientOptions = {}) {
-    this.target = target;
+  /** A KubeTarget (fixed credentials: in-cluster, the lab) or a KubeAuth (kubeconfig.ts). */
+  constructor(access: KubeTarget | KubeAuth, opts: KubeClientOptions = {}) {
+    this.auth = 'apply' in access ? access : targetAuth(access);
+    this.server = this.auth.server;
     this.clock = opts.clock ?? systemClock;
     this.onResult = opts.onResult;
     this.userAgent = opts.userAgent ?? 'drainguard';
-    this.agent = new https.Agent({
-      keepAlive: true,
-      maxSockets: 16,
-      minVersion: 'TLSv1.2',
-      ...(target.ca ? { ca: target.ca } : {}),
-      ...(target.cert ? { cert: target.cert } : {}),
-      ...(target.key ? { key: target.key } : {}),
-      rejectUnauthorized: !target.insecureSkipTlsVerify,
-    });
   }
 
   close(): void {
-    this.agent.destroy();
+    this.auth.close();
   }
 
-  private headers(contentType?: string): Record<string, string> {
-    const h: Record<string, string> = { accept: 'application/json', 'user-agent': this.userAgent };
-    const token = this.target.tokenFile
-      ? readFileSync(this.target.tokenFile, 'utf8').trim()
-      : this.target.token;
-    if (token) h.authorization = `Bearer ${token}`;
+  /** Agent and headers for one request; credential failures (e.g. an exec plugin's) are plain Errors. */
+  private async connection(contentType?: string) {
+    const { agent, headers } = await this.auth.apply();
+    const h: Record<string, string> = {
+      ...headers,
+      accept: 'application/json',
+      'user-agent': this.userAgent,
+    };
     if (contentType) h['content-type'] = contentType;
-    return h;
+    return { agent, headers: h };
+  }
+
+  /** A 401 names whose credentials were refused: with several kubeconfigs around, that is the question. */
+  private apiError(method: string, path: string, code: number, reason: string, message: string) {
+    const who = code === 401 && this.auth.describe ? ` (credentials of ${this.auth.describe})` : '';
+    return new ApiError(method, path, code, reason, `${message}${who}`);
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
-    const u = new URL(path, this.target.server);
+    const u = new URL(path, this.server);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
     return u;
   }
@@ -114,7 +130,9 @@ export class KubeClient {
         this.onResult?.(true);
         return result;
       } catch (e) {
-        const err = e as ApiError;
+        // Not an answer from the API server (credentials could not be obtained): nothing to retry.
+        if (!(e instanceof ApiError)) throw e;
+        const err = e;
         this.onResult?.(false, err);
         if (!err.retryable || attempt >= (opts.retries ?? 0) || opts.signal?.aborted) throw err;
         await this.clock.sleep(backoff.next(), opts.signal);
@@ -122,18 +140,21 @@ export class KubeClient {
     }
   }
 
-  private once<T>(path: string, opts: RequestOptions): Promise<T> {
+  private async once<T>(path: string, opts: RequestOptions): Promise<T> {
     const method = opts.method ?? 'GET';
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const url = this.url(path, opts.query);
+    const conn = await this.connection(
+      body === undefined ? undefined : (opts.contentType ?? 'application/json'),
+    );
     return new Promise<T>((resolve, reject) => {
-      const req = https.request(
+      const req = send(url)(
         url,
         {
           method,
-          agent: this.agent,
+          agent: conn.agent,
           headers: {
-            ...this.headers(body === undefined ? undefined : (opts.contentType ?? 'application/json')),
+            ...conn.headers,
             // Node sends a DELETE body unframed unless its length is given; the server then sees garbage.
             ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
           },
@@ -164,7 +185,7 @@ export class KubeClient {
             } catch {
               // not a Status object; keep the raw text
             }
-            reject(new ApiError(method, url.pathname, code, reason, message));
+            reject(this.apiError(method, url.pathname, code, reason, message));
           });
         },
       );
@@ -200,7 +221,7 @@ export class KubeClient {
    * One watch stream: calls onEvent per event until the server ends it, the signal aborts,
    * or an error occurs (rejects with ApiError; an ERROR event with 410 becomes ApiError 410).
    */
-  watch<T>(
+  async watch<T>(
     path: string,
     query: Record<string, string | number | boolean | undefined>,
     onEvent: (ev: WatchEvent<T>) => void,
@@ -208,16 +229,17 @@ export class KubeClient {
     idleTimeoutMs = 90_000,
   ): Promise<void> {
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
+    const conn = await this.connection();
     return new Promise<void>((resolve, reject) => {
-      const req = https.request(
+      const req = send(url)(
         url,
-        { method: 'GET', agent: this.agent, headers: this.headers(), signal },
+        { method: 'GET', agent: conn.agent, headers: conn.headers, signal },
         (res) => {
           const code = res.statusCode ?? 0;
           if (code !== 200) {
             res.resume();
             this.onResult?.(false);
-            reject(new ApiError('WATCH', url.pathname, code, res.statusMessage ?? 'Error', 'watch refused'));
+            reject(this.apiError('WATCH', url.pathname, code, res.statusMessage ?? 'Error', 'watch refused'));
             return;
           }
           this.onResult?.(true);

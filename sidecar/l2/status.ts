@@ -1,5 +1,5 @@
-// `drainguard status`: the L2 handover state of every node, as the sidecars publish it in the
-// Node annotation drainguard.io/l2-handover. Formatting is pure; run() is the I/O edge.
+// The L2 handover state of every node, as the sidecars publish it in the Node annotation
+// drainguard.io/l2-handover: rows and table, pure (`drainguard status` prints them).
 
 import type { Node } from '../../shared/kube/types.ts';
 import { formatTable } from '../../shared/table.ts';
@@ -65,38 +65,4 @@ export function formatRows(rows: NodeRow[], now: number): string {
     ];
   });
   return `${formatTable([header, ...table])}\n`;
-}
-
-export async function run(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(
-      'Usage: drainguard status [--kubeconfig PATH] [--json] [NODE...]\n\n' +
-        "Shows the L2 handover state each node's sidecar publishes (annotation drainguard.io/l2-handover).\n",
-    );
-    return 0;
-  }
-  let kubeconfig: string | undefined;
-  let json = false;
-  const names: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--json') json = true;
-    else if (a === '--kubeconfig') kubeconfig = argv[++i];
-    else if (a.startsWith('--kubeconfig=')) kubeconfig = a.slice('--kubeconfig='.length);
-    else if (a.startsWith('-')) {
-      process.stderr.write(`drainguard status: unknown option ${a}; options are --kubeconfig PATH, --json\n`);
-      return 2;
-    } else names.push(a);
-  }
-  const { resolveTarget } = await import('../../shared/kube/config.ts');
-  const { KubeClient } = await import('../../shared/kube/client.ts');
-  const client = new KubeClient(await resolveTarget(kubeconfig), { userAgent: 'drainguard-status' });
-  try {
-    const list = await client.get<{ items?: Node[] }>('/api/v1/nodes', { retries: 2, timeoutMs: 10_000 });
-    const rows = rowsOf(list.items ?? []).filter((r) => names.length === 0 || names.includes(r.node));
-    process.stdout.write(json ? `${JSON.stringify(rows, null, 2)}\n` : formatRows(rows, Date.now()));
-    return 0;
-  } finally {
-    client.close();
-  }
 }

@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { systemClock } from '../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../shared/kube/client.ts';
-import { resolveTarget } from '../../shared/kube/config.ts';
+import { kubeconfigUsage } from '../../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
 import { createLogger } from '../../shared/log.ts';
 import { ToolError, ToolRunner } from '../runner.ts';
@@ -12,7 +12,7 @@ import { Cleaner, type PassResult } from './cleaner.ts';
 import { nodeAddresses, parsePodList, podInfos } from './pods.ts';
 
 export const USAGE = `Usage: drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]
-                                   [--kubeconfig PATH] [--confirm-seconds N] [--netns NAME]
+                                   [--kubeconfig PATH] [--context NAME] [--confirm-seconds N] [--netns NAME]
 
 Removes stale per-pod ebtables nat PREROUTING arpreply/dnat rules and neighbour entries left
 by a previous CNI (azure-vnet) on this node: lists, waits the confirmation interval, lists
@@ -22,7 +22,7 @@ again, and acts only on what was stale both times. Prints one line per item and 
   --dry-run            report what would be removed; change nothing
   --pods-file FILE     pods from a PodList (kubectl get pods -o json); no API access needed
   --node NAME          this node's name (default $DRAINGUARD_NODE_NAME, else the hostname)
-  --kubeconfig PATH    API access (default $KUBECONFIG, in-cluster, ~/.kube/config)
+${kubeconfigUsage(20)}
   --confirm-seconds N  time between the two listings (default 2)
   --netns NAME         run the tools inside network namespace NAME (testing, debugging)
 
@@ -52,6 +52,7 @@ export async function run(argv: string[]): Promise<number> {
         'pods-file': { type: 'string' },
         node: { type: 'string' },
         kubeconfig: { type: 'string' },
+        context: { type: 'string' },
         'confirm-seconds': { type: 'string' },
         netns: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -108,7 +109,8 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     let client: KubeClient;
     try {
-      client = new KubeClient(await resolveTarget(values.kubeconfig), {
+      const { kubeconfigAuth } = await import('../../shared/kube/kubeconfig.ts');
+      client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }), {
         userAgent: 'drainguard-netfilter-cleanup',
       });
     } catch (e) {

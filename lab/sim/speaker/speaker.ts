@@ -16,8 +16,8 @@ import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { systemClock } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
-import { kubeconfigTarget, resolveTarget } from '../../../shared/kube/config.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
+import { kubeconfigAuth } from '../../../shared/kube/kubeconfig.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { eligible, liveMembers, type MemberView, owner } from './election.ts';
@@ -55,12 +55,9 @@ const deadMs = cfg.deadMs ?? 5000;
 const log = createLogger(`speaker-sim-${cfg.node}`, process.env.SIM_LOG_LEVEL ?? 'warn');
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
-const client = new KubeClient(
-  cfg.kubeconfig ? await kubeconfigTarget(cfg.kubeconfig) : await resolveTarget(undefined, process.env),
-  {
-    userAgent: `speaker-sim/${cfg.node}`,
-  },
-);
+const client = new KubeClient(kubeconfigAuth({ kubeconfig: cfg.kubeconfig }), {
+  userAgent: `speaker-sim/${cfg.node}`,
+});
 let frozen = false;
 const view: MemberView = { lastSeen: new Map(), left: new Set() };
 // The API view the election uses; frozen = not updated any more.

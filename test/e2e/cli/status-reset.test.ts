@@ -1,10 +1,10 @@
 // `drainguard status` and `drainguard reset` as a user runs them: the CLI process against a real
 // API server, and the nft part against real tables in a network namespace.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { createNamespace } from '../../../lab/netns.ts';
+import { sh } from '../../../lab/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
@@ -21,22 +21,7 @@ const CRD = new URL('../../../lab/crds/servicel2status.yaml', import.meta.url).p
 let cp: ControlPlane;
 let client: KubeClient;
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [CLI, ...args, '--kubeconfig', cp.kubeconfigPath], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (c) => {
-      stdout += c;
-    });
-    p.stderr.on('data', (c) => {
-      stderr += c;
-    });
-    p.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => sh([process.execPath, CLI, ...args, '--kubeconfig', cp.kubeconfigPath]);
 
 const l2Status = JSON.stringify({
   phase: 'fenced',

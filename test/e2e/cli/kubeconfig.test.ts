@@ -1,0 +1,176 @@
+// Kubeconfigs as operators have them (exec credential plugins, several files in KUBECONFIG,
+// certificate paths relative to the file, several contexts) against a real API server, through
+// the CLI process a user runs.
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { stringify } from 'yaml';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { sh } from '../../../lab/proc.ts';
+
+const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
+const PLUGIN = new URL('./exec-plugin.sh', import.meta.url).pathname;
+const V1 = 'client.authentication.k8s.io/v1';
+const V1BETA1 = 'client.authentication.k8s.io/v1beta1';
+let cp: ControlPlane;
+let dir: string;
+let token: string;
+
+// HOME is the test's directory: no ~/.kube/config of the machine's user gets in the way.
+const cli = (args: string[], env: Record<string, string>) =>
+  sh([process.execPath, CLI, ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
+  });
+
+const cluster = (extra: Record<string, unknown> = {}) => ({
+  name: 'lab',
+  cluster: { server: cp.server, 'certificate-authority': join(cp.dir, 'ca.crt'), ...extra },
+});
+
+interface ExecOpts {
+  apiVersion?: string;
+  token?: string;
+  expiry?: string;
+  fail?: string;
+}
+
+/** A user whose credentials come from exec-plugin.sh; returns the file counting its calls. */
+function execUser(name: string, o: ExecOpts = {}) {
+  const calls = join(dir, `${name}.calls`);
+  writeFileSync(calls, '');
+  const apiVersion = o.apiVersion ?? V1;
+  const env = [
+    { name: 'PLUGIN_TOKEN', value: o.token ?? token },
+    { name: 'PLUGIN_CALLS', value: calls },
+    ...(o.expiry ? [{ name: 'PLUGIN_EXPIRY', value: o.expiry }] : []),
+    ...(o.fail ? [{ name: 'PLUGIN_FAIL', value: o.fail }] : []),
+  ];
+  return {
+    user: { name, user: { exec: { apiVersion, command: PLUGIN, args: [apiVersion], env } } },
+    calls: () =>
+      readFileSync(calls, 'utf8')
+        .split('\n')
+        .filter((l) => l !== ''),
+  };
+}
+
+function kubeconfig(file: string, doc: Record<string, unknown>): string {
+  const p = join(dir, file);
+  mkdirSync(join(p, '..'), { recursive: true });
+  writeFileSync(p, stringify({ apiVersion: 'v1', kind: 'Config', ...doc }), { mode: 0o600 });
+  return p;
+}
+
+/** One context, `name`, on the lab cluster as user u: the current one. */
+const singleContext = (name: string, u: ReturnType<typeof execUser>) =>
+  kubeconfig(`${name}.yaml`, {
+    'current-context': name,
+    clusters: [cluster()],
+    users: [u.user],
+    contexts: [{ name, context: { cluster: 'lab', user: u.user.name } }],
+  });
+
+before(async () => {
+  cp = await sharedControlPlane();
+  token = cp.target.token as string;
+  dir = mkdtempSync(join(tmpdir(), 'drainguard-kubeconfig-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('status authenticates through an exec plugin (v1): env and args passed, called once', async () => {
+  const u = execUser('exec-v1', { expiry: new Date(Date.now() + 3_600_000).toISOString() });
+  const kc = singleContext('exec', u);
+  const r = await cli(['status', '--kubeconfig', kc, '-o', 'json'], {});
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(Array.isArray(JSON.parse(r.stdout).nodes));
+  // status makes several requests; the credential is valid for an hour: one plugin run.
+  assert.equal(u.calls().length, 1);
+  const info = JSON.parse(u.calls()[0] as string);
+  assert.equal(info.kind, 'ExecCredential');
+  assert.equal(info.apiVersion, V1);
+  assert.equal(info.spec.interactive, false);
+});
+
+test('exec plugin (v1beta1) with an expired credential is run again, per request', async () => {
+  const u = execUser('exec-beta', { apiVersion: V1BETA1, expiry: '2000-01-01T00:00:00Z' });
+  const kc = singleContext('beta', u);
+  const r = await cli(['status', '-o', 'json'], { KUBECONFIG: kc });
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(u.calls().length > 1, `plugin ran ${u.calls().length} times`);
+});
+
+test('a token the API server rejects: 401, naming the context and user', async () => {
+  const u = execUser('exec-wrong', { token: 'not-a-token' });
+  const kc = singleContext('wrong', u);
+  const r = await cli(['status', '--kubeconfig', kc], {});
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /401/);
+  assert.match(r.stderr, /context "wrong"/);
+  assert.match(r.stderr, /user "exec-wrong"/);
+});
+
+test('an exec plugin that fails: its stderr, command and user in the error', async () => {
+  const u = execUser('exec-fail', { fail: 'please run az login' });
+  const kc = singleContext('fail', u);
+  const r = await cli(['status', '--kubeconfig', kc], {});
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /users\["exec-fail"\]\.exec/);
+  assert.match(r.stderr, /exec-plugin\.sh/);
+  assert.match(r.stderr, /please run az login/);
+});
+
+test('KUBECONFIG=a:b merges like kubectl: context in a, user in b with certificate paths relative to b', async () => {
+  // b lives in its own directory next to its client certificate (system:masters, signed by the lab CA).
+  mkdirSync(join(dir, 'b', 'pki'), { recursive: true });
+  copyFileSync(join(cp.dir, 'kubelet-client.crt'), join(dir, 'b', 'pki', 'client.crt'));
+  copyFileSync(join(cp.dir, 'kubelet-client.key'), join(dir, 'b', 'pki', 'client.key'));
+  copyFileSync(join(cp.dir, 'ca.crt'), join(dir, 'b', 'pki', 'ca.crt'));
+  const a = kubeconfig('a/config', {
+    'current-context': 'merged',
+    contexts: [{ name: 'merged', context: { cluster: 'lab-b', user: 'cert-user' } }],
+  });
+  const b = kubeconfig('b/config', {
+    // a's current-context wins: the first file that sets it.
+    'current-context': 'does-not-exist',
+    clusters: [{ name: 'lab-b', cluster: { server: cp.server, 'certificate-authority': 'pki/ca.crt' } }],
+    users: [
+      { name: 'cert-user', user: { 'client-certificate': 'pki/client.crt', 'client-key': 'pki/client.key' } },
+    ],
+  });
+  const r = await cli(['status', '-o', 'json'], { KUBECONFIG: `${a}:${b}` });
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(Array.isArray(JSON.parse(r.stdout).nodes));
+});
+
+test('--context picks a context that is not current; an unknown one is named in the error', async () => {
+  const u = execUser('ctx-user');
+  const kc = kubeconfig('contexts.yaml', {
+    'current-context': 'anonymous',
+    clusters: [cluster()],
+    users: [u.user, { name: 'nobody', user: {} }],
+    contexts: [
+      { name: 'anonymous', context: { cluster: 'lab', user: 'nobody' } },
+      { name: 'admin', context: { cluster: 'lab', user: 'ctx-user' } },
+    ],
+  });
+  const anon = await cli(['status', '--kubeconfig', kc], {});
+  assert.equal(anon.code, 1);
+  assert.match(anon.stderr, /403/);
+  const ok = await cli(['status', '--kubeconfig', kc, '--context', 'admin', '-o', 'json'], {});
+  assert.equal(ok.code, 0, ok.stderr);
+  const missing = await cli(['status', '--kubeconfig', kc, '--context', 'prod'], {});
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /context "prod" \(--context\) is not in/);
+  assert.match(missing.stderr, /anonymous, admin/);
+});
+
+test('a missing kubeconfig file is named', async () => {
+  const r = await cli(['status', '--kubeconfig', join(dir, 'nope.yaml')], {});
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /--kubeconfig .*nope\.yaml: no such file/);
+  const env = await cli(['status'], { KUBECONFIG: `${join(dir, 'x')}:${join(dir, 'y')}` });
+  assert.equal(env.code, 1);
+  assert.match(env.stderr, /KUBECONFIG=.*: none of these files exists/);
+});
