@@ -4,6 +4,7 @@
 // client certificates, tokens, auth providers, proxy-url, tls-server-name); this module adds what
 // kubectl does and client-node does not: KUBECONFIG's files merged first-wins, tokenFile and exec
 // commands relative to their file, KUBERNETES_EXEC_INFO, and errors that name the field.
+// Without any kubeconfig, a pod's service account through in-cluster.ts, as kubectl falls back to it.
 // Loaded lazily (dynamic import) by its users: the sidecar in a pod never loads client-node.
 import { existsSync, readFileSync } from 'node:fs';
 import type https from 'node:https';
@@ -11,6 +12,7 @@ import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join, sep } from 'node:path';
 import { type Cluster, type Context, KubeConfig, loadYaml, type User } from '@kubernetes/client-node';
 import type { KubeAuth } from './client.ts';
+import { inClusterTarget, type KubeTarget, targetAuth } from './in-cluster.ts';
 
 export interface KubeconfigSource {
   /** --kubeconfig: exactly this file. */
@@ -26,9 +28,8 @@ interface RawDoc {
   users?: { name?: string; user?: { tokenFile?: string } }[];
 }
 
-interface Loaded {
+export interface Loaded {
   kc: KubeConfig;
-  /** Where the configuration came from, for errors: `--kubeconfig /x`, `KUBECONFIG=/a:/b`. */
   origin: string;
   /** users[].tokenFile (absolute): client-node does not read this field. */
   tokenFiles: Map<string, string>;
@@ -36,8 +37,14 @@ interface Loaded {
 
 const names = (xs: { name: string }[]) => xs.map((x) => x.name).join(', ') || '(none)';
 
+export interface KubeconfigFiles {
+  files: string[];
+  /** Where the list came from, for errors: `--kubeconfig /x`, `KUBECONFIG=/a:/b`, `~/.kube/config`. */
+  origin: string;
+}
+
 /** The files to read, kubectl's way: --kubeconfig, else $KUBECONFIG's list, else ~/.kube/config. */
-function kubeconfigFiles(src: KubeconfigSource, env: NodeJS.ProcessEnv): { files: string[]; origin: string } {
+export function kubeconfigFiles(src: KubeconfigSource, env: NodeJS.ProcessEnv): KubeconfigFiles {
   if (src.kubeconfig) {
     const origin = `--kubeconfig ${src.kubeconfig}`;
     if (!existsSync(src.kubeconfig)) throw new Error(`${origin}: no such file`);
@@ -145,31 +152,18 @@ function withExecInfo(user: User, cluster: Cluster, where: string): User {
 
 /**
  * The kubeconfig in effect, narrowed to one context and checked: the context, its cluster and user
- * exist, the cluster has a server, an exec user is well-formed. Without any kubeconfig file, a
- * pod's service account (KUBERNETES_SERVICE_HOST), like kubectl.
+ * exist, the cluster has a server, an exec user is well-formed.
  */
-export function loadKubeConfig(src: KubeconfigSource = {}): Loaded {
-  const env = src.env ?? process.env;
-  const { files, origin } = kubeconfigFiles(src, env);
+export function loadKubeConfig({ files, origin }: KubeconfigFiles, context?: string): Loaded {
   const tokenFiles = new Map<string, string>();
-  if (files.length === 0) {
-    if (!env.KUBERNETES_SERVICE_HOST)
-      throw new Error(
-        `no cluster access: pass --kubeconfig, set KUBECONFIG, create ${origin}, or run in a pod with a service account`,
-      );
-    if (src.context) throw new Error(`--context ${src.context}: there is no kubeconfig (in-cluster access)`);
-    const kc = new KubeConfig();
-    kc.loadFromCluster();
-    return { kc, origin: 'in-cluster service account', tokenFiles };
-  }
   const all = mergeKubeConfigs(files.map((f) => loadFile(f, tokenFiles)));
-  const name = src.context ?? all.getCurrentContext();
+  const name = context ?? all.getCurrentContext();
   if (!name)
     throw new Error(`${origin}: no current-context; pass --context (contexts: ${names(all.getContexts())})`);
   const ctx = all.getContextObject(name);
   if (!ctx)
     throw new Error(
-      `${origin}: context "${name}" (${src.context ? '--context' : 'current-context'}) is not in contexts: ${names(all.getContexts())}`,
+      `${origin}: context "${name}" (${context ? '--context' : 'current-context'}) is not in contexts: ${names(all.getContexts())}`,
     );
   const cluster = all.getCluster(ctx.cluster);
   if (!cluster)
@@ -234,7 +228,24 @@ export function kubeConfigAuth({ kc, origin, tokenFiles }: Loaded): KubeAuth {
   };
 }
 
-/** --kubeconfig/--context/KUBECONFIG/~/.kube/config/in-cluster → the client's authentication. */
+/**
+ * The client's authentication as kubectl finds it: --kubeconfig, else $KUBECONFIG, else
+ * ~/.kube/config, else the pod's service account (the same lean client the sidecar uses).
+ */
 export function kubeconfigAuth(src: KubeconfigSource = {}): KubeAuth {
-  return kubeConfigAuth(loadKubeConfig(src));
+  const env = src.env ?? process.env;
+  const found = kubeconfigFiles(src, env);
+  if (found.files.length > 0) return kubeConfigAuth(loadKubeConfig(found, src.context));
+  let target: KubeTarget | undefined;
+  try {
+    target = inClusterTarget(env);
+  } catch (e) {
+    throw new Error(`in-cluster access (KUBERNETES_SERVICE_HOST is set): ${(e as Error).message}`);
+  }
+  if (!target)
+    throw new Error(
+      `no cluster access: pass --kubeconfig, set KUBECONFIG, create ${found.origin}, or run in a pod with a service account`,
+    );
+  if (src.context) throw new Error(`--context ${src.context}: no kubeconfig found, only in-cluster access`);
+  return targetAuth(target);
 }

@@ -1,14 +1,18 @@
 // Kubeconfigs as operators have them (exec credential plugins, several files in KUBECONFIG,
 // certificate paths relative to the file, several contexts) against a real API server, through
-// the CLI process a user runs.
+// the CLI process a user runs; the cluster's TLS and proxy fields through the client in-process.
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { stringify } from 'yaml';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { sh } from '../../../lab/proc.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
+import { kubeconfigAuth } from '../../../shared/kube/kubeconfig.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 const PLUGIN = new URL('./exec-plugin.sh', import.meta.url).pathname;
@@ -173,4 +177,61 @@ test('a missing kubeconfig file is named', async () => {
   const env = await cli(['status'], { KUBECONFIG: `${join(dir, 'x')}:${join(dir, 'y')}` });
   assert.equal(env.code, 1);
   assert.match(env.stderr, /KUBECONFIG=.*: none of these files exists/);
+});
+
+/** GET /version through a kubeconfig whose only cluster has these fields (admin token). */
+async function version(name: string, fields: Record<string, unknown>) {
+  const kc = kubeconfig(`${name}.yaml`, {
+    'current-context': name,
+    clusters: [{ name: 'c', cluster: { server: cp.server, ...fields } }],
+    users: [{ name: 'admin', user: { token } }],
+    contexts: [{ name, context: { cluster: 'c', user: 'admin' } }],
+  });
+  const client = new KubeClient(kubeconfigAuth({ kubeconfig: kc }));
+  try {
+    return await client.get<{ gitVersion: string }>('/version', { timeoutMs: 5_000 });
+  } finally {
+    client.close();
+  }
+}
+
+test('tls-server-name is the name checked in the certificate; insecure-skip-tls-verify skips the check', async () => {
+  const ca = { 'certificate-authority': join(cp.dir, 'ca.crt') };
+  // The serving certificate has the SAN "kubernetes", not "elsewhere.example".
+  assert.match((await version('sni-ok', { ...ca, 'tls-server-name': 'kubernetes' })).gitVersion, /^v1\.20/);
+  await assert.rejects(
+    version('sni-bad', { ...ca, 'tls-server-name': 'elsewhere.example' }),
+    /elsewhere\.example/,
+  );
+  await assert.rejects(version('no-ca', {}), /self.signed|unable to verify|self-signed/i);
+  assert.match((await version('insecure', { 'insecure-skip-tls-verify': true })).gitVersion, /^v1\.20/);
+});
+
+test('proxy-url: requests go through the HTTP CONNECT proxy', async () => {
+  const tunnels: string[] = [];
+  const proxy = createServer();
+  proxy.on('connect', (req, socket, head) => {
+    tunnels.push(req.url ?? '');
+    const [host, port] = (req.url ?? '').split(':') as [string, string];
+    const upstream = connect(Number(port), host, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      upstream.write(head);
+      upstream.pipe(socket).pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  try {
+    const { port } = proxy.address() as { port: number };
+    const v = await version('proxied', {
+      'certificate-authority': join(cp.dir, 'ca.crt'),
+      'proxy-url': `http://127.0.0.1:${port}`,
+    });
+    assert.match(v.gitVersion, /^v1\.20/);
+    assert.deepEqual(tunnels, [new URL(cp.server).host]);
+  } finally {
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
+  }
 });
