@@ -1,12 +1,14 @@
 // make bench-sidecar: the sidecar as it ships (dist/drainguard.mjs, with the node flags it is
-// launched with) against a local control plane: time to /readyz, RSS after 10 s idle, next to
-// a bare `node -e` measured in the same run. Last line: one JSON object.
+// launched with, API access as in a pod: service account, no kubeconfig) against a local control
+// plane: time to /readyz, RSS after 10 s idle, next to a bare `node -e` measured in the same run.
+// Last line: one JSON object.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startControlPlane } from '../../../lab/control-plane.ts';
+import { podAccess } from '../../../lab/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 /** The flags the sidecar container runs node with (docs/l2-handover.md, "Footprint"). */
@@ -63,11 +65,14 @@ try {
   const port = await freePort();
   bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   const t0 = performance.now();
-  sidecar = spawn(process.execPath, [...flags, bundle, 'sidecar'], {
+  // As in a pod: the service account, no kubeconfig (which would load @kubernetes/client-node).
+  const pod = podAccess(cp);
+  const [bin, ...args] = pod.wrap([process.execPath, ...flags, bundle, 'sidecar']) as [string, ...string[]];
+  sidecar = spawn(bin, args, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: {
       PATH: process.env.PATH,
-      KUBECONFIG: cp.kubeconfigPath,
+      ...pod.env,
       DRAINGUARD_PROFILE: 'metallb-speaker',
       DRAINGUARD_FEATURES: 'l2-handover',
       DRAINGUARD_POD_NAME: 'speaker-bench',

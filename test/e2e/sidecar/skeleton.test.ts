@@ -1,9 +1,11 @@
 // The sidecar process against the real API server: health and readiness
-// never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit.
+// never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit, and in a
+// pod (service account, no kubeconfig) it authenticates with the mounted token.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/control-plane.ts';
+import { type PodAccess, podAccess } from '../../../lab/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
@@ -28,11 +30,16 @@ after(async () => {
 function startSidecar(
   port: number,
   extra: Record<string, string> = {},
+  pod?: PodAccess,
 ): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [cli, 'sidecar'], {
+  const [bin, ...args] = (pod?.wrap ?? ((c: string[]) => c))([process.execPath, cli, 'sidecar']) as [
+    string,
+    ...string[],
+  ];
+  const child = spawn(bin, args, {
     env: {
       PATH: process.env.PATH,
-      KUBECONFIG: cp.kubeconfigPath,
+      ...(pod ? pod.env : { KUBECONFIG: cp.kubeconfigPath }),
       DRAINGUARD_PROFILE: 'netfilter-cleanup',
       DRAINGUARD_FEATURES: 'netfilter-cleanup',
       DRAINGUARD_POD_NAME: 'sk-pod',
@@ -98,5 +105,37 @@ test('ready while running, still ready with the API server down, clean exit on S
     assert.match(output(), /"msg":"shutting down"/);
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
+  }
+});
+
+const metrics = async (port: number) => {
+  try {
+    return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  } catch {
+    return '';
+  }
+};
+
+test('in a pod: the mounted service-account token authenticates (no kubeconfig); a wrong one is a 401', async () => {
+  const port = await freePort();
+  const { child, output } = startSidecar(port, {}, podAccess(cp));
+  const bad = await freePort();
+  const refused = startSidecar(bad, {}, podAccess(cp, 'not-a-token'));
+  try {
+    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+    // The drain watcher's Node watch sees the cordon: the API answered with the token.
+    await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: true } }, 'merge');
+    await waitFor('cordon seen', () => /"drain state changed"/.test(output()) && /cordon/.test(output()), {
+      timeoutMs: 20_000,
+    });
+    assert.doesNotMatch(await metrics(port), /drainguard_api_errors_total\{code="401"\}/);
+    await waitFor(
+      'the wrong token refused',
+      async () => /drainguard_api_errors_total\{code="401"\} [1-9]/.test(await metrics(bad)),
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+  } finally {
+    await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: false } }, 'merge');
+    for (const c of [child, refused.child]) if (c.exitCode === null) c.kill('SIGKILL');
   }
 });
