@@ -182,3 +182,13 @@ test('config errors name the flag and the accepted values', () => {
   assert.equal(cfg.tlsSelfManaged, true);
   assert.equal(cfg.port, 8443);
 });
+
+test('kubeconfig: --kubeconfig names one file; $KUBECONFIG (maybe a list) is left to the loader', () => {
+  const base = { DRAINGUARD_SIDECAR_IMAGE: 'img', DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED: 'true' };
+  const fromEnv = parseConfig([], { ...base, KUBECONFIG: '/a:/b', DRAINGUARD_WEBHOOK_KUBE_CONTEXT: 'prod' });
+  assert.equal(fromEnv.kubeconfig, undefined);
+  assert.equal(fromEnv.context, 'prod');
+  const fromFlags = parseConfig(['--kubeconfig', '/k', '--context', 'dev'], { ...base, KUBECONFIG: '/a:/b' });
+  assert.equal(fromFlags.kubeconfig, '/k');
+  assert.equal(fromFlags.context, 'dev');
+});
