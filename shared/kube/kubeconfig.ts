@@ -43,6 +43,15 @@ export interface KubeconfigFiles {
   origin: string;
 }
 
+// A uid without a passwd entry and no $HOME (a pod's runAsUser) makes os.homedir() throw.
+const homeOf = () => {
+  try {
+    return homedir();
+  } catch {
+    return '/';
+  }
+};
+
 /** The files to read, kubectl's way: --kubeconfig, else $KUBECONFIG's list, else ~/.kube/config. */
 export function kubeconfigFiles(src: KubeconfigSource, env: NodeJS.ProcessEnv): KubeconfigFiles {
   if (src.kubeconfig) {
@@ -57,7 +66,7 @@ export function kubeconfigFiles(src: KubeconfigSource, env: NodeJS.ProcessEnv): 
     if (files.length === 0) throw new Error(`${origin}: none of these files exists`);
     return { files, origin };
   }
-  const home = join(env.HOME ?? homedir(), '.kube', 'config');
+  const home = join(env.HOME ?? homeOf(), '.kube', 'config');
   return { files: existsSync(home) ? [home] : [], origin: home };
 }
 
