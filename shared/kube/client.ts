@@ -13,6 +13,11 @@ export interface KubeAuth {
   /** Names the credentials in errors, e.g. `context "prod" (user "admin")`; never their secrets. */
   readonly describe?: string;
   apply(): Promise<{ agent: http.Agent; headers: Record<string, string> }>;
+  /**
+   * After a 401 for the request sent with these headers: drop the cached credential so the next
+   * apply() fetches a new one (exec plugins), unless it was replaced since.
+   */
+  refresh?(sent: Record<string, string>): void;
   close(): void;
 }
 
@@ -111,7 +116,16 @@ export class KubeClient {
   }
 
   /** A 401 names whose credentials were refused: with several kubeconfigs around, that is the question. */
-  private apiError(method: string, path: string, code: number, reason: string, message: string) {
+  private apiError(
+    sent: Record<string, string>,
+    method: string,
+    path: string,
+    code: number,
+    reason: string,
+    message: string,
+  ) {
+    // The next request (a watch is retried by its informer) then gets fresh credentials.
+    if (code === 401) this.auth.refresh?.(sent);
     const who = code === 401 && this.auth.describe ? ` (credentials of ${this.auth.describe})` : '';
     return new ApiError(method, path, code, reason, `${message}${who}`);
   }
@@ -124,6 +138,7 @@ export class KubeClient {
 
   async request<T = unknown>(path: string, opts: RequestOptions = {}): Promise<T> {
     const backoff = new Backoff({ baseMs: 200, capMs: 5_000 });
+    let refreshed = false;
     for (let attempt = 0; ; attempt++) {
       try {
         const result = await this.once<T>(path, opts);
@@ -133,6 +148,12 @@ export class KubeClient {
         // Not an answer from the API server (credentials could not be obtained): nothing to retry.
         if (!(e instanceof ApiError)) throw e;
         const err = e;
+        // A credential revoked before its expiry: one more try with a fresh one, as client-go does.
+        if (err.code === 401 && this.auth.refresh && !refreshed) {
+          refreshed = true;
+          attempt--;
+          continue;
+        }
         this.onResult?.(false, err);
         if (!err.retryable || attempt >= (opts.retries ?? 0) || opts.signal?.aborted) throw err;
         await this.clock.sleep(backoff.next(), opts.signal);
@@ -185,7 +206,7 @@ export class KubeClient {
             } catch {
               // not a Status object; keep the raw text
             }
-            reject(this.apiError(method, url.pathname, code, reason, message));
+            reject(this.apiError(conn.headers, method, url.pathname, code, reason, message));
           });
         },
       );
@@ -239,7 +260,16 @@ export class KubeClient {
           if (code !== 200) {
             res.resume();
             this.onResult?.(false);
-            reject(this.apiError('WATCH', url.pathname, code, res.statusMessage ?? 'Error', 'watch refused'));
+            reject(
+              this.apiError(
+                conn.headers,
+                'WATCH',
+                url.pathname,
+                code,
+                res.statusMessage ?? 'Error',
+                'watch refused',
+              ),
+            );
             return;
           }
           this.onResult?.(true);

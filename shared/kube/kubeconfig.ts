@@ -204,14 +204,17 @@ function credentialError(user: User | null, e: unknown): Error {
 }
 
 /** The client's authentication from a loaded kubeconfig: client-node fills TLS, agent and headers. */
-export function kubeConfigAuth({ kc, origin, tokenFiles }: Loaded): KubeAuth {
+export function kubeConfigAuth(loaded: Loaded): KubeAuth {
+  const { origin, tokenFiles } = loaded;
+  let kc = loaded.kc;
   const cluster = kc.getCurrentCluster();
   const user = kc.getCurrentUser();
   if (!cluster) throw new Error(`${origin}: no cluster`);
   const tokenFile = user ? tokenFiles.get(user.name) : undefined;
   // Serialised: concurrent first requests would each run the exec plugin (its cache fills on return).
   let last: Promise<unknown> = Promise.resolve();
-  let agent: https.Agent | undefined;
+  const agents = new Set<https.Agent>();
+  let issued: string | undefined; // the Authorization of the current credential
   return {
     server: cluster.server,
     describe: `context "${kc.getCurrentContext()}" (user "${user?.name ?? ''}") from ${origin}`,
@@ -224,16 +227,38 @@ export function kubeConfigAuth({ kc, origin, tokenFiles }: Loaded): KubeAuth {
       } catch (e) {
         throw credentialError(user, e);
       }
-      agent = opts.agent as https.Agent;
+      const agent = opts.agent as https.Agent;
+      agents.add(agent);
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = String(v);
       if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
       // Re-read per request: token files are rotated (client-go re-reads them too).
       if (tokenFile && !headers.Authorization)
         headers.Authorization = `Bearer ${readFileSync(tokenFile, 'utf8').trim()}`;
+      issued = headers.Authorization;
       return { agent, headers };
     },
-    close: () => agent?.destroy(),
+    // client-node keeps an exec credential until its expiry; a fresh KubeConfig starts without it.
+    ...(user?.exec
+      ? {
+          refresh(sent: Record<string, string>) {
+            // Concurrent requests refused with the same old credential: one new one for all.
+            if (sent.Authorization !== issued) return;
+            issued = undefined;
+            const fresh = new KubeConfig();
+            fresh.loadFromOptions({
+              clusters: kc.getClusters(),
+              users: kc.getUsers(),
+              contexts: kc.getContexts(),
+              currentContext: kc.getCurrentContext(),
+            });
+            kc = fresh;
+          },
+        }
+      : {}),
+    close: () => {
+      for (const a of agents) a.destroy();
+    },
   };
 }
 

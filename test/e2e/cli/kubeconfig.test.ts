@@ -38,6 +38,7 @@ interface ExecOpts {
   token?: string;
   expiry?: string;
   fail?: string;
+  firstToken?: string;
 }
 
 /** A user whose credentials come from exec-plugin.sh; returns the file counting its calls. */
@@ -50,6 +51,7 @@ function execUser(name: string, o: ExecOpts = {}) {
     { name: 'PLUGIN_CALLS', value: calls },
     ...(o.expiry ? [{ name: 'PLUGIN_EXPIRY', value: o.expiry }] : []),
     ...(o.fail ? [{ name: 'PLUGIN_FAIL', value: o.fail }] : []),
+    ...(o.firstToken ? [{ name: 'PLUGIN_FIRST_TOKEN', value: o.firstToken }] : []),
   ];
   return {
     user: { name, user: { exec: { apiVersion, command: PLUGIN, args: [apiVersion], env } } },
@@ -113,6 +115,13 @@ test('a token the API server rejects: 401, naming the context and user', async (
   assert.match(r.stderr, /401/);
   assert.match(r.stderr, /context "wrong"/);
   assert.match(r.stderr, /user "exec-wrong"/);
+});
+
+test('a credential refused before its expiry: the plugin is run again once, as client-go does', async () => {
+  const u = execUser('exec-revoked', { firstToken: 'revoked-token' });
+  const r = await cli(['status', '--kubeconfig', singleContext('revoked', u), '-o', 'json'], {});
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(u.calls().length, 2);
 });
 
 test('an exec plugin that fails: its stderr, command and user in the error', async () => {
