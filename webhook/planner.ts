@@ -552,6 +552,18 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     else patch.push({ op: 'add', path: pointer('spec', 'containers', idx, 'lifecycle'), value: { preStop } });
   }
 
+  if (features.has('lease-handover')) {
+    // The sidecar must see the leader container stop before it names a successor. During pod
+    // termination the kubelet publishes container statuses only once every container has stopped
+    // (kubelet 1.20 on the lab cluster: the leader's exit never reached the API while the sidecar
+    // ran), so the API cannot tell; with one PID namespace the sidecar sees the leader's processes go.
+    if (spec.shareProcessNamespace === undefined)
+      patch.push({ op: 'add', path: '/spec/shareProcessNamespace', value: true });
+    else if (spec.shareProcessNamespace !== true)
+      warnings.push(
+        'drainguard: shareProcessNamespace is false: the sidecar cannot see the leader container stop, so the Lease is left to expire at a drain',
+      );
+  }
   const added: Record<string, string> = {};
   if (pspec.coversHandover) {
     const current =

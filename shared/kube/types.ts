@@ -41,6 +41,8 @@ export interface Node extends KubeObject {
 export interface ContainerStatus {
   name: string;
   ready?: boolean;
+  /** `<runtime>://<id>`, e.g. containerd://0123…; absent until the container was created. */
+  containerID?: string;
   state?: { running?: object; terminated?: { exitCode?: number; finishedAt?: string }; waiting?: object };
 }
 

@@ -20,6 +20,7 @@ import {
   leaseSettings,
   verifyProgress,
 } from './core.ts';
+import { countProcesses, runtimeId } from './procs.ts';
 
 export type Outcome =
   | 'handed-over'
@@ -58,6 +59,8 @@ export class LeaseHandover implements Capability {
   private unsubscribe: (() => void) | undefined;
   private run: Promise<LeaseResult[]> | undefined;
   private hinted = false;
+  /** The leader container's runtime ID once its processes were seen here (shared PID namespace). */
+  private localLeader: string | undefined;
   private readonly abort = new AbortController();
   private readonly handovers;
   private readonly durations;
@@ -145,6 +148,33 @@ export class LeaseHandover implements Capability {
       }
     });
     if (this.ctx.drain.current.terminating) this.trigger();
+    void this.watchLeaderProcesses(s.leaderContainer);
+  }
+
+  private leaderId(container: string): string | undefined {
+    const pod = this.ctx.drain.pod;
+    const st = [
+      ...(pod?.status?.containerStatuses ?? []),
+      ...(pod?.status?.initContainerStatuses ?? []),
+    ].find((c) => c.name === container);
+    return runtimeId(st?.containerID);
+  }
+
+  /**
+   * Notes, once a second while the pod runs, whether the leader container's processes are visible
+   * here (one PID namespace): then its stop is seen locally at once, where the kubelet would publish
+   * it only after this sidecar too has stopped. A restarted leader has a new ID and is looked up again.
+   */
+  private async watchLeaderProcesses(container: string): Promise<void> {
+    while (!this.abort.signal.aborted && !this.run) {
+      const id = this.leaderId(container);
+      if (id && id !== this.localLeader && countProcesses(id) > 0) {
+        if (this.localLeader === undefined)
+          this.ctx.log.info({ container }, 'leader container processes visible: its stop is seen locally');
+        this.localLeader = id;
+      }
+      await this.ctx.clock.sleep(1_000, this.abort.signal).catch(() => {});
+    }
   }
 
   /** /prestop returns at once: the handover waits for the leader container, which /prestop would hold up. */
@@ -270,6 +300,11 @@ export class LeaseHandover implements Capability {
     while (clock.now() < deadline && !this.abort.signal.aborted) {
       const phase = containerPhase(this.ctx.drain.pod, container);
       if (leaderStopped(phase)) return { stopped: true, at: clock.now() };
+      const id = this.leaderId(container);
+      if (id !== undefined && id === this.localLeader && countProcesses(id) === 0) {
+        this.ctx.log.info({ container }, 'leader container processes gone: it has stopped');
+        return { stopped: true, at: clock.now() };
+      }
       if (clock.now() - lastLog > 5_000) {
         lastLog = clock.now();
         this.ctx.log.info(

@@ -310,9 +310,36 @@ const cases: Case[] = [
     expect: 'patched',
     check: ({ patched }) => {
       assert.equal(patched!.spec.terminationGracePeriodSeconds, 60);
+      // The sidecar sees the leader's processes go (the kubelet publishes no status mid-termination).
+      assert.equal(patched!.spec.shareProcessNamespace, true);
       assert.equal(
         patched!.metadata.annotations['drainguard.io/original-termination-grace-period-seconds'],
         undefined,
+      );
+    },
+  },
+  {
+    name: 'lease-profile-share-process-namespace-false-kept-and-warned',
+    pod: () => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: 'operator-0',
+        annotations: { 'drainguard.io/leases': 'operator-lock', 'drainguard.io/leader-container': 'manager' },
+      },
+      spec: {
+        shareProcessNamespace: false,
+        containers: [{ name: 'manager', image: 'op:1' }],
+      },
+    }),
+    options: { mode: 'classic' },
+    request: { namespace: 'ops' },
+    expect: 'patched',
+    check: ({ patched, warnings }) => {
+      assert.equal(patched!.spec.shareProcessNamespace, false);
+      assert.ok(
+        warnings?.some((w) => w.includes('shareProcessNamespace is false')),
+        String(warnings),
       );
     },
   },
