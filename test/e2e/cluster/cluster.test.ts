@@ -88,6 +88,8 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
         metadata: { name: 'proof-host', namespace: 'default' },
         spec: {
           selector: { matchLabels: dsLabels },
+          // All nodes at once: the rollout itself is what is tested, not its pace.
+          updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 3 } },
           template: {
             metadata: { labels: dsLabels },
             spec: {

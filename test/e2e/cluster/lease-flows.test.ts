@@ -1,0 +1,270 @@
+// Lease handover on real kubelets: a skupper-router-like Deployment (2 replicas on different
+// nodes, service account skupper-router, Lease skupper-site-leader) whose kube-adaptor container
+// is the client-go candidate simulator from the lab image; drainguard installed from manifests/.
+// `kubectl drain` of the leader's node: the real kubelet stops the leader container, its status
+// reaches the API, the sidecar hands the Lease to the Ready replica, and the ReplicaSet's
+// replacement pod joins as a candidate.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { after, before, describe, test } from 'node:test';
+import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
+import { installDrainguard } from '../../../lab/cluster/install.ts';
+import { waitFor } from '../../../shared/clock.ts';
+
+const NS = 'site';
+const LEASE = 'skupper-site-leader';
+const T = { timeoutMs: 120_000, intervalMs: 250 };
+
+interface Pod {
+  metadata: { name: string; uid: string; deletionTimestamp?: string };
+  spec: { nodeName?: string; containers: { name: string }[] };
+  status?: { containerStatuses?: { name: string; ready: boolean }[] };
+}
+interface Ev {
+  ev: string;
+  identity: string;
+  t: number;
+}
+
+let c: Cluster;
+const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
+const routers = async () =>
+  (
+    JSON.parse(await k(['get', 'pods', '-n', NS, '-l', 'skupper.io/component=router', '-o', 'json'])) as {
+      items: Pod[];
+    }
+  ).items;
+const holder = async () =>
+  (
+    JSON.parse(await k(['get', 'lease', '-n', NS, LEASE, '-o', 'json'])) as {
+      spec?: { holderIdentity?: string };
+    }
+  ).spec?.holderIdentity;
+
+/** The candidate's JSON lines, followed until the container exits. */
+function follow(
+  pod: string,
+  container = 'kube-adaptor',
+): { events: Ev[]; lines: string[]; proc: ChildProcess } {
+  const proc = spawn(
+    'kubectl',
+    ['--kubeconfig', c.kubeconfigPath, 'logs', '-f', '-n', NS, pod, '-c', container],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
+  const events: Ev[] = [];
+  const lines: string[] = [];
+  createInterface({ input: proc.stdout! }).on('line', (l) => {
+    lines.push(l);
+    try {
+      events.push(JSON.parse(l) as Ev);
+    } catch {
+      // not ours
+    }
+  });
+  return { events, lines, proc };
+}
+
+before(async () => {
+  c = await startCluster({ log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
+  await installDrainguard(c);
+  await k(['create', 'namespace', NS]);
+  await k(['create', 'serviceaccount', '-n', NS, 'skupper-router']);
+  // skupper's own grant for its leader election, and the user's binding of drainguard's Lease role.
+  await k([
+    'create',
+    'role',
+    '-n',
+    NS,
+    'skupper-leases',
+    '--verb=get,create,update',
+    '--resource=leases.coordination.k8s.io',
+  ]);
+  await k([
+    'create',
+    'rolebinding',
+    '-n',
+    NS,
+    'skupper-leases',
+    '--role=skupper-leases',
+    `--serviceaccount=${NS}:skupper-router`,
+  ]);
+  await k([
+    'create',
+    'rolebinding',
+    '-n',
+    NS,
+    'drainguard-sidecar-lease',
+    '--clusterrole=drainguard-sidecar-lease',
+    `--serviceaccount=${NS}:skupper-router`,
+  ]);
+  // The README's per-site one-liners.
+  await k([
+    'create',
+    'clusterrolebinding',
+    `drainguard-sidecar-nodes-${NS}`,
+    '--clusterrole=drainguard-sidecar-nodes',
+    `--serviceaccount=${NS}:skupper-router`,
+  ]);
+  await k(['label', 'namespace', NS, 'drainguard.io/inject=enabled']);
+  const labels = { 'skupper.io/component': 'router', application: 'skupper-router' };
+  const idle = ['-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30);"];
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'skupper-router', namespace: NS },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: 'skupper-router',
+            terminationGracePeriodSeconds: 30,
+            affinity: {
+              podAntiAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: [
+                  { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: labels } },
+                ],
+              },
+            },
+            containers: [
+              { name: 'router', image: 'drainguard-lab:dev', imagePullPolicy: 'Never', args: idle },
+              {
+                name: 'kube-adaptor',
+                image: 'drainguard-lab:dev',
+                imagePullPolicy: 'Never',
+                args: ['lab/sim/lease-candidate-pod.ts', LEASE],
+                env: [
+                  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    }),
+  );
+  await k(['rollout', 'status', '-n', NS, 'deployment/skupper-router', '--timeout=180s']);
+});
+
+after(async () => {
+  await c?.stop();
+});
+
+async function withLogs(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (e) {
+    const pods = await routers().catch(() => []);
+    const logs = await Promise.all(
+      pods.map(
+        async (p) =>
+          `--- ${p.metadata.name} on ${p.spec.nodeName}: drainguard\n${(await c.kubectl(['logs', '-n', NS, p.metadata.name, '-c', 'drainguard', '--tail=40'])).stdout}`,
+      ),
+    );
+    (e as Error).message += `\n${logs.join('\n')}\n${c.logs(2000)}`;
+    throw e;
+  }
+}
+
+describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
+  test('both router pods carry a Ready sidecar; one of them holds the Lease', () =>
+    withLogs(async () => {
+      await waitFor(
+        'two injected router pods on two nodes, all containers Ready',
+        async () => {
+          const pods = await routers();
+          return (
+            pods.length === 2 &&
+            new Set(pods.map((p) => p.spec.nodeName)).size === 2 &&
+            pods.every(
+              (p) =>
+                p.spec.containers.some((x) => x.name === 'drainguard') &&
+                p.status?.containerStatuses?.length === 3 &&
+                p.status.containerStatuses.every((s) => s.ready),
+            )
+          );
+        },
+        T,
+      );
+      const h = await waitFor('a holder', holder, T);
+      assert.ok((await routers()).some((p) => p.metadata.name === h));
+    }));
+
+  test('kubectl drain of the leader node: the Lease goes to the Ready replica, the replacement joins as a candidate', () =>
+    withLogs(async () => {
+      const pods = await routers();
+      const leaderName = await holder();
+      const leader = pods.find((p) => p.metadata.name === leaderName);
+      const successor = pods.find((p) => p.metadata.name !== leaderName);
+      assert.ok(leader && successor);
+      const oldLog = follow(leader.metadata.name);
+      const newLog = follow(successor.metadata.name);
+      const sidecarLog = follow(leader.metadata.name, 'drainguard');
+      try {
+        await waitFor('log streams open', () => oldLog.events.length > 0 && newLog.events.length > 0, T);
+        const node = leader.spec.nodeName as string;
+        await k(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
+        const stopped = await waitFor(
+          'the old leader stopped',
+          () => oldLog.events.find((e) => e.ev === 'stopped-leading'),
+          T,
+        );
+        const started = await waitFor(
+          'the successor leads',
+          () => newLog.events.find((e) => e.ev === 'leading'),
+          T,
+        );
+        assert.equal(await holder(), successor.metadata.name, 'the Lease names the Ready replica');
+        const finished = await waitFor(
+          "the leader's sidecar finished its handover",
+          () => sidecarLog.lines.find((l) => l.includes('Lease handover finished')),
+          T,
+        );
+        assert.match(
+          finished,
+          /"outcome":"handed-over"/,
+          `drainguard handed the Lease over:\n${sidecarLog.lines.join('\n')}`,
+        );
+        assert.ok(
+          started.t >= stopped.t,
+          `no split brain: new leader started ${started.t - stopped.t} ms after the old stopped`,
+        );
+        process.stdout.write(
+          `# drain: leaderless window ${started.t - stopped.t} ms (Lease duration 15 s)\n`,
+        );
+        const replacement = await waitFor(
+          'a replacement router pod Ready on another node',
+          async () =>
+            (await routers()).find(
+              (p) =>
+                p.metadata.uid !== leader.metadata.uid &&
+                p.metadata.uid !== successor.metadata.uid &&
+                p.status?.containerStatuses?.every((s) => s.ready),
+            ),
+          T,
+        );
+        assert.notEqual(replacement.spec.nodeName, node);
+        const joined = follow(replacement.metadata.name);
+        try {
+          await waitFor(
+            'the replacement runs as a candidate',
+            () => joined.events.some((e) => e.ev === 'candidate'),
+            T,
+          );
+          assert.equal(await holder(), successor.metadata.name, 'the replacement did not take the Lease');
+        } finally {
+          joined.proc.kill();
+        }
+      } finally {
+        oldLog.proc.kill();
+        newLog.proc.kill();
+        sidecarLog.proc.kill();
+      }
+    }));
+});
