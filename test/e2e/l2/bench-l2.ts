@@ -4,9 +4,18 @@
 //   2. the frozen-API owner (its speaker stopped seeing the API) with drainguard, cordon it;
 //   A. baseline: cordon the owner without drainguard (MetalLB >= 0.15 ignores cordon);
 //   B. baseline: kill the owner's speaker (no leave): peers fall back to failure detection.
-// All times count from the cordon (or the kill). Last line: one JSON object.
+// Then the same measurements on real kubelets (the lab cluster, drainguard from manifests/, the
+// speaker simulator as MetalLB's DaemonSet):
+//   R1. `kubectl drain` of the owner node (the speaker pod is a DaemonSet's: not evicted);
+//   R2. `kubectl delete pod` of the owner's speaker (the kubelet runs the injected preStop hook).
+// All times count from the cordon, kill or kubectl command. Last line: one JSON object.
 import type { ChildProcess } from 'node:child_process';
+import { startArpProbe } from '../../../lab/arp-probe.ts';
+import { startCluster } from '../../../lab/cluster/cluster.ts';
+import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
+import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/l2-world.ts';
+import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL } from '../../../sidecar/l2/core.ts';
 
@@ -72,6 +81,7 @@ function analyse(w: L2World, t0: number, to: number, newOwner: string): Scenario
 }
 
 const w = await createL2World();
+let destroyed = false;
 try {
   const names = w.nodes.map((n) => n.name);
   const a = w.initialOwner;
@@ -125,6 +135,12 @@ try {
   const baseB = analyse(w, t0, Date.now(), b);
   note(`baseline crash: ${JSON.stringify(baseB)}`);
 
+  if (probe) await killWait(probe, 'SIGKILL');
+  probe = undefined;
+  await w.destroy();
+  destroyed = true;
+  const real = await realKubelets();
+
   const result = {
     bench: 'l2',
     new_owner_after_cordon_s: withDg.newOwnerS === undefined ? null : round3(withDg.newOwnerS),
@@ -135,9 +151,70 @@ try {
     baseline_cordon_moved: baseA.movedAway,
     probe_interval_ms: INTERVAL_MS,
     frozen_new_owner_after_cordon_s: frozen.newOwnerS === undefined ? null : round3(frozen.newOwnerS),
+    real_kubelet: real,
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } finally {
   if (probe) await killWait(probe, 'SIGKILL');
-  await w.destroy();
+  if (!destroyed) await w.destroy();
+}
+
+async function realKubelets() {
+  rounds.length = 0;
+  const c = await startCluster({ clients: ['client'], log: (l) => note(`cluster: ${l}`) });
+  try {
+    const vip = c.bed.addr4(100);
+    await installMetalLbBase(c);
+    await installDrainguard(c);
+    await installMetalLbL2(c, vip, { inject: true });
+    const names = c.nodes.map((n) => n.name);
+    const a = owner(names, vip) as string;
+    const b = owner(
+      names.filter((n) => n !== a),
+      vip,
+    ) as string;
+    const mac = (n: string) => c.bed.node(n).mac;
+    probe = startArpProbe(c.bed.node('client'), vip, INTERVAL_MS, (r) => rounds.push(r));
+    const answeredOnlyBy = (n: string) =>
+      waitFor(
+        `only ${n} answers`,
+        () => {
+          const last = rounds.slice(-10);
+          return last.length === 10 && last.every((r) => r.macs.length === 1 && r.macs[0] === mac(n));
+        },
+        { timeoutMs: 120_000 },
+      );
+    const measure = (t0: number, to: number) => {
+      const win = window(t0, to);
+      const first = win.find((r) => r.macs.includes(mac(b)));
+      return {
+        new_owner_s: first ? round3((first.t - t0) / 1000) : null,
+        dual_answer_s: round3((win.filter((r) => new Set(r.macs).size >= 2).length * INTERVAL_MS) / 1000),
+        no_answer_s: round3((win.filter((r) => r.macs.length === 0).length * INTERVAL_MS) / 1000),
+      };
+    };
+    await answeredOnlyBy(a);
+    // R1. kubectl drain of the owner
+    let t0 = Date.now();
+    await c.k(['drain', a, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
+    await sleep(WINDOW_MS);
+    const drain = measure(t0, t0 + WINDOW_MS);
+    note(`real kubelets, kubectl drain: ${JSON.stringify(drain)}`);
+    await c.k(['uncordon', a]);
+    await answeredOnlyBy(a);
+    // R2. kubectl delete pod of the owner's speaker
+    const pods = JSON.parse(
+      await c.k(['get', 'pods', '-n', 'metallb-system', '-l', 'component=speaker', '-o', 'json']),
+    ) as { items: { metadata: { name: string }; spec: { nodeName: string } }[] };
+    const pod = pods.items.find((p) => p.spec.nodeName === a)?.metadata.name as string;
+    t0 = Date.now();
+    await c.k(['delete', 'pod', '-n', 'metallb-system', pod, '--wait=false']);
+    await sleep(WINDOW_MS);
+    const deletePod = measure(t0, t0 + WINDOW_MS);
+    note(`real kubelets, kubectl delete pod: ${JSON.stringify(deletePod)}`);
+    return { kubectl_drain: drain, kubectl_delete_pod: deletePod };
+  } finally {
+    if (probe) await killWait(probe, 'SIGKILL');
+    await c.stop();
+  }
 }

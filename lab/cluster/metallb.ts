@@ -1,0 +1,100 @@
+// MetalLB's L2 side on the lab cluster as its own manifests lay it out: the speaker DaemonSet
+// (hostNetwork, NET_RAW, app=metallb component=speaker, service account speaker) whose container
+// is the speaker simulator from the lab image — MetalLB's Go binary cannot be built here — and a
+// LoadBalancer Service whose address the controller's part (done here) puts on the switch.
+import type { Cluster } from './cluster.ts';
+
+const NS = 'metallb-system';
+
+/** Installs the speakers (injected when opts.inject: the namespace is labelled first) and the Service. */
+export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: boolean }): Promise<void> {
+  const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
+  // What MetalLB's own manifests grant the speaker, narrowed to what the simulator reads and writes.
+  await k(['create', 'clusterrole', 'lab-speaker', '--verb=get,list,watch', '--resource=nodes,services']);
+  await k([
+    'create',
+    'clusterrolebinding',
+    'lab-speaker',
+    '--clusterrole=lab-speaker',
+    `--serviceaccount=${NS}:speaker`,
+  ]);
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'lab-speaker', namespace: NS },
+      rules: [
+        {
+          apiGroups: ['metallb.io'],
+          // MetalLB writes ServiceL2Status through its status subresource.
+          resources: ['servicel2statuses', 'servicel2statuses/status'],
+          verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
+        },
+      ],
+    }),
+  );
+  await k([
+    'create',
+    'rolebinding',
+    '-n',
+    NS,
+    'lab-speaker',
+    '--role=lab-speaker',
+    `--serviceaccount=${NS}:speaker`,
+  ]);
+  if (opts.inject) await k(['label', 'namespace', NS, 'drainguard.io/inject=enabled']);
+  const peers = c.nodes.map((n) => n.name).map((n) => ({ node: n, ip: c.bed.node(n).ipv4 }));
+  const podLabels = { app: 'metallb', component: 'speaker' };
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'speaker', namespace: NS, labels: podLabels },
+      spec: {
+        selector: { matchLabels: podLabels },
+        template: {
+          metadata: { labels: podLabels },
+          spec: {
+            serviceAccountName: 'speaker',
+            hostNetwork: true,
+            terminationGracePeriodSeconds: 30,
+            containers: [
+              {
+                name: 'speaker',
+                image: 'drainguard-lab:dev',
+                imagePullPolicy: 'Never',
+                args: ['lab/sim/speaker/speaker.ts', JSON.stringify({ iface: 'eth0', namespace: NS, peers })],
+                env: [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }],
+                ports: [
+                  { name: 'monitoring', containerPort: 7472 },
+                  { name: 'memberlist-tcp', containerPort: 7946, protocol: 'TCP' },
+                  { name: 'memberlist-udp', containerPort: 7946, protocol: 'UDP' },
+                ],
+                securityContext: { capabilities: { drop: ['ALL'], add: ['NET_RAW'] } },
+              },
+            ],
+          },
+        },
+      },
+    }),
+  );
+  await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
+  await k(['create', 'namespace', 'web']);
+  await k(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'www', namespace: 'web' },
+      spec: { type: 'LoadBalancer', selector: { app: 'www' }, ports: [{ port: 80, targetPort: 8080 }] },
+    }),
+  );
+  // MetalLB's controller assigns the address; here the test does, on the switch's segment.
+  const svc = JSON.parse(await k(['get', 'service', '-n', 'web', 'www', '-o', 'json'])) as object;
+  await c.client().replace('/api/v1/namespaces/web/services/www/status', {
+    ...svc,
+    status: { loadBalancer: { ingress: [{ ip: vip }] } },
+  });
+}
