@@ -27,6 +27,7 @@ import {
   vipsOf,
 } from './core.ts';
 import { type FenceSpec, fenceTablesIn, parseFence, renderFence, renderUnfence } from './fence.ts';
+import { routeDevice } from './routes.ts';
 
 interface ServiceL2Status extends KubeObject {
   status?: {
@@ -58,11 +59,13 @@ export class L2Handover implements Capability {
   private allLbServices: ServiceVips[] = [];
   private candidates: string[] | undefined;
   private candidatesAt = 0;
-  private hostInterfaces: string[] = [];
+  /** The link each VIP's route goes out of (`ip route get`), resolved when a handover needs it. */
+  private readonly routeDevs = new Map<string, string | undefined>();
   private readonly seenInterfaces = new Set<string>();
   /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
   private readonly unreadServices = new Map<string, boolean>();
   private lastStatusMode: boolean | undefined;
+  private sawUsableStatus = false;
   /** The Node as our own last patch returned it, until the informer has caught up. */
   private patchedNode: Node | undefined;
   /** Observe-only: what the label and fence would be. */
@@ -120,7 +123,6 @@ export class L2Handover implements Capability {
       ctx.log.error({ err: (e as Error).message }, 'cannot read the nft fence table; assuming none');
       return undefined;
     });
-    this.hostInterfaces = await this.listInterfaces();
     this.init = this.resumeAndRun();
   }
 
@@ -238,7 +240,7 @@ export class L2Handover implements Capability {
     }
     for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
     const before = this.mem;
-    const { mem, actions } = step(this.mem, this.observe(), this.settings);
+    const { mem, actions } = step(this.mem, await this.observeWithRoutes(), this.settings);
     this.mem = mem;
     for (const a of actions) await this.execute(a);
     if (before.phase !== mem.phase) {
@@ -278,12 +280,7 @@ export class L2Handover implements Capability {
         } else if (st.node) newOwners[key] = st.node;
       }
     }
-    const interfaces =
-      config.l2Interfaces.length > 0
-        ? config.l2Interfaces
-        : this.seenInterfaces.size > 0
-          ? [...this.seenInterfaces]
-          : this.hostInterfaces;
+    const interfaces = config.l2Interfaces.length > 0 ? config.l2Interfaces : [...this.seenInterfaces];
     return {
       now: this.ctx.clock.now(),
       draining: drain.draining,
@@ -304,6 +301,36 @@ export class L2Handover implements Capability {
       interfaces: [...interfaces].sort(),
       fence: this.fence,
     };
+  }
+
+  /**
+   * Where no interface is configured or named by ServiceL2Status (MetalLB's default L2Advertisement
+   * names none), the fence goes on the links the VIPs' routes use — the VIP's subnet, or the default
+   * route — chosen now, never every link: CNI veths and bridges come and go with pods, and on kernels
+   * before 6.16 a vanished device name fails the whole nft transaction.
+   */
+  private async observeWithRoutes(): Promise<L2Observation> {
+    const obs = this.observe();
+    if (this.mem.phase === 'idle' && !obs.draining && !obs.terminating) this.routeDevs.clear();
+    if (obs.interfaces.length > 0) return obs;
+    const vips = vipsOf([...this.mem.services, ...obs.announced]);
+    for (const vip of vips)
+      if (!this.routeDevs.has(vip)) this.routeDevs.set(vip, await this.routeDevice(vip));
+    const devs = new Set(vips.map((v) => this.routeDevs.get(v)).filter((d): d is string => d !== undefined));
+    return { ...obs, interfaces: [...devs].sort() };
+  }
+
+  private async routeDevice(vip: string): Promise<string | undefined> {
+    try {
+      const out = await this.ctx.runner.run('ip', ['-j', 'route', 'get', vip]);
+      return routeDevice(out.stdout);
+    } catch (e) {
+      this.ctx.log.warn(
+        { vip, err: (e as Error).message },
+        'no route to the VIP: cannot tell which link to fence',
+      );
+      return undefined;
+    }
   }
 
   private async execute(a: L2Action): Promise<void> {
@@ -423,19 +450,6 @@ export class L2Handover implements Capability {
     return parseFence(texts);
   }
 
-  private async listInterfaces(): Promise<string[]> {
-    try {
-      const out = await this.ctx.runner.run('ip', ['-j', 'link', 'show']);
-      const links = JSON.parse(out.stdout) as { ifname: string; link_type?: string; flags?: string[] }[];
-      return links
-        .filter((l) => l.link_type !== 'loopback' && l.ifname)
-        .map((l) => l.ifname.split('@')[0] ?? l.ifname);
-    } catch (e) {
-      this.ctx.log.warn({ err: (e as Error).message }, 'cannot list interfaces');
-      return [];
-    }
-  }
-
   private async readOwnNode(): Promise<Node | undefined> {
     try {
       return await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
@@ -458,14 +472,16 @@ export class L2Handover implements Capability {
     if (this.crd !== true) return this.crd;
     // Until the list has arrived the synced gate holds every decision.
     if (!this.statusInformer?.hasSynced) return true;
-    let usable = false;
+    // Once seen, for good: MetalLB >= 0.14.6 deletes and re-creates objects as VIPs move, so
+    // "none right now" mid-handover is not "never written" (that flip once misled a handover).
     for (const o of this.statusInformer.objects.values()) {
       const st = (o as ServiceL2Status).status;
       if (st?.serviceName && st.node) {
-        usable = true;
+        this.sawUsableStatus = true;
         break;
       }
     }
+    const usable = this.sawUsableStatus;
     if (usable !== this.lastStatusMode) {
       this.lastStatusMode = usable;
       this.ctx.log.info(

@@ -34,6 +34,8 @@ export interface SpeakerSimConfig {
   deadMs?: number;
   /** MetalLB < 0.14.4: no ServiceL2Status CRD, nothing written. */
   noCrd?: boolean;
+  /** The L2Advertisement's `interfaces` (reported in ServiceL2Status); default none, as MetalLB's default. */
+  l2AdvertisementInterfaces?: string[];
   /** MetalLB 0.14.4–0.14.5 without --enable-l2-service-status: the CRD exists, nothing is written. */
   noStatusWrites?: boolean;
 }
@@ -222,7 +224,8 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
             node: cfg.node,
             serviceName: name,
             serviceNamespace: ns,
-            interfaces: [{ name: cfg.iface }],
+            // MetalLB lists interfaces only when the L2Advertisement names them; its default names none.
+            interfaces: (cfg.l2AdvertisementInterfaces ?? []).map((name) => ({ name })),
           },
         },
         { retries: 3 },

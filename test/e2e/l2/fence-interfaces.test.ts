@@ -1,0 +1,42 @@
+// The fence goes on the link the VIP's route uses, chosen at fence time: never the CNI veths and
+// bridges a node also has (they come and go with pods; on kernels before 6.16 a vanished name
+// fails the whole nft transaction). MetalLB's default L2Advertisement names no interface.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createL2World, type L2World } from '../../../lab/l2-world.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import { parseFence } from '../../../sidecar/l2/fence.ts';
+
+let w: L2World;
+before(async () => {
+  w = await createL2World();
+  const a = w.bed.node(w.initialOwner);
+  // What a CNI leaves on a node: a bridge and pods' veth pairs on it.
+  await a.run(['ip', 'link', 'add', 'dgbr0', 'type', 'bridge']);
+  for (const v of ['dgv1', 'dgv2']) {
+    await a.run(['ip', 'link', 'add', v, 'type', 'veth', 'peer', 'name', `${v}p`]);
+    await a.run(['ip', 'link', 'set', v, 'master', 'dgbr0']);
+  }
+  for (const n of w.nodes) await w.startSpeaker(n.name);
+  for (const n of w.nodes) await w.startSidecar(n.name);
+  // A pod went away after the sidecar started.
+  await a.run(['ip', 'link', 'del', 'dgv2']);
+});
+after(async () => {
+  await w?.destroy();
+});
+
+test('the fence is on the VIP route link only: no bridge, no veth, none that vanished', async () => {
+  const a = w.initialOwner;
+  await w.cordon(a, true);
+  const fence = await waitFor(
+    'fence installed',
+    async () => {
+      const r = await w.bed.node(a).exec(['nft', '-j', 'list', 'table', 'netdev', 'drainguard']);
+      return r.code === 0 ? parseFence([r.stdout]) : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
+  assert.deepEqual(fence.interfaces, ['eth0']);
+  assert.deepEqual(fence.vips4, [w.vip]);
+});

@@ -1,0 +1,20 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { routeDevice } from '../../../sidecar/l2/routes.ts';
+
+test('routeDevice: the link of `ip -j route get`, none for local, unreachable or garbage', () => {
+  assert.equal(
+    routeDevice(
+      '[{"dst":"198.51.100.100","dev":"eth0","prefsrc":"198.51.100.1","flags":[],"uid":0,"cache":[]}]',
+    ),
+    'eth0',
+  );
+  assert.equal(
+    routeDevice('[{"dst":"203.0.113.9","gateway":"198.51.100.254","dev":"ens5","flags":[]}]'),
+    'ens5',
+  );
+  assert.equal(routeDevice('[{"type":"local","dst":"198.51.100.1","dev":"lo","flags":[]}]'), undefined);
+  assert.equal(routeDevice('[]'), undefined);
+  assert.equal(routeDevice(''), undefined);
+  assert.equal(routeDevice('{"dev":"eth0"}'), undefined);
+});
