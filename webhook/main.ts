@@ -269,6 +269,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       version: VERSION,
       ...(versions ? { kubeletVersions: versions } : {}),
       ...(apiServerVersion ? { apiServerVersion } : {}),
+      ownNamespace: cfg.namespace,
       selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
     }),
     ready: () => !informer || informer.hasSynced,
