@@ -193,7 +193,8 @@ async function speakerPods(w: L2World): Promise<Pod[]> {
       },
       spec: {
         nodeName: n.name,
-        automountServiceAccountToken: false,
+        // As MetalLB ships it; the webhook injects the L2 profile into hostNetwork pods only.
+        hostNetwork: true,
         terminationGracePeriodSeconds: 2,
         containers: [
           { name: 'speaker', image: 'quay.io/metallb/speaker:v0.14.9', ports: [{ containerPort: 7946 }] },

@@ -29,6 +29,7 @@ export interface WebhookConfig {
   servingDays: number;
   rotateCheckSeconds: number;
   certPollSeconds: number;
+  drainSeconds: number;
   logLevel: string;
 }
 
@@ -79,6 +80,11 @@ const OPTIONS = {
     'how often the Secret is re-read and rotated',
   ],
   'cert-poll-seconds': ['DRAINGUARD_WEBHOOK_CERT_POLL_SECONDS', '10', 'how often --tls-cert-dir is re-read'],
+  'drain-seconds': [
+    'DRAINGUARD_WEBHOOK_DRAIN_SECONDS',
+    '15',
+    'on SIGTERM: not ready, still serving, for this long before closing',
+  ],
   'log-level': ['DRAINGUARD_LOG_LEVEL', 'info', 'debug | info | warn | error'],
 } as const;
 
@@ -149,6 +155,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
     servingDays: int('serving-days', get('serving-days'), 1, 3650),
     rotateCheckSeconds: int('rotate-check-seconds', get('rotate-check-seconds'), 1, 86400),
     certPollSeconds: int('cert-poll-seconds', get('cert-poll-seconds'), 1, 3600),
+    drainSeconds: int('drain-seconds', get('drain-seconds'), 0, 300),
     logLevel: get('log-level'),
   };
   if (get('tls-cert-dir')) cfg.tlsCertDir = get('tls-cert-dir');
@@ -169,6 +176,8 @@ export interface RunningWebhook {
   /** Current serving pair (for tests). */
   serving(): ServingPair;
   kubeletVersions(): ReadonlyMap<string, string> | undefined;
+  /** Readiness false, keep serving for --drain-seconds (SIGTERM, before close). */
+  drain(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -259,7 +268,9 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     informer.start();
   }
 
+  let draining = false;
   const app = createWebhookApp({
+    draining: () => draining,
     log: logger,
     metrics,
     https: pair,
@@ -269,6 +280,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       version: VERSION,
       ...(versions ? { kubeletVersions: versions } : {}),
       ...(apiServerVersion ? { apiServerVersion } : {}),
+      ownNamespace: cfg.namespace,
       selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
     }),
     ready: () => !informer || informer.hasSynced,
@@ -339,6 +351,14 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     metrics,
     serving: () => pair,
     kubeletVersions: () => versions,
+    // SIGTERM: readiness goes false first so the endpoints controller and kube-proxy (and the API
+    // server's endpoint cache) stop sending here; the period is time for that to propagate, which the
+    // pod cannot observe. In-flight and new requests are answered throughout, then it closes.
+    drain: async () => {
+      draining = true;
+      logger.info({ drainSeconds: cfg.drainSeconds }, 'draining: not ready, still serving');
+      await new Promise((r) => setTimeout(r, cfg.drainSeconds * 1000));
+    },
     close: async () => {
       if (rotateTimer) clearInterval(rotateTimer);
       if (caTimer) clearTimeout(caTimer);
@@ -365,10 +385,13 @@ export async function run(argv: string[]): Promise<number> {
   const hook = await startWebhook(cfg);
   return new Promise<number>((resolve) => {
     const stop = () => {
-      hook.close().then(
-        () => resolve(0),
-        () => resolve(1),
-      );
+      hook
+        .drain()
+        .then(() => hook.close())
+        .then(
+          () => resolve(0),
+          () => resolve(1),
+        );
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);

@@ -20,6 +20,7 @@ import {
   PROFILE_SPECS,
   SIDECAR_NAME,
 } from './profiles.ts';
+import { checkInterfaces, checkLeases, checkMemberlistPorts, checkNamespace } from './validate.ts';
 
 export const SIDECAR_MODES = ['auto', 'native', 'classic'] as const;
 export type SidecarMode = (typeof SIDECAR_MODES)[number];
@@ -35,6 +36,8 @@ export interface PlannerOptions {
   apiServerVersion?: string;
   /** Namespaces never injected. */
   excludedNamespaces?: readonly string[];
+  /** The webhook's own namespace: never injected, whatever excludedNamespaces says. */
+  ownNamespace?: string;
   /** Labels of the webhook's own pods: never injected (a Fail webhook must not block itself). */
   selfLabels?: Record<string, string>;
 }
@@ -126,6 +129,13 @@ const SETTING_ANNOTATIONS: readonly { annotation: string; key: keyof SidecarConf
   },
   { annotation: 'drainguard.io/cleanup-dry-run', key: 'cleanupDryRun', env: 'DRAINGUARD_CLEANUP_DRY_RUN' },
 ];
+
+const ML_ANNOTATION = 'drainguard.io/memberlist-ports';
+/** Checks stricter than the contract's parser, run before it (memberlist ports need the pod: see plan()). */
+const EARLY_CHECKS: Record<string, (raw: string) => string | undefined> = {
+  'drainguard.io/l2-interfaces': checkInterfaces,
+  'drainguard.io/metallb-namespace': checkNamespace,
+};
 
 const IDENTITY_ENV: Record<string, string> = {
   DRAINGUARD_POD_NAME: 'p',
@@ -341,7 +351,11 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
   const annotations = strMap(meta.annotations);
   const hadAnnotations = isObj(meta.annotations);
 
-  if ((opts.excludedNamespaces ?? ['kube-system']).includes(namespace)) return allow('excluded-namespace');
+  if (
+    (opts.excludedNamespaces ?? ['kube-system']).includes(namespace) ||
+    (opts.ownNamespace !== undefined && namespace === opts.ownNamespace)
+  )
+    return allow('excluded-namespace');
   // Honoured here as well as in the objectSelector: a hand-edited configuration must not inject opted-out pods.
   if (labels[INJECT_LABEL] === 'disabled') return allow('opted-out');
   const self = opts.selfLabels;
@@ -362,11 +376,21 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
   const warnings: string[] = [];
   const hostNetwork = spec.hostNetwork === true;
 
+  // The sidecar talks to the API with the pod's token: without it, it crash-loops and the preStop fails.
+  if (spec.automountServiceAccountToken === false)
+    return deny(
+      `spec.automountServiceAccountToken: false: the drainguard sidecar needs the service-account token; ` +
+        `set it to true (or remove it), or opt the pod out with the label ${INJECT_LABEL}=disabled`,
+      profile,
+    );
+
   // --- settings from annotations, each validated by the contract's parser
   const settings: Partial<SidecarConfig> = {};
   for (const s of SETTING_ANNOTATIONS) {
     const raw = annotations[s.annotation];
     if (raw === undefined) continue;
+    const early = EARLY_CHECKS[s.annotation]?.(raw);
+    if (early !== undefined) return deny(`${s.annotation}=${JSON.stringify(raw)}: ${early}`, profile);
     const { value, problem } = parseSetting(s.env, s.key, raw);
     if (problem !== undefined)
       return deny(
@@ -381,6 +405,13 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     return deny(`${A.netfilterCleanup}=${JSON.stringify(nfRaw)}: accepted values are true, false`, profile);
   const features = new Set<Feature>(pspec.features);
   if (nfRaw === 'true') features.add('netfilter-cleanup');
+  // The fence and ARP/NDP handover act on the node's interfaces: off the host network they would only
+  // hand a pod author a root NET_ADMIN container in its own namespace.
+  if (features.has('l2-handover') && !hostNetwork)
+    return deny(
+      `profile ${profile} (L2 handover) works in the node network namespace only: the pod needs spec.hostNetwork: true`,
+      profile,
+    );
   if (features.has('netfilter-cleanup') && !hostNetwork)
     return deny(
       `netfilter cleanup (${profile === 'netfilter-cleanup' ? `profile ${profile}` : `${A.netfilterCleanup}=true`}) ` +
@@ -432,19 +463,17 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
   let leases = pspec.leases;
   const leasesRaw = annotations[A.leases];
   if (leasesRaw !== undefined) {
-    const list = leasesRaw
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '');
-    const bad = list.find(
-      (l) => !/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(l),
-    );
-    if (list.length === 0 || bad !== undefined)
-      return deny(
-        `${A.leases}=${JSON.stringify(leasesRaw)}: accepted is a comma-separated list of Lease names or namespace/name`,
-        profile,
-      );
-    leases = list;
+    const checked = checkLeases(leasesRaw);
+    if (checked.leases === undefined)
+      return deny(`${A.leases}=${JSON.stringify(leasesRaw)}: ${checked.problem}`, profile);
+    leases = checked.leases;
+  }
+
+  const mlRaw = annotations[ML_ANNOTATION];
+  if (mlRaw !== undefined) {
+    const c = guarded === undefined ? undefined : containers[names.indexOf(guarded)];
+    const problem = checkMemberlistPorts(mlRaw, guarded ?? '(none)', c ? [...declaredPorts([c]).keys()] : []);
+    if (problem !== undefined) return deny(`${ML_ANNOTATION}=${JSON.stringify(mlRaw)}: ${problem}`, profile);
   }
   if (features.has('lease-handover') && (leases ?? []).length === 0)
     return deny(`${A.leases} is required for profile ${profile}: name the Lease(s) to hand over`, profile);
@@ -509,6 +538,7 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
       limits: { cpu: '200m', memory: '128Mi' },
     },
     securityContext: {
+      seccompProfile: { type: 'RuntimeDefault' },
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       privileged: false,

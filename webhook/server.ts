@@ -13,8 +13,21 @@ export interface WebhookAppOptions {
   https?: { cert: string; key: string };
   /** Ready: serving certificate loaded and (with cluster access) node versions synced. */
   ready?: () => boolean;
+  /** True once SIGTERM arrived: readiness goes false, requests are still answered (see main.ts). */
+  draining?: () => boolean;
   bodyLimit?: number;
 }
+
+/** The API server sends at most 3 MiB (its request size limit): anything bigger is not from it. */
+export const BODY_LIMIT = 3 * 1024 * 1024;
+/** Slow clients: whole request within 15 s (webhook timeoutSeconds is at most 30), headers within 10 s. */
+export const REQUEST_TIMEOUT_MS = 15_000;
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** Idle kept-alive sockets: below the socket timeout, as Node requires. */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+export const CONNECTION_TIMEOUT_MS = 120_000;
+/** Open connections per replica: the API servers keep a few each; a flood must not exhaust memory. */
+export const MAX_CONNECTIONS = 1024;
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -80,12 +93,24 @@ export function createWebhookApp(opts: WebhookAppOptions): FastifyInstance {
     // through opts.log themselves, and only what matters (patches, denials, warnings).
     logger: false,
     // A pod object can approach etcd's 1.5 MiB limit; the default 1 MiB would refuse it.
-    bodyLimit: opts.bodyLimit ?? 8 * 1024 * 1024,
+    bodyLimit: opts.bodyLimit ?? BODY_LIMIT,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    connectionTimeout: CONNECTION_TIMEOUT_MS,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     return503OnClosing: true,
     ...(opts.https
       ? { https: { cert: opts.https.cert, key: opts.https.key, minVersion: 'TLSv1.2' as const } }
       : {}),
   }) as unknown as FastifyInstance;
+
+  app.server.headersTimeout = HEADERS_TIMEOUT_MS;
+  app.server.maxConnections = MAX_CONNECTIONS;
+  const draining = opts.draining ?? (() => false);
+  // While draining, every answer ends its connection: the API server's next request opens a new one,
+  // which the Service routes to a ready replica.
+  app.addHook('onSend', async (_req, reply) => {
+    if (draining()) reply.header('connection', 'close');
+  });
 
   const requests = opts.metrics.counter(
     'drainguard_webhook_requests_total',
@@ -161,7 +186,7 @@ export function createWebhookApp(opts: WebhookAppOptions): FastifyInstance {
 
   app.get('/healthz', async () => ({ ok: true }));
   app.get('/readyz', async (_req, reply) =>
-    (opts.ready?.() ?? true) ? { ready: true } : reply.code(503).send({ ready: false }),
+    !draining() && (opts.ready?.() ?? true) ? { ready: true } : reply.code(503).send({ ready: false }),
   );
   app.get('/metrics', async (_req, reply) =>
     reply.type('text/plain; version=0.0.4').send(opts.metrics.render()),

@@ -71,7 +71,9 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
     for (const k of [
       'Deployment',
       'MutatingWebhookConfiguration',
+      'NetworkPolicy',
       'PodDisruptionBudget',
+      'PriorityClass',
       'Service',
       'ServiceAccount',
     ])
@@ -101,9 +103,24 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
         'drainguard-system/drainguard-webhook',
       );
     const dep = docs.find((d) => d.kind === 'Deployment') as {
-      spec: { replicas: number; template: { metadata: { labels: Record<string, string> } } };
+      spec: {
+        replicas: number;
+        template: {
+          metadata: { labels: Record<string, string> };
+          spec: { priorityClassName?: string; terminationGracePeriodSeconds?: number };
+        };
+      };
     };
     assert.equal(dep.spec.replicas, 2);
+    // Scheduled ahead of the workloads it admits; graceful drain (15 s) fits in the grace period.
+    const pc = docs.find((d) => d.kind === 'PriorityClass') as { metadata: { name: string } };
+    assert.equal(dep.spec.template.spec.priorityClassName, pc.metadata.name);
+    assert.ok((dep.spec.template.spec.terminationGracePeriodSeconds ?? 30) > 15);
+    const np = docs.find((d) => d.kind === 'NetworkPolicy') as {
+      spec: { policyTypes: string[]; ingress: { ports: { port: number; protocol: string }[] }[] };
+    };
+    assert.deepEqual(np.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(np.spec.ingress, [{ ports: [{ port: 8443, protocol: 'TCP' }] }]);
     assert.equal(dep.spec.template.metadata.labels['drainguard.io/inject'], 'disabled');
   });
 }

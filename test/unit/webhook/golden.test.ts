@@ -392,6 +392,61 @@ const cases: Case[] = [
     expect: 'unchanged',
   },
   {
+    name: 'l2-profile-annotation-off-host-network-denied',
+    pod: () =>
+      withMeta(skupperPod(), (p) => {
+        p.metadata.annotations['drainguard.io/profile'] = 'metallb-speaker';
+        p.metadata.annotations['drainguard.io/guarded-container'] = 'router';
+      }),
+    request: { namespace: 'apps' },
+    expect: 'denied',
+    check: ({ message }) => assert.match(message!, /spec\.hostNetwork: true/),
+  },
+  {
+    name: 'automount-token-false-denied',
+    pod: () =>
+      withMeta(skupperPod(), (p) => {
+        p.spec.automountServiceAccountToken = false;
+      }),
+    request: { namespace: 'site' },
+    expect: 'denied',
+    check: ({ message }) => assert.match(message!, /spec\.automountServiceAccountToken: false/),
+  },
+  {
+    name: 'memberlist-port-not-declared-denied',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.metadata.annotations = { 'drainguard.io/memberlist-ports': '6443' };
+      }),
+    expect: 'denied',
+    check: ({ message }) => assert.match(message!, /declared by container speaker: 7472, 7946/),
+  },
+  {
+    name: 'l2-interfaces-bad-name-denied',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.metadata.annotations = { 'drainguard.io/l2-interfaces': 'eth0/../x' };
+      }),
+    expect: 'denied',
+    check: ({ message }) => assert.match(message!, /^drainguard\.io\/l2-interfaces=/),
+  },
+  {
+    name: 'metallb-namespace-not-dns1123-denied',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.metadata.annotations = { 'drainguard.io/metallb-namespace': '../../api' };
+      }),
+    expect: 'denied',
+    check: ({ message }) => assert.match(message!, /DNS-1123 label/),
+  },
+  {
+    name: 'own-namespace-excluded',
+    pod: speakerPod,
+    request: { namespace: 'drainguard-system' },
+    options: { ownNamespace: 'drainguard-system', excludedNamespaces: [] },
+    expect: 'unchanged',
+  },
+  {
     name: 'kube-system-excluded',
     pod: speakerPod,
     request: { namespace: 'kube-system' },
