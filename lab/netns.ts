@@ -2,6 +2,7 @@
 // per node attached by a veth. Names are unique per run; everything is removed at exit, and
 // namespaces left by earlier runs whose process is gone are removed at start.
 import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { waitFor } from '../shared/clock.ts';
 import { type ExecResult, pidAlive, sh } from './proc.ts';
 
@@ -133,7 +134,38 @@ let bedSeq = 0;
  * (seen here: eth0 192.0.2.2/24), so the bed takes one that no root-namespace route covers: a host
  * link there would shadow the machine's own network.
  */
-const SEGMENTS = ['198.51.100', '203.0.113', '192.0.2'];
+const SEGMENTS = ['198.51.100', '203.0.113', '192.0.2', '198.19.100', '198.19.101', '198.19.102'];
+
+/**
+ * The /24s of addresses this machine must keep reaching: its nameservers, its proxy, and the
+ * package registries (here deb.debian.org and registry.npmjs.org resolve into 203.0.113.0/24; a
+ * bed's host link on that /24 once cut off an image build's apt-get).
+ */
+async function reachedSegments(): Promise<string[]> {
+  const hosts = new Set(['deb.debian.org', 'security.debian.org', 'registry.npmjs.org']);
+  for (const v of [
+    process.env.https_proxy,
+    process.env.HTTPS_PROXY,
+    process.env.http_proxy,
+    process.env.HTTP_PROXY,
+  ])
+    if (v)
+      try {
+        hosts.add(new URL(v).hostname);
+      } catch {}
+  const addrs: string[] = [];
+  try {
+    for (const m of readFileSync('/etc/resolv.conf', 'utf8').matchAll(/^nameserver\s+(\S+)/gm))
+      addrs.push(m[1] ?? '');
+  } catch {}
+  await Promise.all(
+    [...hosts].map(async (h) => {
+      const r = await sh(['getent', 'ahostsv4', h], { timeoutMs: 3_000 }).catch(() => undefined);
+      for (const line of r?.stdout.split('\n') ?? []) addrs.push(line.split(/\s+/)[0] ?? '');
+    }),
+  );
+  return addrs.filter((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a)).map((a) => a.split('.').slice(0, 3).join('.'));
+}
 
 export async function pickSegment(opts: { avoid?: string[] } = {}): Promise<string> {
   const routes = JSON.parse(
@@ -146,6 +178,7 @@ export async function pickSegment(opts: { avoid?: string[] } = {}): Promise<stri
   for (const a of addrs)
     for (const i of a.addr_info ?? []) used.add(i.local.split('.').slice(0, 3).join('.'));
   for (const a of opts.avoid ?? []) used.add(a);
+  for (const a of await reachedSegments()) used.add(a);
   const free = SEGMENTS.find((s) => !used.has(s));
   if (!free) throw new Error(`every documentation /24 (${SEGMENTS.join(', ')}) is in use on this machine`);
   return free;
