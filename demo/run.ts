@@ -251,7 +251,6 @@ async function startRouters(w: L2World, kubelet: KubeletStandIn, nodes: [string,
       },
       spec: {
         nodeName: node,
-        automountServiceAccountToken: false,
         containers: [
           { name: 'router', image: 'quay.io/skupper/skupper-router:3.3' },
           { name: 'kube-adaptor', image: 'quay.io/skupper/kube-adaptor:2.1' },
@@ -603,7 +602,10 @@ async function main(): Promise<number> {
       async () => (await w.l2Statuses()).some((s) => s.node === owner),
       { timeoutMs: 30_000, intervalMs: 100 },
     );
-    for (const p of speakers) await w.startSidecar(p.spec?.nodeName ?? '', injectedEnv(p));
+    // The webhook binds a hostNetwork sidecar to the node's loopback; the demo reads it from
+    // outside the node's namespace, so it listens on the node's address too.
+    for (const p of speakers)
+      await w.startSidecar(p.spec?.nodeName ?? '', { ...injectedEnv(p), DRAINGUARD_BIND_ADDRESS: '0.0.0.0' });
     say(
       `speakers running; ${owner} announces ${w.vip}; L2 sidecars ready on ${w.nodes.map((n) => n.name).join(', ')}`,
     );
