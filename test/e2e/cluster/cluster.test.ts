@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { withLogs } from './logs.ts';
 
 const LAB_IMAGE = 'drainguard-lab:dev';
 const IMAGE = 'drainguard:dev';
@@ -40,16 +41,6 @@ after(async () => {
   await c?.stop();
 });
 
-/** On failure, every component's log ends up in the test output. */
-async function withLogs(fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (e) {
-    (e as Error).message += `\n${c.logs(3000)}`;
-    throw e;
-  }
-}
-
 describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
   test('three Ready nodes on containerd', async () => {
     const nodes = await json<{
@@ -61,7 +52,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
   });
 
   test('a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them', () =>
-    withLogs(async () => {
+    withLogs(c, async () => {
       const labels = { app: 'proof' };
       await apply({
         apiVersion: 'apps/v1',
@@ -127,7 +118,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('kubectl drain evicts the Deployment pod, the ReplicaSet re-creates it elsewhere, DaemonSet pods stay', () =>
-    withLogs(async () => {
+    withLogs(c, async () => {
       const labels = { app: 'drainee' };
       await apply({
         apiVersion: 'apps/v1',
@@ -202,7 +193,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('the kubelet runs exec and httpGet preStop hooks before SIGTERM', () =>
-    withLogs(async () => {
+    withLogs(c, async () => {
       // A hostPath the test can read after the pod is gone; the kubelet shares this mount namespace.
       const out = mkdtempSync(join(c.dir, 'hooks-'));
       const file = '/out/events';
@@ -280,7 +271,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('the webhook from manifests/ injects a Ready sidecar that reaches the API in-cluster', () =>
-    withLogs(async () => {
+    withLogs(c, async () => {
       // MetalLB is installed first, as on a user's cluster, then drainguard from manifests/.
       await installMetalLbBase(c);
       await installDrainguard(c);

@@ -5,9 +5,6 @@
 // `kubectl delete pod` (the kubelet runs the injected preStop hook, which holds the speaker until
 // the VIP has moved). ARP probes from a client namespace on the switch show who answers.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
@@ -15,6 +12,7 @@ import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/inst
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { follow, withLogs } from './logs.ts';
 
 const NS = 'metallb-system';
 const NAMES = ['node-a', 'node-b', 'node-c'];
@@ -58,20 +56,6 @@ async function answeredOnlyBy(node: string): Promise<void> {
   );
 }
 
-/** Lines of a container's log as the kubelet serves them, followed until the container exits. */
-function follow(pod: string, container: string): { lines: string[]; proc: ChildProcess } {
-  const proc = spawn(
-    'kubectl',
-    ['--kubeconfig', c.kubeconfigPath, 'logs', '-f', '-n', NS, pod, '-c', container],
-    {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    },
-  );
-  const lines: string[] = [];
-  createInterface({ input: proc.stdout! }).on('line', (l) => lines.push(l));
-  return { lines, proc };
-}
-
 async function settle(): Promise<void> {
   for (const n of NAMES) {
     await k(['uncordon', n]);
@@ -96,25 +80,12 @@ after(async () => {
   await c?.stop();
 });
 
-async function withLogs(fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (e) {
-    const pods = await speakerPods().catch(() => []);
-    const sidecarLogs = await Promise.all(
-      pods.map(
-        async (p) =>
-          `--- ${p.spec.nodeName} drainguard\n${(await c.kubectl(['logs', '-n', NS, p.metadata.name, '-c', 'drainguard', '--tail=40'])).stdout}`,
-      ),
-    );
-    (e as Error).message += `\n${sidecarLogs.join('\n')}\n${c.logs(2000)}`;
-    throw e;
-  }
-}
+/** A failing test carries the speakers' sidecar logs and every component's. */
+const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: speakerPods });
 
 describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
   test('every speaker pod carries a Ready sidecar and one node answers the VIP', () =>
-    withLogs(async () => {
+    logged(async () => {
       await waitFor(
         'three injected speaker pods, all containers Ready',
         async () => {
@@ -135,7 +106,7 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('kubectl drain: the VIP moves, the node is fenced, the speaker pod stays', () =>
-    withLogs(async () => {
+    logged(async () => {
       const a = owner(NAMES, vip) as string;
       const b = owner(
         NAMES.filter((n) => n !== a),
@@ -168,7 +139,7 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('kubectl delete pod: the kubelet runs the preStop hook, which holds the speaker until the VIP has moved', () =>
-    withLogs(async () => {
+    logged(async () => {
       const a = owner(NAMES, vip) as string;
       const b = owner(
         NAMES.filter((n) => n !== a),
@@ -176,8 +147,8 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
       ) as string;
       const pod = (await speakerPods()).find((p) => p.spec.nodeName === a);
       assert.ok(pod);
-      const speaker = follow(pod.metadata.name, 'speaker');
-      const sidecar = follow(pod.metadata.name, 'drainguard');
+      const speaker = follow(c, NS, pod.metadata.name, 'speaker');
+      const sidecar = follow(c, NS, pod.metadata.name, 'drainguard');
       const rounds: ProbeRound[] = [];
       const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
       try {

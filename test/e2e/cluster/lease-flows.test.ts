@@ -5,12 +5,11 @@
 // reaches the API, the sidecar hands the Lease to the Ready replica, and the ReplicaSet's
 // replacement pod joins as a candidate.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard } from '../../../lab/cluster/install.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { follow, withLogs } from './logs.ts';
 
 const NS = 'site';
 const LEASE = 'skupper-site-leader';
@@ -42,29 +41,21 @@ const holder = async () =>
     }
   ).spec?.holderIdentity;
 
-/** The candidate's JSON lines, followed until the container exits. */
-function follow(
-  pod: string,
-  container = 'kube-adaptor',
-): { events: Ev[]; lines: string[]; proc: ChildProcess } {
-  const proc = spawn(
-    'kubectl',
-    ['--kubeconfig', c.kubeconfigPath, 'logs', '-f', '-n', NS, pod, '-c', container],
-    {
-      stdio: ['ignore', 'pipe', 'ignore'],
+/** The candidate's JSON lines (and the raw ones), followed until the container exits. */
+function followEvents(pod: string, container = 'kube-adaptor') {
+  const f = follow(c, NS, pod, container);
+  return {
+    ...f,
+    get events(): Ev[] {
+      return f.lines.flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Ev];
+        } catch {
+          return [];
+        }
+      });
     },
-  );
-  const events: Ev[] = [];
-  const lines: string[] = [];
-  createInterface({ input: proc.stdout! }).on('line', (l) => {
-    lines.push(l);
-    try {
-      events.push(JSON.parse(l) as Ev);
-    } catch {
-      // not ours
-    }
-  });
-  return { events, lines, proc };
+  };
 }
 
 before(async () => {
@@ -156,25 +147,12 @@ after(async () => {
   await c?.stop();
 });
 
-async function withLogs(fn: () => Promise<void>): Promise<void> {
-  try {
-    await fn();
-  } catch (e) {
-    const pods = await routers().catch(() => []);
-    const logs = await Promise.all(
-      pods.map(
-        async (p) =>
-          `--- ${p.metadata.name} on ${p.spec.nodeName}: drainguard\n${(await c.kubectl(['logs', '-n', NS, p.metadata.name, '-c', 'drainguard', '--tail=40'])).stdout}`,
-      ),
-    );
-    (e as Error).message += `\n${logs.join('\n')}\n${c.logs(2000)}`;
-    throw e;
-  }
-}
+/** A failing test carries the routers' sidecar logs and every component's. */
+const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: routers });
 
 describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
   test('both router pods carry a Ready sidecar; one of them holds the Lease', () =>
-    withLogs(async () => {
+    logged(async () => {
       await waitFor(
         'two injected router pods on two nodes, all containers Ready',
         async () => {
@@ -197,15 +175,15 @@ describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
     }));
 
   test('kubectl drain of the leader node: the Lease goes to the Ready replica, the replacement joins as a candidate', () =>
-    withLogs(async () => {
+    logged(async () => {
       const pods = await routers();
       const leaderName = await holder();
       const leader = pods.find((p) => p.metadata.name === leaderName);
       const successor = pods.find((p) => p.metadata.name !== leaderName);
       assert.ok(leader && successor);
-      const oldLog = follow(leader.metadata.name);
-      const newLog = follow(successor.metadata.name);
-      const sidecarLog = follow(leader.metadata.name, 'drainguard');
+      const oldLog = followEvents(leader.metadata.name);
+      const newLog = followEvents(successor.metadata.name);
+      const sidecarLog = followEvents(leader.metadata.name, 'drainguard');
       try {
         await waitFor('log streams open', () => oldLog.events.length > 0 && newLog.events.length > 0, T);
         const node = leader.spec.nodeName as string;
@@ -250,7 +228,7 @@ describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
           T,
         );
         assert.notEqual(replacement.spec.nodeName, node);
-        const joined = follow(replacement.metadata.name);
+        const joined = followEvents(replacement.metadata.name);
         try {
           await waitFor(
             'the replacement runs as a candidate',
