@@ -409,8 +409,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
 }
 
 let shared: Promise<ControlPlane> | undefined;
+/** A user of the shared control plane that RBAC grants nothing (for 403 paths). */
+export const UNPRIVILEGED_USER = 'drainguard-test-nobody';
 /** One control plane per test process; tests use their own namespaces. Stopped at exit. */
 export function sharedControlPlane(): Promise<ControlPlane> {
-  shared ??= startControlPlane();
+  shared ??= startControlPlane({ users: [{ name: UNPRIVILEGED_USER }] });
   return shared;
 }

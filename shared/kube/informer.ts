@@ -30,6 +30,8 @@ export class Informer {
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
   private synced = false;
+  private healthy = false;
+  private failure: Error | undefined;
   private readonly client: KubeClient;
   restarts = 0;
 
@@ -39,8 +41,21 @@ export class Informer {
     this.clock = opts.clock ?? systemClock;
   }
 
+  /** A first complete list arrived (stays true through later failures: the cache is kept). */
   get hasSynced(): boolean {
     return this.synced;
+  }
+  /**
+   * The cache is the server's view as far as this informer can tell: the last list succeeded
+   * and no list or watch has failed since. False while relisting after any failure, so code
+   * that must not act on a stale or partial view (netfilter deletions) can wait.
+   */
+  get current(): boolean {
+    return this.healthy;
+  }
+  /** The failure that made the view not current (undefined while current). */
+  get lastError(): Error | undefined {
+    return this.failure;
   }
   get objects(): ReadonlyMap<string, KubeObject> {
     return this.cache;
@@ -69,6 +84,8 @@ export class Informer {
         this.cache.clear();
         for (const o of list.items ?? []) this.cache.set(keyOf(o), o);
         this.synced = true;
+        this.healthy = true;
+        this.failure = undefined;
         this.opts.onChange(this.cache, { type: 'SYNC' });
         let rv = list.metadata?.resourceVersion;
         // Keep watching from the last seen resourceVersion until the server says it is too old.
@@ -90,6 +107,8 @@ export class Informer {
       } catch (e) {
         if (signal.aborted) break;
         this.restarts++;
+        this.healthy = false;
+        this.failure = e as Error;
         if (isApiError(e)) this.opts.onError?.(e);
         const wait = isApiError(e, 410) ? 0 : backoff.next();
         this.opts.log.warn(

@@ -2,11 +2,17 @@
 // periodic resync, and when a pending stale item becomes confirmable.
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
-import type { Node, Pod } from '../../shared/kube/types.ts';
+import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Cleaner, type PassResult } from './cleaner.ts';
 import { formatMac } from './ebtables.ts';
-import { nodeAddresses, podInfos } from './pods.ts';
+import { nodeAddresses, podInfos, podsAwaitingIp } from './pods.ts';
+
+/**
+ * How long before our informer saw an IP-less pod its CNI ADD may have run (the kubelet's
+ * watch can be ahead of ours); rules first seen stale after that are kept until the IP shows.
+ */
+const AWAITING_IP_SLACK_MS = 5_000;
 
 /** Event text: counts plus the first few items, within the API's message limit. */
 export function summarize(r: PassResult): string {
@@ -39,7 +45,13 @@ class NetfilterCleanup implements Capability {
   private readonly passCounter;
   private readonly staleGauge;
   private readonly usableGauge;
+  private readonly heldGauge;
   private readonly reportedDry = new Set<string>();
+  /** Local time each IP-less pod was first seen (uid → ms). */
+  private readonly awaitingSince = new Map<string, number>();
+  /** Why passes are held right now (logged and raised once per episode). */
+  private heldWhy: string | undefined;
+  private degradedRaised = false;
   passes = 0;
   lastResult: PassResult | undefined;
 
@@ -59,6 +71,9 @@ class NetfilterCleanup implements Capability {
       log: ctx.log,
       clock: ctx.clock,
       onChange: (_objects, ev) => this.trigger(`pods ${ev.type}`),
+      onError: (err) => {
+        if (err.code === 403) void this.raiseDegraded(err.message);
+      },
     });
     const m = ctx.metrics;
     this.removedCounter = m.counter(
@@ -69,6 +84,10 @@ class NetfilterCleanup implements Capability {
     this.staleGauge = m.gauge(
       'drainguard_netfilter_stale',
       'Stale items seen by the last pass (before confirmation).',
+    );
+    this.heldGauge = m.gauge(
+      'drainguard_netfilter_held',
+      'Confirmed stale items not deleted by the last pass, by why (pod_awaiting_ip: a pod of this node has no IP in the API yet).',
     );
     this.usableGauge = m.gauge(
       'drainguard_netfilter_ebtables_usable',
@@ -136,14 +155,83 @@ class NetfilterCleanup implements Capability {
     }
   }
 
+  /**
+   * A rule is judged stale when no pod of this node owns its IP, so a missing or stale pod
+   * view makes every live pod's rules look stale (in azure-vnet's tunnel mode all of them point
+   * at one gateway MAC). A 403 is a missing RBAC binding: say so once, on the Node.
+   */
+  private async raiseDegraded(message: string): Promise<void> {
+    if (this.degradedRaised) return;
+    this.degradedRaised = true;
+    await this.ctx.events.record(
+      { kind: 'Node', name: this.ctx.config.nodeName },
+      'Warning',
+      'NetfilterCleanupDegraded',
+      `cannot read this node's pods (${message}); nothing is deleted until they can be read (needs RBAC: pods list/watch)`,
+    );
+  }
+
+  /** Why no deleting pass may run now, or undefined. */
+  private holdReason(): string | undefined {
+    if (!this.informer.hasSynced) return 'the pod list has not been read yet';
+    if (!this.informer.current)
+      return `the pod view is not current (${this.informer.lastError?.message ?? 'relisting'})`;
+    return undefined;
+  }
+
+  /** A fresh read of this node's pods, right before a deletion; IP-less pods hold new items. */
+  private async recheck(): Promise<{ pods: ReturnType<typeof podInfos>; holdFrom?: number }> {
+    const { config, client, clock } = this.ctx;
+    let list: KubeList<Pod>;
+    try {
+      list = await client.get<KubeList<Pod>>('/api/v1/pods', {
+        query: { fieldSelector: `spec.nodeName=${config.nodeName}` },
+        timeoutMs: 10_000,
+        signal: this.abort.signal,
+      });
+    } catch (e) {
+      if (isApiError(e, 403)) void this.raiseDegraded((e as Error).message);
+      throw e;
+    }
+    const items = list.items ?? [];
+    const now = clock.now();
+    const awaiting = new Set(podsAwaitingIp(items, config.nodeName));
+    for (const k of this.awaitingSince.keys()) if (!awaiting.has(k)) this.awaitingSince.delete(k);
+    for (const k of awaiting) if (!this.awaitingSince.has(k)) this.awaitingSince.set(k, now);
+    const oldest = Math.min(...this.awaitingSince.values());
+    return {
+      pods: podInfos(items, config.nodeName),
+      ...(Number.isFinite(oldest) ? { holdFrom: oldest - AWAITING_IP_SLACK_MS } : {}),
+    };
+  }
+
   private async onePass(reason: string): Promise<void> {
     const { log, config } = this.ctx;
+    const hold = this.holdReason();
+    if (hold) {
+      this.passCounter.inc({ result: 'held' });
+      // Waiting for the first list at start is routine; anything else is worth a warning.
+      if (hold !== this.heldWhy)
+        log[this.informer.restarts ? 'warn' : 'info'](
+          { reason, why: hold },
+          'netfilter cleanup held: nothing is deleted',
+        );
+      this.heldWhy = hold;
+      return;
+    }
+    if (this.heldWhy) log.info({ was: this.heldWhy }, 'netfilter cleanup resumed: the pod view is current');
+    this.heldWhy = undefined;
     await this.refreshNode();
+    // Track IP-less pods from the informer too, so their first sighting is as early as ours.
+    const now = this.ctx.clock.now();
+    for (const k of podsAwaitingIp(this.informer.objects.values() as Iterable<Pod>, config.nodeName))
+      if (!this.awaitingSince.has(k)) this.awaitingSince.set(k, now);
     let result: PassResult;
     try {
       result = await this.cleaner.pass({
         pods: podInfos(this.informer.objects.values() as Iterable<Pod>, config.nodeName),
         nodeAddresses: nodeAddresses(this.node),
+        recheck: () => this.recheck(),
       });
     } catch (e) {
       this.passCounter.inc({ result: 'error' });
@@ -152,9 +240,16 @@ class NetfilterCleanup implements Capability {
     }
     this.passes++;
     this.lastResult = result;
-    this.passCounter.inc({ result: result.errors.length ? 'partial' : 'ok' });
+    this.passCounter.inc({ result: result.held ? 'held' : result.errors.length ? 'partial' : 'ok' });
+    if (result.held) log.warn({ reason, why: result.held }, 'netfilter cleanup held: nothing is deleted');
+    if (result.heldForNewPods)
+      log.info(
+        { kept: result.heldForNewPods, pods: this.awaitingSince.size },
+        'stale-looking items kept: a pod of this node has no IP in the API yet and may own them',
+      );
     this.staleGauge.set({ kind: 'rule' }, result.staleRules.length);
     this.staleGauge.set({ kind: 'neighbour' }, result.staleNeighbours.length);
+    this.heldGauge.set({ why: 'pod_awaiting_ip' }, result.heldForNewPods);
     if (result.dryRun) {
       // Dry-run deletes nothing, so the same items come back every pass: report each once.
       const isNew = (k: string) => !this.reportedDry.has(k);

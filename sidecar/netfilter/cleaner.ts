@@ -20,6 +20,13 @@ import { ebtablesDeleteArgs, ebtablesRestoreInput, neighbourBatchInput, nftDelet
 export interface PassInput {
   pods: readonly PodInfo[];
   nodeAddresses: readonly string[];
+  /**
+   * Re-reads the pods right before anything is deleted, so no deletion rests on a cached view
+   * (an informer that has not noticed a dead connection, a pod added since). A rejection holds
+   * the pass: nothing is deleted. `holdFrom` (clock time): keys first seen stale at or after it
+   * are kept, because a pod whose IP the kubelet has not written yet may own them.
+   */
+  recheck?: () => Promise<{ pods: readonly PodInfo[]; holdFrom?: number }>;
 }
 
 export interface PassResult {
@@ -33,6 +40,10 @@ export interface PassResult {
   dryRun: boolean;
   /** Stale but waiting for a second sighting; earliest time a pass could confirm one. */
   pendingUntil?: number;
+  /** Confirmed items were not deleted because the pods could not be re-read (why). */
+  held?: string;
+  /** Confirmed items kept because a pod awaiting its IP may own them. */
+  heldForNewPods: number;
   errors: string[];
   decision: Decision;
 }
@@ -204,19 +215,39 @@ export class Cleaner {
       removedNeighbours: [],
       dryRun: this.opts.dryRun || this.opts.runner.observeOnly,
       errors: firstListed.ruleError ? [firstListed.ruleError] : [],
+      heldForNewPods: 0,
       decision,
     };
+    const dueThisPass = new Set(confirmed);
+    let current: PassInput = input;
+    if (confirmed.size > 0 && input.recheck) {
+      try {
+        const again = await input.recheck();
+        current = { ...input, pods: again.pods };
+        if (again.holdFrom !== undefined) {
+          const holdFrom = again.holdFrom;
+          for (const k of [...confirmed])
+            if ((this.tracker.firstSeen(k) ?? at) >= holdFrom) {
+              confirmed.delete(k);
+              result.heldForNewPods++;
+            }
+        }
+      } catch (e) {
+        result.held = `pods could not be re-read before deleting (${(e as Error).message}); nothing deleted`;
+        confirmed.clear();
+      }
+    }
     if (confirmed.size > 0) {
       // Re-list right before deleting: act only on what is still there and still stale.
       const relist = await this.snapshotWithHandles(!result.dryRun, first);
-      const fresh = decide({ snapshot: relist.snapshot, ...input });
+      const fresh = decide({ snapshot: relist.snapshot, ...current });
       const rules = fresh.staleRules.filter((r) => confirmed.has(r.key));
       const neighbours = fresh.staleNeighbours.filter((n) => confirmed.has(n.key));
       if (result.dryRun) {
         result.removedRules = rules;
         result.removedNeighbours = neighbours;
       } else {
-        result.removedRules = await this.deleteRules(rules, relist, input, confirmed, result.errors);
+        result.removedRules = await this.deleteRules(rules, relist, current, confirmed, result.errors);
         result.removedNeighbours = await this.deleteNeighbours(neighbours, result.errors);
         this.tracker.forget([
           ...result.removedRules.map((r) => r.key),
@@ -234,7 +265,12 @@ export class Cleaner {
           'stale neighbour',
         );
     }
-    const pending = this.tracker.pending().map((p) => p.confirmableAt);
+    // Only what is not yet confirmable: items confirmed but kept (held, failed) wait for the
+    // next trigger (pod event, resync) instead of a tight loop of passes.
+    const pending = this.tracker
+      .pending()
+      .filter((p) => !dueThisPass.has(p.key))
+      .map((p) => p.confirmableAt);
     if (pending.length) result.pendingUntil = Math.min(...pending);
     return result;
   }

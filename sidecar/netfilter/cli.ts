@@ -8,8 +8,8 @@ import { kubeconfigUsage } from '../../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
 import { createLogger } from '../../shared/log.ts';
 import { ToolError, ToolRunner } from '../runner.ts';
-import { Cleaner, type PassResult } from './cleaner.ts';
-import { nodeAddresses, parsePodList, podInfos } from './pods.ts';
+import { Cleaner, type PassInput, type PassResult } from './cleaner.ts';
+import { nodeAddresses, parsePodList, podInfos, podsAwaitingIp } from './pods.ts';
 
 export const USAGE = `Usage: drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]
                                    [--kubeconfig PATH] [--context NAME] [--confirm-seconds N] [--netns NAME]
@@ -99,6 +99,7 @@ export async function run(argv: string[]): Promise<number> {
   // Pods (and the Node's addresses) from a file or from the API, read once.
   let pods: Pod[];
   let node: Node | undefined;
+  let client: KubeClient | undefined;
   if (values['pods-file']) {
     const file = values['pods-file'];
     try {
@@ -107,7 +108,6 @@ export async function run(argv: string[]): Promise<number> {
       return fail(`--pods-file: ${(e as Error).message}`);
     }
   } else {
-    let client: KubeClient;
     try {
       const { kubeconfigAuth } = await import('../../shared/kube/kubeconfig.ts');
       client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }), {
@@ -129,54 +129,86 @@ export async function run(argv: string[]): Promise<number> {
         : isApiError(e, 404)
           ? ` (no Node named "${nodeName}"; pass --node)`
           : '';
-      return fail(`reading pods/node from the API failed: ${(e as Error).message}${why}`);
-    } finally {
       client.close();
+      return fail(`reading pods/node from the API failed: ${(e as Error).message}${why}`);
     }
   }
-  const input = {
+  const api = client;
+  const input: PassInput = {
     // Only this node's pods: a neighbour is judged only for IPs of pods here.
     pods: podInfos(pods, nodeName),
     nodeAddresses: nodeAddresses(node),
+    // From the API: read the pods again right before deleting; while a pod of this node has no
+    // IP in the API yet (its CNI may have wired rules already) nothing is deleted.
+    ...(api
+      ? {
+          recheck: async () => {
+            const again =
+              (
+                await api.get<KubeList<Pod>>('/api/v1/pods', {
+                  query: { fieldSelector: `spec.nodeName=${nodeName}` },
+                  retries: 2,
+                })
+              ).items ?? [];
+            const awaiting = podsAwaitingIp(again, nodeName);
+            return {
+              pods: podInfos(again, nodeName),
+              ...(awaiting.length ? { holdFrom: Number.NEGATIVE_INFINITY } : {}),
+            };
+          },
+        }
+      : {}),
   };
-
-  const runner = new ToolRunner({
-    log,
-    historyLimit: 50,
-    ...(values.netns ? { prefix: ['ip', 'netns', 'exec', values.netns] } : {}),
-  });
-  const cleaner = new Cleaner({
-    runner,
-    log,
-    clock: systemClock,
-    confirmMs: confirmSeconds * 1000,
-    dryRun: values['dry-run'] ?? false,
-  });
-  if (values['pods-file'] && pods.length > 0 && input.pods.length === 0)
-    process.stderr.write(
-      `drainguard netfilter-cleanup: note: no pod in ${values['pods-file']} has spec.nodeName "${nodeName}" (pass --node)\n`,
-    );
-  const eb = await cleaner.detectEbtables();
-  if (!eb.usable) return fail(`${eb.error}`);
   try {
-    const first = await cleaner.pass(input);
-    const seen = first.staleRules.length + first.staleNeighbours.length;
-    if (seen === 0) {
-      out(`nothing stale on ${nodeName} (${input.pods.length} pods checked)`);
-      return 0;
+    return await cleanup(input);
+  } finally {
+    api?.close();
+  }
+
+  async function cleanup(input: PassInput): Promise<number> {
+    const runner = new ToolRunner({
+      log,
+      historyLimit: 50,
+      ...(values.netns ? { prefix: ['ip', 'netns', 'exec', values.netns] } : {}),
+    });
+    const cleaner = new Cleaner({
+      runner,
+      log,
+      clock: systemClock,
+      confirmMs: confirmSeconds * 1000,
+      dryRun: values['dry-run'] ?? false,
+    });
+    if (values['pods-file'] && pods.length > 0 && input.pods.length === 0)
+      process.stderr.write(
+        `drainguard netfilter-cleanup: note: no pod in ${values['pods-file']} has spec.nodeName "${nodeName}" (pass --node)\n`,
+      );
+    const eb = await cleaner.detectEbtables();
+    if (!eb.usable) return fail(`${eb.error}`);
+    try {
+      const first = await cleaner.pass(input);
+      const seen = first.staleRules.length + first.staleNeighbours.length;
+      if (seen === 0) {
+        out(`nothing stale on ${nodeName} (${input.pods.length} pods checked)`);
+        return 0;
+      }
+      // The confirmation interval: only what is still stale after it is acted on.
+      await systemClock.sleep(confirmSeconds * 1000);
+      const second = await cleaner.pass(input);
+      for (const l of lines(second)) out(l);
+      const acted = second.removedRules.length + second.removedNeighbours.length;
+      if (acted < seen)
+        out(`${seen - acted} item(s) stale on the first listing were gone or live on the second: left alone`);
+      if (second.heldForNewPods)
+        out(
+          `${second.heldForNewPods} item(s) kept: a pod of ${nodeName} has no IP in the API yet and may own them; run again once it has one`,
+        );
+      if (second.held) process.stderr.write(`drainguard netfilter-cleanup: ${second.held}\n`);
+      for (const err of second.errors) process.stderr.write(`drainguard netfilter-cleanup: ${err}\n`);
+      return second.errors.length || second.held ? 1 : 0;
+    } catch (e) {
+      if (e instanceof ToolError)
+        return fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
+      return fail((e as Error).message);
     }
-    // The confirmation interval: only what is still stale after it is acted on.
-    await systemClock.sleep(confirmSeconds * 1000);
-    const second = await cleaner.pass(input);
-    for (const l of lines(second)) out(l);
-    const acted = second.removedRules.length + second.removedNeighbours.length;
-    if (acted < seen)
-      out(`${seen - acted} item(s) stale on the first listing were gone or live on the second: left alone`);
-    for (const err of second.errors) process.stderr.write(`drainguard netfilter-cleanup: ${err}\n`);
-    return second.errors.length ? 1 : 0;
-  } catch (e) {
-    if (e instanceof ToolError)
-      return fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
-    return fail((e as Error).message);
   }
 }

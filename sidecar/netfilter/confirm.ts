@@ -32,6 +32,11 @@ export class ConfirmationTracker {
     for (const k of keys) this.since.delete(k);
   }
 
+  /** When the key's current run of stale sightings began (undefined: not stale). */
+  firstSeen(key: string): number | undefined {
+    return this.since.get(key);
+  }
+
   /** Keys seen stale but not yet confirmed, with the time confirmation becomes possible. */
   pending(): { key: string; confirmableAt: number }[] {
     return [...this.since].map(([key, t]) => ({ key, confirmableAt: t + this.confirmMs }));

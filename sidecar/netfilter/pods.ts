@@ -3,23 +3,47 @@ import type { Node, Pod } from '../../shared/kube/types.ts';
 import type { PodInfo } from './decide.ts';
 
 /**
- * Current pods with their own IPs: hostNetwork pods carry the node's addresses, and
- * Succeeded/Failed pods have given their IPs back (they may be reused), so both are skipped.
- * Terminating pods still hold their IPs and count.
+ * Pods of this node that hold (or will hold) pod-network IPs: hostNetwork pods carry the
+ * node's addresses, and Succeeded/Failed pods have given their IPs back (they may be reused),
+ * so both are skipped. Terminating pods still hold their IPs and count.
  */
-export function podInfos(pods: Iterable<Pod>, nodeName?: string): PodInfo[] {
-  const out: PodInfo[] = [];
+function* podNetworkPods(pods: Iterable<Pod>, nodeName?: string): Generator<Pod> {
   for (const p of pods) {
     if (nodeName && p.spec?.nodeName !== nodeName) continue;
     if (p.spec?.hostNetwork) continue;
     const phase = p.status?.phase;
     if (phase === 'Succeeded' || phase === 'Failed') continue;
-    const ips = new Set<string>();
-    for (const i of p.status?.podIPs ?? []) if (i?.ip) ips.add(i.ip);
-    if (p.status?.podIP) ips.add(p.status.podIP);
-    if (ips.size === 0) continue;
-    out.push({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', ips: [...ips] });
+    yield p;
   }
+}
+
+const ipsOf = (p: Pod): string[] => {
+  const ips = new Set<string>();
+  for (const i of p.status?.podIPs ?? []) if (i?.ip) ips.add(i.ip);
+  if (p.status?.podIP) ips.add(p.status.podIP);
+  return [...ips];
+};
+
+/** Current pods of this node with their own IPs. */
+export function podInfos(pods: Iterable<Pod>, nodeName?: string): PodInfo[] {
+  const out: PodInfo[] = [];
+  for (const p of podNetworkPods(pods, nodeName)) {
+    const ips = ipsOf(p);
+    if (ips.length) out.push({ namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', ips });
+  }
+  return out;
+}
+
+/**
+ * Pods of this node that a CNI may already have wired but whose IP the kubelet has not yet
+ * written (CNI ADD runs before the status update). Their rules look like nobody's, so a pass
+ * must not delete rules that appeared after such a pod did. Keyed by UID (or namespace/name).
+ */
+export function podsAwaitingIp(pods: Iterable<Pod>, nodeName?: string): string[] {
+  const out: string[] = [];
+  for (const p of podNetworkPods(pods, nodeName))
+    if (ipsOf(p).length === 0)
+      out.push(p.metadata?.uid ?? `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`);
   return out;
 }
 

@@ -2,12 +2,18 @@
 // node addresses from the Node, passes on start / pod events / confirmation, an Event.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type AzureNode, buildAzureNode, IP, registerAzureNode } from '../../../lab/azure-layout.ts';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import {
+  type AzureNode,
+  buildAzureNode,
+  IP,
+  registerAzureNode,
+  TUNNEL_MAC,
+} from '../../../lab/azure-layout.ts';
+import { type ControlPlane, sharedControlPlane, UNPRIVILEGED_USER } from '../../../lab/control-plane.ts';
 import { sh } from '../../../lab/netns.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
-import type { KubeClient } from '../../../shared/kube/client.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
@@ -44,12 +50,66 @@ async function createPod(
       containers: [{ name: 'c', image: 'example.invalid/c' }],
     },
   });
-  // Play kubelet: the IPs arrive through the status subresource.
+  // Play kubelet: the IPs arrive through the status subresource (none yet: still being wired).
+  if (ips.length === 0) return;
   const pod = await client.get<KubeObject>(`/api/v1/namespaces/${ns}/pods/${name}`);
   await client.replace(`/api/v1/namespaces/${ns}/pods/${name}/status`, {
     ...pod,
     status: { phase: 'Running', podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) },
   });
+}
+
+/** A capability on the azure node: `client` is what it talks to the API with; Events go via `admin`. */
+async function startCapability(
+  l: AzureNode,
+  client: KubeClient,
+  admin: KubeClient,
+  metrics: Registry,
+  env: Record<string, string> = {},
+): Promise<Capability> {
+  const config = parseSidecarEnv({
+    DRAINGUARD_PROFILE: 'netfilter-cleanup',
+    DRAINGUARD_FEATURES: 'netfilter-cleanup',
+    DRAINGUARD_POD_NAME: 'drainguard-nf',
+    DRAINGUARD_POD_NAMESPACE: ns,
+    DRAINGUARD_NODE_NAME: nodeName,
+    DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '1',
+    DRAINGUARD_CLEANUP_RESYNC_SECONDS: '3600',
+    ...env,
+  });
+  const factory = await CAPABILITIES['netfilter-cleanup']!();
+  const cap = factory({
+    config,
+    log,
+    client,
+    events: new EventRecorder(admin, 'drainguard-sidecar', nodeName, log),
+    runner: new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] }),
+    drain: new DrainWatcher({
+      client,
+      nodeName,
+      podName: 'drainguard-nf',
+      podNamespace: ns,
+      drainTaints: config.drainTaints,
+      log,
+      clock: systemClock,
+    }),
+    metrics,
+    clock: systemClock,
+  });
+  await cap.start();
+  return cap;
+}
+
+/** Sum of a counter/gauge's samples whose labels contain `labels` (e.g. `result="held"`). */
+function metricValue(m: Registry, name: string, labels: string): number {
+  let sum = 0;
+  for (const line of m.render().split('\n'))
+    if (line.startsWith(`${name}{`) && line.includes(labels)) sum += Number(line.split(' ').pop());
+  return sum;
+}
+
+async function natRules(l: AzureNode): Promise<string> {
+  return l.node.run(['ebtables', '-t', 'nat', '-L']);
 }
 
 describe('netfilter-cleanup capability with a real API server', () => {
@@ -78,37 +138,64 @@ describe('netfilter-cleanup capability with a real API server', () => {
     assert.equal(typeof (await load()), 'function');
   });
 
+  /** Runs a capability on `api` for three passes (more than the 1 s confirmation) and checks nothing went. */
+  async function heldThrough(api: KubeClient, during?: () => Promise<void>): Promise<Registry> {
+    const before = await natRules(l);
+    const m = new Registry();
+    const c = await startCapability(l, api, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
+    try {
+      await during?.();
+      // Without the hold, the second of these passes deleted every stale-looking rule.
+      await waitFor(
+        'three passes',
+        async () => metricValue(m, 'drainguard_netfilter_passes_total', 'result=') >= 3,
+        { timeoutMs: 20_000, intervalMs: 100 },
+      );
+    } finally {
+      await c.stop();
+    }
+    assert.equal(await natRules(l), before, 'no rule touched');
+    assert.ok(
+      metricValue(m, 'drainguard_netfilter_passes_total', 'result="held"') >= 3,
+      'the passes were held',
+    );
+    assert.equal(metricValue(m, 'drainguard_netfilter_removed_total', 'kind='), 0);
+    return m;
+  }
+
+  it('never deletes on a pod view it cannot read: API unreachable (defect: empty view deleted live tunnel rules)', async () => {
+    // A port nothing listens on: every list fails with ECONNREFUSED.
+    const dead = new KubeClient({ ...cp.target, server: 'https://127.0.0.1:9' });
+    await heldThrough(dead);
+  });
+
+  it('a 403 on the pod list raises NetfilterCleanupDegraded and deletes nothing', async () => {
+    const nobody = new KubeClient(cp.userTarget(UNPRIVILEGED_USER));
+    try {
+      await heldThrough(nobody, async () => {
+        const ev = await waitFor(
+          'NetfilterCleanupDegraded on the Node',
+          async () =>
+            (await client.get<KubeList>('/api/v1/namespaces/default/events')).items?.find(
+              (e) =>
+                (e.involvedObject as { name?: string })?.name === nodeName &&
+                e.reason === 'NetfilterCleanupDegraded',
+            ),
+          { timeoutMs: 15_000, intervalMs: 200 },
+        );
+        assert.match(
+          String(ev.message),
+          /cannot read this node's pods .*forbidden.*needs RBAC: pods list\/watch/,
+        );
+        assert.equal(ev.type, 'Warning');
+      });
+    } finally {
+      nobody.close();
+    }
+  });
+
   it('cleans on start (two passes a confirmation apart), records an Event and metrics', async () => {
-    const config = parseSidecarEnv({
-      DRAINGUARD_PROFILE: 'netfilter-cleanup',
-      DRAINGUARD_FEATURES: 'netfilter-cleanup',
-      DRAINGUARD_POD_NAME: 'drainguard-nf',
-      DRAINGUARD_POD_NAMESPACE: ns,
-      DRAINGUARD_NODE_NAME: nodeName,
-      DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '1',
-      DRAINGUARD_CLEANUP_RESYNC_SECONDS: '3600',
-    });
-    const factory = await CAPABILITIES['netfilter-cleanup']!();
-    cap = factory({
-      config,
-      log,
-      client,
-      events: new EventRecorder(client, 'drainguard-sidecar', nodeName, log),
-      runner: new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] }),
-      drain: new DrainWatcher({
-        client,
-        nodeName,
-        podName: 'drainguard-nf',
-        podNamespace: ns,
-        drainTaints: config.drainTaints,
-        log,
-        clock: systemClock,
-      }),
-      metrics,
-      clock: systemClock,
-    });
-    assert.equal(await staleLeft(l), l.staleSpecs.length);
-    await cap.start();
+    cap = await startCapability(l, client, client, metrics);
     await waitFor('stale rules removed', async () => (await staleLeft(l)) === 0, {
       timeoutMs: 20_000,
       intervalMs: 200,
@@ -141,6 +228,57 @@ describe('netfilter-cleanup capability with a real API server', () => {
     assert.ok(Number(prestop.passes) >= 4, JSON.stringify(prestop));
   });
 
+  it('rules a CNI installed for a pod whose IP is not in the API yet are kept until it is', async () => {
+    await cap.stop();
+    const m = new Registry();
+    cap = await startCapability(l, client, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
+    const ip = '198.51.100.61';
+    await createPod(client, 'no-ip-yet', []);
+    const passes = async () => Number((await cap.prestop()).passes);
+    const seen = await passes();
+    await waitFor('a pass after the pod appeared', async () => (await passes()) > seen, {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+    });
+    // CNI ADD, tunnel mode: the rules point at the shared gateway MAC; the kubelet writes the IP later.
+    const rules = [
+      `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${TUNNEL_MAC}`,
+      `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${TUNNEL_MAC} --dnat-target ACCEPT`,
+    ];
+    for (const r of rules) await l.node.run(['sh', '-c', `ebtables -t nat -A PREROUTING ${r}`]);
+    await waitFor(
+      'both rules confirmed stale-looking and held for the IP-less pod',
+      async () => metricValue(m, 'drainguard_netfilter_held', 'why="pod_awaiting_ip"') === 2,
+      { timeoutMs: 15_000, intervalMs: 100 },
+    );
+    assert.equal((await natRules(l)).split(ip).length - 1, 2, 'both rules still there');
+    // The kubelet's status write, and the pod's neighbour on its route device: now plainly live.
+    await l.node.run([
+      'ip',
+      'neigh',
+      'replace',
+      ip,
+      'lladdr',
+      TUNNEL_MAC,
+      'dev',
+      'azure0',
+      'nud',
+      'permanent',
+    ]);
+    const pod = await client.get<KubeObject>(`/api/v1/namespaces/${ns}/pods/no-ip-yet`);
+    await client.replace(`/api/v1/namespaces/${ns}/pods/no-ip-yet/status`, {
+      ...pod,
+      status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] },
+    });
+    await waitFor(
+      'nothing held once the IP is in the API',
+      async () => metricValue(m, 'drainguard_netfilter_held', 'why="pod_awaiting_ip"') === 0,
+      { timeoutMs: 15_000, intervalMs: 100 },
+    );
+    assert.equal((await natRules(l)).split(ip).length - 1, 2, 'live rules kept');
+    for (const r of rules) await l.node.run(['sh', '-c', `ebtables -t nat -D PREROUTING ${r}`]);
+  });
+
   it('the CLI reads pods and the Node from the API (no --pods-file)', async () => {
     await cap.stop();
     await l.reinstall();
@@ -167,6 +305,13 @@ describe('netfilter-cleanup capability with a real API server', () => {
       lines.some((x) => x.includes(`(pod ${ns}/lxc-health)`)),
       r.stdout,
     );
+    // A pod of the node without an IP in the API yet: its CNI may have wired rules already.
+    await createPod(client, 'cli-no-ip', []);
+    const held = await cli(['--node', nodeName, '--netns', l.node.ns, '--confirm-seconds', '0.2']);
+    assert.equal(held.code, 0, held.stderr);
+    assert.match(held.stdout, /\d+ item\(s\) kept: a pod of \S+ has no IP in the API yet/);
+    assert.equal(await staleLeft(l), l.staleSpecs.length, 'nothing deleted while a pod awaits its IP');
+    await client.delete(`/api/v1/namespaces/${ns}/pods/cli-no-ip`, { query: { gracePeriodSeconds: 0 } });
     const missing = await cli(['--node', 'no-such-node', '--netns', l.node.ns]);
     assert.equal(missing.code, 1);
     assert.match(

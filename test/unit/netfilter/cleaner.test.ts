@@ -222,6 +222,75 @@ describe('Cleaner passes against a fake host', () => {
   });
 });
 
+describe('the pod view is re-read before anything is deleted', () => {
+  const stale = arp('198.51.100.12', '02:aa:00:00:00:12');
+
+  it('a re-read that fails holds the pass: nothing deleted, no tight retry loop', async () => {
+    const h = host();
+    h.rules.push(stale);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const recheck = async () => {
+      throw new Error('connect ECONNREFUSED');
+    };
+    await c.pass({ ...input, recheck });
+    clock.t = 2000;
+    const p = await c.pass({ ...input, recheck });
+    assert.equal(p.removedRules.length, 0);
+    assert.match(p.held ?? '', /could not be re-read .*ECONNREFUSED.*nothing deleted/);
+    assert.equal(h.deleted.length, 0);
+    assert.equal(p.pendingUntil, undefined, 'a held item does not schedule an immediate follow-up');
+  });
+
+  it('a pod that appeared since the cached view owns its rule: kept (tunnel mode: live only via its pod)', async () => {
+    const h = host();
+    const tunnel = arp('198.51.100.12', '12:34:56:78:9a:bc');
+    h.rules.push(tunnel);
+    // The pod's neighbour on its route device carries the shared gateway MAC.
+    h.neighbours = [
+      { dst: '198.51.100.12', dev: 'azure0', lladdr: '12:34:56:78:9a:bc', state: ['REACHABLE'] },
+    ];
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input); // the cached view does not have the pod yet
+    clock.t = 2000;
+    const now: PodInfo[] = [...pods, { namespace: 'a', name: 'new', ips: ['198.51.100.12'] }];
+    const p = await c.pass({ ...input, recheck: async () => ({ pods: now }) });
+    assert.equal(p.removedRules.length, 0);
+    assert.ok(h.rules.some((r) => r.spec === tunnel.spec));
+    // Without the re-read the same pass deletes the live rule: that is what the re-read prevents.
+    const h2 = host();
+    h2.rules.push(tunnel);
+    h2.neighbours = h.neighbours;
+    const c2 = new Cleaner({ runner: h2, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    await c2.pass(input);
+    assert.equal((await c2.pass(input)).removedRules.length, 1);
+  });
+
+  it('items first seen after an IP-less pod appeared are kept; older ones go', async () => {
+    const h = host();
+    h.rules.push(stale);
+    const clock = fakeClock();
+    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    await c.pass(input); // old stale rule first seen at 0
+    clock.t = 1000;
+    const fresh = arp('198.51.100.60', '12:34:56:78:9a:bc'); // CNI ADD of a pod with no IP in the API yet
+    h.rules.push(fresh);
+    await c.pass(input);
+    clock.t = 4000;
+    const p = await c.pass({ ...input, recheck: async () => ({ pods, holdFrom: 500 }) });
+    assert.deepEqual(
+      p.removedRules.map((r) => r.rule.spec),
+      [stale.spec],
+    );
+    assert.equal(p.heldForNewPods, 1);
+    assert.ok(
+      h.rules.some((r) => r.spec === fresh.spec),
+      "the new pod's rule stays",
+    );
+  });
+});
+
 describe('unreadable listings', () => {
   it('an unparsable nat listing is an error of the pass; neighbours are still cleaned', async () => {
     const h = host();
