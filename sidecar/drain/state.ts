@@ -19,7 +19,7 @@ export interface DrainState {
   drainReason: string | undefined;
   /** The own pod has a deletionTimestamp, /prestop was called, or SIGTERM arrived. */
   terminating: boolean;
-  /** The node and pod have been read at least once. */
+  /** The node and pod have been read at least once, and the Node exists. */
   synced: boolean;
   /** Epoch ms since which API calls have failed; undefined while the API answers. */
   apiDownSince: number | undefined;

@@ -97,7 +97,8 @@ export class DrainWatcher {
       draining: reason !== undefined,
       drainReason: reason,
       terminating: this.localTerminating || podTerminating(this.pod),
-      synced: this.nodeInformer.hasSynced && this.podInformer.hasSynced,
+      // A Node that is not there (deleted, or not readable) is unknown, never "schedulable".
+      synced: this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined,
       apiDownSince,
     };
     const prev = this.state;

@@ -112,6 +112,9 @@ export class L2Handover implements Capability {
     );
   }
 
+  /** Logged once per episode of "mid-handover, but the drain state is not known". */
+  private heldUnsynced = false;
+
   get memory(): L2Memory {
     return this.mem;
   }
@@ -240,8 +243,16 @@ export class L2Handover implements Capability {
     }
     for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
     const before = this.mem;
-    const { mem, actions } = step(this.mem, await this.observeWithRoutes(), this.settings);
+    const obs = await this.observeWithRoutes();
+    const { mem, actions } = step(this.mem, obs, this.settings);
     this.mem = mem;
+    const holding = !obs.synced && mem.phase !== 'idle';
+    if (holding && !this.heldUnsynced)
+      this.ctx.log.warn(
+        { phase: mem.phase, fence: mem.fence !== undefined, apiDownSince: obs.apiDownSince },
+        'drain state unknown (API view not synced or own Node missing): L2 handover state kept as is',
+      );
+    this.heldUnsynced = holding;
     for (const a of actions) await this.execute(a);
     if (before.phase !== mem.phase) {
       this.ctx.log.info({ from: before.phase, to: mem.phase, vips: vipsOf(mem.services) }, 'L2 phase');

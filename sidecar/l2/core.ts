@@ -150,7 +150,10 @@ export function step(
       if (mem.stranded) mem = { ...mem, stranded: false };
       return { mem, actions };
     }
-    // The fail-safe stays until the API is back: without it we cannot tell the drain is over.
+    // "Not draining" is only known from a synced view of an existing Node: a restart during an
+    // API outage (or a Node that is gone) must not undo a fence or label, and the fail-safe stays
+    // until the API is back.
+    if (!obs.synced) return { mem, actions };
     if (mem.phase === 'failsafe-fenced' && !apiUp) return { mem, actions };
     mem = enter(mem, 'undoing', now);
     if (obs.fence) {

@@ -222,6 +222,34 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
+  test('restarted during an API outage while fenced: the fence stays until the drain state is known', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.cordon(a, true);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.cp.stopApiServer();
+    try {
+      await w.startSidecar(a);
+      const sc = w.sidecars.get(a);
+      // It resumes from nft alone, sees no Node, and must keep what it found.
+      await waitFor(
+        'the restarted sidecar holds its state (or, the defect, undoes the fence)',
+        async () =>
+          sc?.output.some((l) => l.includes('drain state unknown')) === true || (await arpRules(a)) === 0,
+        T,
+      );
+      assert.ok(sc?.output.some((l) => l.includes('resuming L2 handover')));
+      assert.ok(!sc?.output.some((l) => l.includes('"to":"undoing"')), 'no undo started');
+      assert.equal(await arpRules(a), 1, 'fence kept during the outage');
+    } finally {
+      await w.cp.startApiServer();
+    }
+    await answeredOnlyBy(b);
+    assert.equal(await arpRules(a), 1, 'still cordoned: fence kept once the API answers');
+    await settleIdle();
+  });
+
   test('a frozen-API speaker on the draining node is silenced on the wire', async () => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));

@@ -255,6 +255,24 @@ test('restart after uncordon: leftovers (fence, own label) are undone', () => {
   assert.deepEqual(kinds(w.run()), ['unlabel']);
 });
 
+test('restart while fenced during an API outage: nothing is undone until the drain state is known', () => {
+  const fence = { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [] };
+  // What a restart with the API unreachable sees: the fence from nft, no Node, not synced.
+  const w = new World(
+    obs({ synced: false, draining: false, apiDownSince: T0, excludeLabel: false, labelOwned: false, fence }),
+  );
+  w.mem = resume(undefined, fence, T0);
+  for (let i = 0; i < 5; i++) assert.deepEqual(kinds(w.run({ now: T0 + i * 1000 })), []);
+  assert.equal(w.mem.phase, 'fenced');
+  // The API answers: still cordoned, so the fence stays; uncordoned, it goes.
+  assert.deepEqual(
+    kinds(w.run({ now: T0 + 6000, synced: true, apiDownSince: undefined, draining: true })),
+    [],
+  );
+  assert.equal(w.mem.phase, 'fenced');
+  assert.deepEqual(kinds(w.run({ now: T0 + 7000, draining: false })), ['unfence']);
+});
+
 test('candidates: same DaemonSet, schedulable, not excluded, Ready, network available', () => {
   const node = (name: string, extra: Partial<Node> = {}, ready = 'True'): Node => ({
     metadata: { name, labels: {} },
