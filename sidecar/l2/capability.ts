@@ -1,6 +1,7 @@
 // The I/O edge of the L2 handover: gathers observations (drain state, the Node, ServiceL2Status
 // objects, Services, the nft table), runs the pure core and executes its actions. Everything it
 // writes is idempotent; everything it needs after a restart is read back from the Node and nft.
+import { Backoff } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
@@ -73,6 +74,12 @@ export class L2Handover implements Capability {
   private writtenStatus = '';
   private readonly pendingEvents: { type: 'Normal' | 'Warning'; reason: string; message: string }[] = [];
   private readonly abort = new AbortController();
+  /**
+   * Per action kind, after a failure: not before `at`. The core asks again on every reconcile
+   * (it acts on what it observes), so a persistent nft error, a 403 or a 404 must not become a
+   * busy loop of execs or PATCHes: capped, jittered backoff, reset by a success.
+   */
+  private readonly retryGate = new Map<string, { backoff: Backoff; at: number }>();
   private dirty = false;
   private running: Promise<void> | undefined;
   private loop: Promise<void> | undefined;
@@ -247,8 +254,9 @@ export class L2Handover implements Capability {
     const { mem, actions } = step(this.mem, obs, this.settings);
     this.mem = mem;
     const holding = !obs.synced && mem.phase !== 'idle';
+    // Routine for a moment after every restart; worth a warning while the API is down.
     if (holding && !this.heldUnsynced)
-      this.ctx.log.warn(
+      this.ctx.log[obs.apiDownSince === undefined ? 'info' : 'warn'](
         { phase: mem.phase, fence: mem.fence !== undefined, apiDownSince: obs.apiDownSince },
         'drain state unknown (API view not synced or own Node missing): L2 handover state kept as is',
       );
@@ -347,6 +355,8 @@ export class L2Handover implements Capability {
   private async execute(a: L2Action): Promise<void> {
     const { ctx } = this;
     const observe = ctx.config.observeOnly;
+    const gate = this.retryGate.get(a.kind);
+    if (gate && ctx.clock.now() < gate.at) return;
     try {
       switch (a.kind) {
         case 'event':
@@ -387,10 +397,23 @@ export class L2Handover implements Capability {
         }
       }
       this.actionCounter.inc({ action: a.kind, outcome: observe ? 'skipped' : 'ok' });
+      this.retryGate.delete(a.kind);
     } catch (e) {
       this.actionCounter.inc({ action: a.kind, outcome: 'error' });
-      ctx.log.error({ action: a.kind, err: (e as Error).message }, 'L2 action failed; will retry');
-      this.dirty = true;
+      const g = gate ?? { backoff: new Backoff({ baseMs: 200, capMs: 10_000 }), at: 0 };
+      const wait = g.backoff.next();
+      g.at = ctx.clock.now() + wait;
+      this.retryGate.set(a.kind, g);
+      ctx.log.error(
+        {
+          action: a.kind,
+          err: (e as Error).message,
+          retryInMs: wait,
+          attempt: g.backoff.attempts,
+          ...(isApiError(e, 404) ? { hint: 'own Node not found (deleted?)' } : {}),
+        },
+        'L2 action failed; will retry',
+      );
     }
   }
 

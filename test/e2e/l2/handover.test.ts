@@ -1,6 +1,9 @@
 // L2 handover end to end: real API server, real network namespaces, speaker simulators on the
 // wire, the drainguard sidecar running in each node namespace as it would in a speaker pod.
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createL2World, type L2World, METALLB_NS, macsIn } from '../../../lab/l2-world.ts';
 import { sh } from '../../../lab/netns.ts';
@@ -247,6 +250,46 @@ describe('L2 handover (metallb-speaker profile)', () => {
     }
     await answeredOnlyBy(b);
     assert.equal(await arpRules(a), 1, 'still cordoned: fence kept once the API answers');
+    await settleIdle();
+  });
+
+  test('a fence that nft keeps refusing is retried with a growing backoff, not in a busy loop', async () => {
+    const a = w.initialOwner;
+    // nft that refuses every transaction (-f) and logs when it was asked; listings still work.
+    const dir = mkdtempSync(join(tmpdir(), 'dg-nft-'));
+    const calls = join(dir, 'calls');
+    writeFileSync(
+      join(dir, 'nft'),
+      `#!/bin/sh\ncase "$*" in *-f*) date +%s.%N >> ${calls}; echo 'Error: refused by test' >&2; exit 1;; esac\nexec /usr/sbin/nft "$@"\n`,
+      { mode: 0o755 },
+    );
+    const stamps = () => {
+      try {
+        return readFileSync(calls, 'utf8').trim().split('\n').map(Number);
+      } catch {
+        return [];
+      }
+    };
+    // SIGKILL: a SIGTERM would run the pre-stop handover now.
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { PATH: `${dir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` });
+    try {
+      await w.cordon(a, true);
+      await waitFor('six refused fence attempts', async () => stamps().length >= 6, { ...T, intervalMs: 50 });
+      const t = stamps();
+      const gaps = t.slice(1).map((x, i) => x - t[i]!);
+      // Backoff from 0.2 s doubling (jitter: half to full): the fifth wait is at least 1.6 s.
+      assert.ok(gaps[4]! >= 1.5, `gaps between attempts grow: ${gaps.map((g) => g.toFixed(3)).join(', ')} s`);
+      assert.equal(
+        await arpRules(a),
+        0,
+        `no fence (nft refused it): ${(await w.bed.node(a).exec(['nft', 'list', 'ruleset'])).stdout}`,
+      );
+    } finally {
+      await w.stopSidecar(a, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      await w.startSidecar(a);
+    }
     await settleIdle();
   });
 
