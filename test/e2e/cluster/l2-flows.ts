@@ -5,14 +5,14 @@
 // `kubectl delete pod` (the kubelet runs the injected preStop hook, which holds the speaker until
 // the VIP has moved). ARP probes from a client namespace on the switch show who answers.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
-import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
-import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
+import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { follow, withLogs } from './logs.ts';
+import { cluster, installed } from './shared.ts';
 
 const NS = 'metallb-system';
 const NAMES = ['node-a', 'node-b', 'node-c'];
@@ -68,22 +68,17 @@ async function settle(): Promise<void> {
   await answeredOnlyBy(owner(NAMES, vip) as string);
 }
 
-before(async () => {
-  c = await startCluster({ clients: ['client'], log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
-  vip = c.bed.addr4(100);
-  await installMetalLbBase(c);
-  await installDrainguard(c);
-  await installMetalLbL2(c, vip, { inject: true });
-});
-
-after(async () => {
-  await c?.stop();
-});
-
 /** A failing test carries the speakers' sidecar logs and every component's. */
 const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: speakerPods });
 
 describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
+  before(async () => {
+    c = await cluster();
+    vip = c.bed.addr4(100);
+    await installed(c);
+    await installMetalLbL2(c, vip, { inject: true });
+  });
+
   test('every speaker pod carries a Ready sidecar and one node answers the VIP', () =>
     logged(async () => {
       await waitFor(

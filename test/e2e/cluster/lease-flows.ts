@@ -5,11 +5,11 @@
 // reaches the API, the sidecar hands the Lease to the Ready replica, and the ReplicaSet's
 // replacement pod joins as a candidate.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
-import { installDrainguard } from '../../../lab/cluster/install.ts';
+import { before, describe, test } from 'node:test';
+import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { follow, withLogs } from './logs.ts';
+import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
 const LEASE = 'skupper-site-leader';
@@ -58,9 +58,12 @@ function followEvents(pod: string, container = 'kube-adaptor') {
   };
 }
 
-before(async () => {
-  c = await startCluster({ log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
-  await installDrainguard(c);
+/** A failing test carries the routers' sidecar logs and every component's. */
+const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: routers });
+
+async function setUp(): Promise<void> {
+  c = await cluster();
+  await installed(c);
   await k(['create', 'namespace', NS]);
   await k(['create', 'serviceaccount', '-n', NS, 'skupper-router']);
   // skupper's own grant for its leader election, and the user's binding of drainguard's Lease role.
@@ -141,16 +144,11 @@ before(async () => {
     }),
   );
   await k(['rollout', 'status', '-n', NS, 'deployment/skupper-router', '--timeout=180s']);
-});
-
-after(async () => {
-  await c?.stop();
-});
-
-/** A failing test carries the routers' sidecar logs and every component's. */
-const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: routers });
+}
 
 describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
+  before(setUp);
+
   test('both router pods carry a Ready sidecar; one of them holds the Lease', () =>
     logged(async () => {
       await waitFor(

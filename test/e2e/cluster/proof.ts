@@ -1,0 +1,370 @@
+// Proof that the lab cluster is a real one: real kubelets on containerd run our images, controllers
+// replace pods, kubectl drain evicts, the kubelet runs preStop hooks before SIGTERM, and the webhook
+// installed from manifests/ injects a sidecar that reaches the API server in-cluster.
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { Cluster } from '../../../lab/cluster/cluster.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import { withLogs } from './logs.ts';
+import { cluster, installed } from './shared.ts';
+
+const LAB_IMAGE = 'drainguard-lab:dev';
+const IMAGE = 'drainguard:dev';
+const T = { timeoutMs: 120_000, intervalMs: 250 };
+
+interface Pod {
+  metadata: { name: string; uid: string; labels?: Record<string, string> };
+  spec: { nodeName?: string; containers: { name: string }[] };
+  status?: {
+    phase?: string;
+    containerStatuses?: { name: string; ready: boolean; state?: { running?: object } }[];
+  };
+}
+
+let c: Cluster;
+const json = async <X>(args: string[]): Promise<X> => JSON.parse(await c.k([...args, '-o', 'json'])) as X;
+const pods = async (ns: string, selector: string) =>
+  (await json<{ items: Pod[] }>(['get', 'pods', '-n', ns, '-l', selector])).items;
+const apply = (doc: object) => c.k(['apply', '-f', '-'], { input: JSON.stringify(doc) });
+const rollout = (ns: string, what: string) => c.k(['rollout', 'status', '-n', ns, what, '--timeout=180s']);
+
+/** A process that runs until SIGTERM (node as PID 1 gets no default SIGTERM handler). */
+const idle = ['-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30);"];
+
+describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
+  before(async () => {
+    c = await cluster();
+  });
+  // The next suites drain nodes and install their own speakers: nothing of ours in the way.
+  after(async () => {
+    await c?.kubectl([
+      'delete',
+      '-n',
+      'default',
+      'deployment/proof',
+      'deployment/drainee',
+      'daemonset/proof-host',
+    ]);
+    await c?.kubectl([
+      'delete',
+      '-n',
+      'metallb-system',
+      'daemonset/speaker',
+      '--wait=true',
+      '--timeout=120s',
+    ]);
+    await c?.kubectl(['label', 'namespace', 'metallb-system', 'drainguard.io/inject-']);
+  });
+
+  test('three Ready nodes on containerd', async () => {
+    const nodes = await json<{
+      items: { metadata: { name: string }; status: { nodeInfo: { containerRuntimeVersion: string } } }[];
+    }>(['get', 'nodes']);
+    assert.deepEqual(nodes.items.map((n) => n.metadata.name).sort(), ['node-a', 'node-b', 'node-c']);
+    for (const n of nodes.items)
+      assert.match(n.status.nodeInfo.containerRuntimeVersion, /^containerd:\/\/1\.6\./);
+  });
+
+  test('a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them', () =>
+    withLogs(c, async () => {
+      const labels = { app: 'proof' };
+      await apply({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'proof', namespace: 'default' },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              terminationGracePeriodSeconds: 5,
+              containers: [
+                { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
+              ],
+            },
+          },
+        },
+      });
+      const dsLabels = { app: 'proof-host' };
+      await apply({
+        apiVersion: 'apps/v1',
+        kind: 'DaemonSet',
+        metadata: { name: 'proof-host', namespace: 'default' },
+        spec: {
+          selector: { matchLabels: dsLabels },
+          // All nodes at once: the rollout itself is what is tested, not its pace.
+          updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 3 } },
+          template: {
+            metadata: { labels: dsLabels },
+            spec: {
+              hostNetwork: true,
+              terminationGracePeriodSeconds: 5,
+              containers: [
+                { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
+              ],
+            },
+          },
+        },
+      });
+      await rollout('default', 'deployment/proof');
+      await rollout('default', 'daemonset/proof-host');
+      const before = [...(await pods('default', 'app=proof')), ...(await pods('default', 'app=proof-host'))];
+      assert.equal(before.length, 5);
+      assert.deepEqual(
+        [...new Set((await pods('default', 'app=proof-host')).map((p) => p.spec.nodeName))].sort(),
+        ['node-a', 'node-b', 'node-c'],
+      );
+      await c.k(['rollout', 'restart', '-n', 'default', 'deployment/proof', 'daemonset/proof-host']);
+      await rollout('default', 'deployment/proof');
+      await rollout('default', 'daemonset/proof-host');
+      const old = new Set(before.map((p) => p.metadata.uid));
+      await waitFor(
+        'only replaced pods, all Running',
+        async () => {
+          const now = [...(await pods('default', 'app=proof')), ...(await pods('default', 'app=proof-host'))];
+          return (
+            now.length === 5 && now.every((p) => !old.has(p.metadata.uid) && p.status?.phase === 'Running')
+          );
+        },
+        T,
+      );
+    }));
+
+  test('kubectl drain evicts the Deployment pod, the ReplicaSet re-creates it elsewhere, DaemonSet pods stay', () =>
+    withLogs(c, async () => {
+      const labels = { app: 'drainee' };
+      await apply({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'drainee', namespace: 'default' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              terminationGracePeriodSeconds: 5,
+              // Prefer node-c so there is something to evict; nothing forbids the other nodes.
+              affinity: {
+                nodeAffinity: {
+                  preferredDuringSchedulingIgnoredDuringExecution: [
+                    {
+                      weight: 100,
+                      preference: {
+                        matchExpressions: [
+                          { key: 'kubernetes.io/hostname', operator: 'In', values: ['node-c'] },
+                        ],
+                      },
+                    },
+                  ],
+                },
+              },
+              volumes: [{ name: 'scratch', emptyDir: {} }],
+              containers: [
+                {
+                  name: 'main',
+                  image: LAB_IMAGE,
+                  imagePullPolicy: 'Never',
+                  args: idle,
+                  volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+                },
+              ],
+            },
+          },
+        },
+      });
+      await rollout('default', 'deployment/drainee');
+      const [first] = await pods('default', 'app=drainee');
+      assert.equal(first?.spec.nodeName, 'node-c');
+      const dsOnC = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+      assert.equal(dsOnC.length, 1);
+      try {
+        await c.k(['drain', 'node-c', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=120s']);
+        const moved = await waitFor(
+          'the evicted pod re-created on another node and Running',
+          async () => {
+            const now = await pods('default', 'app=drainee');
+            return now.find(
+              (p) =>
+                p.metadata.uid !== first.metadata.uid &&
+                p.spec.nodeName !== 'node-c' &&
+                p.status?.phase === 'Running',
+            );
+          },
+          T,
+        );
+        assert.ok(moved.spec.nodeName === 'node-a' || moved.spec.nodeName === 'node-b');
+        const after = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+        assert.deepEqual(
+          after.map((p) => p.metadata.uid),
+          dsOnC.map((p) => p.metadata.uid),
+          'the DaemonSet pod on node-c was left in place',
+        );
+      } finally {
+        await c.k(['uncordon', 'node-c']);
+      }
+    }));
+
+  test('the kubelet runs exec and httpGet preStop hooks before SIGTERM', () =>
+    withLogs(c, async () => {
+      // A hostPath the test can read after the pod is gone; the kubelet shares this mount namespace.
+      const out = mkdtempSync(join(c.dir, 'hooks-'));
+      const file = '/out/events';
+      const recorder = (who: string, http: boolean) =>
+        [
+          "const fs = require('node:fs');",
+          `const log = (m) => fs.appendFileSync('${file}', \`\${process.hrtime.bigint()} ${who} \${m}\\n\`);`,
+          "process.on('SIGTERM', () => { log('SIGTERM'); process.exit(0); });",
+          http
+            ? "require('node:http').createServer((q, r) => { log('httpGet ' + q.url); r.end('ok'); }).listen(8080, () => log('started'));"
+            : "log('started');",
+          'setInterval(() => {}, 1 << 30);',
+        ].join('\n');
+      await apply({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'hooks', namespace: 'default' },
+        spec: {
+          terminationGracePeriodSeconds: 20,
+          volumes: [{ name: 'out', hostPath: { path: out, type: 'Directory' } }],
+          containers: [
+            {
+              name: 'http',
+              image: LAB_IMAGE,
+              imagePullPolicy: 'Never',
+              args: ['-e', recorder('http', true)],
+              volumeMounts: [{ name: 'out', mountPath: '/out' }],
+              lifecycle: { preStop: { httpGet: { path: '/prestop-hook', port: 8080 } } },
+            },
+            {
+              name: 'exec',
+              image: LAB_IMAGE,
+              imagePullPolicy: 'Never',
+              args: ['-e', recorder('exec', false)],
+              volumeMounts: [{ name: 'out', mountPath: '/out' }],
+              lifecycle: {
+                preStop: {
+                  exec: {
+                    command: [
+                      'node',
+                      '-e',
+                      `require('node:fs').appendFileSync('${file}', process.hrtime.bigint() + ' exec preStop\\n')`,
+                    ],
+                  },
+                },
+              },
+            },
+          ],
+        },
+      });
+      await c.k(['wait', '-n', 'default', '--for=condition=Ready', 'pod/hooks', '--timeout=120s']);
+      const lines = () => {
+        try {
+          return readFileSync(join(out, 'events'), 'utf8').trim().split('\n');
+        } catch {
+          return [];
+        }
+      };
+      await waitFor(
+        'both containers started',
+        async () => lines().filter((l) => l.endsWith('started')).length === 2,
+        T,
+      );
+      await c.k(['delete', 'pod', '-n', 'default', 'hooks', '--wait=true', '--timeout=120s']);
+      const events = lines().map((l) => l.split(' ').slice(1).join(' '));
+      const at = (e: string) => {
+        const i = events.indexOf(e);
+        assert.ok(i >= 0, `${e} observed; saw ${events.join(' | ')}`);
+        return i;
+      };
+      // Kubelet 1.20 prepends a slash to the hook's path (kubernetes#86139, fixed in 1.26).
+      assert.ok(at('http httpGet //prestop-hook') < at('http SIGTERM'), events.join(' | '));
+      assert.ok(at('exec preStop') < at('exec SIGTERM'), events.join(' | '));
+      rmSync(out, { recursive: true, force: true });
+    }));
+
+  test('the webhook from manifests/ injects a Ready sidecar that reaches the API in-cluster', () =>
+    withLogs(c, async () => {
+      await installed(c);
+      const labels = { app: 'metallb', component: 'speaker' };
+      await apply({
+        apiVersion: 'apps/v1',
+        kind: 'DaemonSet',
+        metadata: { name: 'speaker', namespace: 'metallb-system', labels },
+        spec: {
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              serviceAccountName: 'speaker',
+              hostNetwork: true,
+              terminationGracePeriodSeconds: 5,
+              containers: [
+                {
+                  name: 'speaker',
+                  image: LAB_IMAGE,
+                  imagePullPolicy: 'Never',
+                  args: idle,
+                  ports: [{ name: 'memberlist-tcp', containerPort: 7946, protocol: 'TCP' }],
+                  securityContext: { capabilities: { add: ['NET_RAW'] } },
+                },
+              ],
+            },
+          },
+        },
+      });
+      await rollout('metallb-system', 'daemonset/speaker');
+      const plain = await pods('metallb-system', 'component=speaker');
+      assert.ok(
+        plain.every((p) => p.spec.containers.length === 1),
+        'not injected before the label',
+      );
+      await c.k(['label', 'namespace', 'metallb-system', 'drainguard.io/inject=enabled']);
+      await c.k(['rollout', 'restart', '-n', 'metallb-system', 'daemonset/speaker']);
+      await rollout('metallb-system', 'daemonset/speaker');
+      const injected = await waitFor(
+        'three speaker pods, each with a Running and Ready sidecar',
+        async () => {
+          const now = (await pods('metallb-system', 'component=speaker')).filter(
+            (p) => !plain.some((o) => o.metadata.uid === p.metadata.uid),
+          );
+          const ok = now.filter((p) =>
+            p.status?.containerStatuses?.some((s) => s.name === 'drainguard' && s.ready && s.state?.running),
+          );
+          return ok.length === 3 ? ok : undefined;
+        },
+        T,
+      );
+      for (const p of injected) {
+        const node = c.bed.node(p.spec.nodeName as string);
+        // hostNetwork: the sidecar listens on the node's loopback only.
+        const metrics = await waitFor(
+          `${p.spec.nodeName}: sidecar metrics show the API view synced`,
+          async () => {
+            const r = await node.exec([
+              process.execPath,
+              '-e',
+              "fetch('http://127.0.0.1:7480/metrics').then(r => r.text()).then(t => process.stdout.write(t))",
+            ]);
+            return r.code === 0 && /^drainguard_api_view_synced 1$/m.test(r.stdout) ? r.stdout : undefined;
+          },
+          T,
+        );
+        assert.match(metrics, /drainguard_l2_phase\{phase="idle"\} 1/);
+      }
+      // The sidecar's own log says it ran with the pod's service account, in-cluster.
+      const logs = await c.k([
+        'logs',
+        '-n',
+        'metallb-system',
+        injected[0]!.metadata.name,
+        '-c',
+        'drainguard',
+      ]);
+      assert.doesNotMatch(logs, /"level":50/, 'no error in the sidecar log');
+      mkdirSync(join(c.dir, 'done'), { recursive: true });
+    }));
+});
