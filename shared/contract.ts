@@ -4,6 +4,12 @@
 
 export const PROFILES = ['metallb-speaker', 'skupper-router', 'lease', 'netfilter-cleanup'] as const;
 export type Profile = (typeof PROFILES)[number];
+/**
+ * Profiles whose guarded container gets a preStop httpGet to the sidecar's /prestop (only the L2
+ * one holds its speaker until the VIP has moved; lease handover happens after the leader stops).
+ * The webhook injects the hook for these and the sidecar serves /prestop for these only.
+ */
+export const PRESTOP_PROFILES: ReadonlySet<Profile> = new Set<Profile>(['metallb-speaker']);
 
 export const FEATURES = ['l2-handover', 'lease-handover', 'netfilter-cleanup'] as const;
 export type Feature = (typeof FEATURES)[number];

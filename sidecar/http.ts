@@ -13,7 +13,8 @@ export interface SidecarServerOptions {
   metrics: Registry;
   /** Ready = configured and running. Never "the API is healthy": API trouble must not make the pod NotReady. */
   ready: () => boolean;
-  prestop: PrestopHandler;
+  /** Undefined for profiles that get no preStop hook: /prestop is not served at all. */
+  prestop?: PrestopHandler;
 }
 
 /**
@@ -56,6 +57,11 @@ export class SidecarServer {
       case '/metrics':
         return this.send(res, 200, this.opts.metrics.render(), 'text/plain; version=0.0.4');
       case '/prestop': {
+        // Not a door left open for any pod on the network to spend the handover through.
+        if (!this.opts.prestop)
+          return this.send(res, 404, {
+            error: 'no /prestop for this profile: no preStop hook is injected for it',
+          });
         if (req.method !== 'GET' && req.method !== 'POST')
           return this.send(res, 405, { error: 'use GET or POST' });
         this.opts.log.info('prestop called');

@@ -1,5 +1,5 @@
 import { systemClock } from '../shared/clock.ts';
-import { ContractError, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
+import { ContractError, PRESTOP_PROFILES, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
@@ -50,6 +50,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     drainTaints: config.drainTaints,
     log: logger,
     clock,
+    ...(config.guardedContainer ? { guardedContainer: config.guardedContainer } : {}),
   });
   // Shows from outside that the sidecar reached the API server with its own credentials.
   const apiView = metrics.gauge(
@@ -97,13 +98,28 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     ).then((entries) => Object.fromEntries(entries));
     return prestopRun;
   };
+  // Forget a finished pre-stop once the pod is not terminating any more (the guarded container
+  // was restarted after its hook): a later deletion must run it again.
+  drain.subscribe((next, prev) => {
+    if (prev.terminating && !next.terminating) prestopRun = undefined;
+  });
+  /** The kubelet's preStop hook: withdraw only if the pod is really going away. */
+  const hook = async (): Promise<Record<string, unknown>> => {
+    const { going, why } = await drain.goingAway();
+    if (!going) {
+      logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
+      return { outcome: 'not-going-away', why };
+    }
+    logger.info({ why }, 'preStop hook: pod going away');
+    return prestop();
+  };
   const server = new SidecarServer({
     port: config.port,
     host: config.bindAddress,
     log: logger,
     metrics,
     ready: () => running,
-    prestop,
+    ...(PRESTOP_PROFILES.has(config.profile) ? { prestop: hook } : {}),
   });
   const address = await server.listen();
   drain.start();

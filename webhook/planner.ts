@@ -4,6 +4,7 @@ import {
   ContractError,
   type EnvVar,
   type Feature,
+  PRESTOP_PROFILES,
   PROFILES,
   type Profile,
   parseSidecarEnv,
@@ -564,7 +565,7 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
   if (Array.isArray(spec.volumes)) patch.push({ op: 'add', path: '/spec/volumes/-', value: volume });
   else patch.push({ op: 'add', path: '/spec/volumes', value: [volume] });
 
-  if (pspec.preStop && guarded !== undefined) {
+  if (PRESTOP_PROFILES.has(profile) && guarded !== undefined) {
     const idx = names.indexOf(guarded);
     const c = containers[idx] as ContainerLike;
     const lifecycle = isObj(c.lifecycle) ? c.lifecycle : undefined;

@@ -77,8 +77,6 @@ export interface ProfileSpec {
   guardedContainer?: string;
   leases?: string[];
   successorSelector?: string;
-  /** Only the L2 profile holds the guarded container with a preStop: lease handover happens after it stops. */
-  preStop: boolean;
   /** Raise terminationGracePeriodSeconds to cover the handover budget. */
   coversHandover: boolean;
   requiresHostNetwork: boolean;
@@ -88,7 +86,6 @@ export const PROFILE_SPECS: Record<Profile, ProfileSpec> = {
   'metallb-speaker': {
     features: ['l2-handover'],
     guardedContainer: 'speaker',
-    preStop: true,
     coversHandover: true,
     requiresHostNetwork: false,
   },
@@ -97,19 +94,16 @@ export const PROFILE_SPECS: Record<Profile, ProfileSpec> = {
     guardedContainer: 'kube-adaptor',
     leases: ['skupper-site-leader'],
     successorSelector: 'skupper.io/component=router',
-    preStop: false,
     coversHandover: true,
     requiresHostNetwork: false,
   },
   lease: {
     features: ['lease-handover'],
-    preStop: false,
     coversHandover: true,
     requiresHostNetwork: false,
   },
   'netfilter-cleanup': {
     features: ['netfilter-cleanup'],
-    preStop: false,
     coversHandover: false,
     requiresHostNetwork: true,
   },

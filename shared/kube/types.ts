@@ -43,6 +43,7 @@ export interface ContainerStatus {
   ready?: boolean;
   /** `<runtime>://<id>`, e.g. containerd://0123…; absent until the container was created. */
   containerID?: string;
+  restartCount?: number;
   state?: { running?: object; terminated?: { exitCode?: number; finishedAt?: string }; waiting?: object };
 }
 

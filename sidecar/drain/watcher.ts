@@ -19,6 +19,8 @@ export interface DrainWatcherOptions {
   drainTaints: readonly string[];
   log: Logger;
   clock: Clock;
+  /** The container a preStop hook guards: its restart ends a terminating state set by that hook. */
+  guardedContainer?: string;
 }
 
 /**
@@ -28,6 +30,8 @@ export interface DrainWatcherOptions {
 export class DrainWatcher {
   private state: DrainState = initialDrainState;
   private localTerminating = false;
+  /** The guarded container's restartCount when markTerminating() was called. */
+  private restartsAtMark: number | undefined;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
   private readonly nodeInformer: Informer;
   private readonly podInformer: Informer;
@@ -79,8 +83,32 @@ export class DrainWatcher {
 
   /** /prestop or SIGTERM: the pod is going away whatever the API says. */
   markTerminating(): void {
+    if (!this.localTerminating) this.restartsAtMark = this.guardedStatus()?.restartCount ?? 0;
     this.localTerminating = true;
     this.recompute();
+  }
+
+  /**
+   * Whether a preStop hook means the pod is going away. The kubelet also runs preStop when it
+   * restarts a container after a failed liveness probe: then neither the pod is being deleted
+   * nor the node drained, and nothing must be withdrawn. The own Pod is read fresh (the
+   * kubelet's view of a deletion can be ahead of our watch). Unknown (API error) counts as
+   * going away: a VIP that moves needlessly is better than one that goes dark.
+   */
+  async goingAway(): Promise<{ going: boolean; why: string }> {
+    if (this.state.draining) return { going: true, why: this.state.drainReason ?? 'draining' };
+    if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
+    try {
+      const pod = await this.opts.client.get<Pod>(
+        `/api/v1/namespaces/${this.opts.podNamespace}/pods/${this.opts.podName}`,
+        { timeoutMs: 2_000 },
+      );
+      return podTerminating(pod)
+        ? { going: true, why: 'pod deleted' }
+        : { going: false, why: 'pod not deleted, node not draining (a container restart)' };
+    } catch (e) {
+      return { going: true, why: `own Pod unknown (${(e as Error).message})` };
+    }
   }
 
   /** Fed from every API call's outcome, so "API down" is known without extra probes. */
@@ -89,9 +117,34 @@ export class DrainWatcher {
     if (since !== this.state.apiDownSince) this.recompute({ since });
   }
 
+  private guardedStatus() {
+    const name = this.opts.guardedContainer;
+    return name ? this.pod?.status?.containerStatuses?.find((c) => c.name === name) : undefined;
+  }
+
+  /** Restarted since the mark (restartCount went up) and running again. */
+  private guardedRestarted(): boolean {
+    const st = this.guardedStatus();
+    return (
+      this.restartsAtMark !== undefined &&
+      st?.state?.running !== undefined &&
+      (st.restartCount ?? 0) > this.restartsAtMark
+    );
+  }
+
   // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
   private recompute(apiDown?: { since: number | undefined }): void {
     const apiDownSince = apiDown ? apiDown.since : this.state.apiDownSince;
+    // A hook-set terminating state ends when the guarded container runs again (restarted after
+    // the hook) while the pod is not being deleted.
+    if (this.localTerminating && !podTerminating(this.pod) && this.guardedRestarted()) {
+      this.localTerminating = false;
+      this.restartsAtMark = undefined;
+      this.opts.log.info(
+        { container: this.opts.guardedContainer },
+        'the guarded container runs again and the pod is not being deleted: no longer terminating',
+      );
+    }
     const reason = nodeDrainReason(this.node, this.opts.drainTaints);
     const next: DrainState = {
       draining: reason !== undefined,

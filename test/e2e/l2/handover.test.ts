@@ -293,6 +293,24 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
+  test('a preStop hook while the pod is not deleted and the node not draining (a container restart) withdraws nothing', async () => {
+    const a = w.initialOwner;
+    const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { outcome?: string; why?: string };
+    assert.equal(body.outcome, 'not-going-away', JSON.stringify(body));
+    // Nothing happened: a withdrawal would have labelled the node at once.
+    assert.equal(await hasFenceTable(a), false);
+    assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+    await answeredOnlyBy(a);
+    // The node still hands over when it really drains.
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    await w.cordon(a, true);
+    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+    await answeredOnlyBy(b);
+    await settleIdle();
+  });
+
   test('a frozen-API speaker on the draining node is silenced on the wire', async () => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));

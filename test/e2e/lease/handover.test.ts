@@ -227,35 +227,18 @@ test('observe-only: records what it would do, writes nothing', async () => {
   }
 });
 
-test('/prestop returns at once; the handover still waits for the leader container to stop', async () => {
+test('no /prestop for a lease profile (no hook is injected; no door for other pods); deletion still hands over', async () => {
   const w = await twoRouters();
   try {
     const a = w.pod('router-a');
-    const t0 = Date.now();
     const res = await a.sidecar!.http('/prestop');
-    assert.equal(res.status, 200);
-    assert.ok(Date.now() - t0 < 2_000, `/prestop took ${Date.now() - t0} ms`);
+    assert.equal(res.status, 404, res.body);
+    assert.match(res.body, /no \/prestop for this profile/);
     assert.equal(
-      (JSON.parse(res.body) as Record<string, { started?: boolean }>)['lease-handover']?.started,
-      true,
+      (await w.readLease()).spec?.holderIdentity,
+      'router-a',
+      'nothing handed over by the request',
     );
-    await waitFor(
-      'handover armed',
-      () => a.sidecar!.find((l) => l.msg === 'pod terminating: Lease handover armed'),
-      {
-        timeoutMs: 5_000,
-      },
-    );
-    // The leader keeps its Lease while its container runs.
-    const before = await w.readLease();
-    await waitFor(
-      'router-a renewed after /prestop',
-      async () => (await w.readLease()).spec?.renewTime !== before.spec?.renewTime,
-      {
-        timeoutMs: 10_000,
-      },
-    );
-    assert.equal((await w.readLease()).spec?.holderIdentity, 'router-a');
     assert.ok(a.sim.leading);
     await w.deletePod('router-a');
     await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });

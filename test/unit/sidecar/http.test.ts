@@ -45,3 +45,21 @@ test('unknown paths still get a 404 naming the routes', async () => {
   assert.equal(r.status, 404);
   assert.match(await r.text(), /routes are \/healthz \/readyz \/prestop \/metrics/);
 });
+
+test('profiles without a preStop hook do not serve /prestop (no door for other pods)', async () => {
+  const bare = new SidecarServer({
+    port: 0,
+    host: '127.0.0.1',
+    log: createLogger('test', 'silent'),
+    metrics: new Registry(),
+    ready: () => true,
+  });
+  const { port } = await bare.listen();
+  try {
+    const r = await fetch(`http://127.0.0.1:${port}/prestop`);
+    assert.equal(r.status, 404);
+    assert.match(await r.text(), /no \/prestop for this profile/);
+  } finally {
+    await bare.close();
+  }
+});

@@ -1,0 +1,111 @@
+// DrainWatcher against a scripted API (lists, then watch events the test pushes): the
+// terminating state a preStop hook sets, and what ends it.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import pino from 'pino';
+import { systemClock, waitFor } from '../../../shared/clock.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+
+type Push = (ev: { type: string; object: object }) => void;
+
+/** Lists from `objects`, single-object GETs from `get`; watches stay open and take pushed events. */
+function scriptedApi(node: Node, pod: Pod, get: () => Promise<unknown>) {
+  const pushers = new Map<string, Push>();
+  const client = {
+    get: async (path: string) => {
+      if (path === '/api/v1/nodes') return { metadata: { resourceVersion: '1' }, items: [node] };
+      if (path.endsWith('/pods')) return { metadata: { resourceVersion: '1' }, items: [pod] };
+      return get();
+    },
+    watch: (path: string, _q: unknown, onEvent: Push, signal: AbortSignal) =>
+      new Promise<void>((resolve) => {
+        pushers.set(path, onEvent);
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      }),
+  } as unknown as KubeClient;
+  return {
+    client,
+    push: (kind: 'node' | 'pod', object: object) =>
+      pushers.get(kind === 'node' ? '/api/v1/nodes' : '/api/v1/namespaces/ns/pods')?.({
+        type: 'MODIFIED',
+        object,
+      }),
+  };
+}
+
+const node: Node = { metadata: { name: 'n1', resourceVersion: '1' }, spec: {} };
+const pod = (restartCount: number, running: boolean, deletionTimestamp?: string): Pod => ({
+  metadata: {
+    name: 'p',
+    namespace: 'ns',
+    resourceVersion: String(2 + restartCount),
+    ...(deletionTimestamp ? { deletionTimestamp } : {}),
+  },
+  status: {
+    containerStatuses: [
+      { name: 'speaker', restartCount, state: running ? { running: {} } : { terminated: { exitCode: 137 } } },
+    ],
+  },
+});
+
+function watcher(client: KubeClient) {
+  return new DrainWatcher({
+    client,
+    nodeName: 'n1',
+    podName: 'p',
+    podNamespace: 'ns',
+    drainTaints: [],
+    log: pino({ level: 'silent' }),
+    clock: systemClock,
+    guardedContainer: 'speaker',
+  });
+}
+
+test('goingAway: a hook with the pod not deleted and the node not draining is a container restart', async () => {
+  const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
+  const w = watcher(api.client);
+  w.start();
+  try {
+    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+    assert.deepEqual(await w.goingAway(), {
+      going: false,
+      why: 'pod not deleted, node not draining (a container restart)',
+    });
+  } finally {
+    await w.stop();
+  }
+  // The fresh read sees a deletion our watch has not delivered yet; an unreadable Pod counts as going.
+  const deleted = watcher(
+    scriptedApi(node, pod(0, true), async () => pod(0, true, '2026-11-23T00:00:00Z')).client,
+  );
+  assert.deepEqual(await deleted.goingAway(), { going: true, why: 'pod deleted' });
+  const down = watcher(
+    scriptedApi(node, pod(0, true), async () => {
+      throw new Error('connect ECONNREFUSED');
+    }).client,
+  );
+  assert.match((await down.goingAway()).why, /own Pod unknown \(connect ECONNREFUSED\)/);
+});
+
+test('terminating set by a hook ends when the guarded container runs again, not before, and never while the pod is deleted', async () => {
+  const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
+  const w = watcher(api.client);
+  w.start();
+  try {
+    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+    w.markTerminating();
+    assert.equal(w.current.terminating, true);
+    api.push('pod', pod(0, false)); // killed after the hook
+    assert.equal(w.current.terminating, true);
+    api.push('pod', pod(1, true)); // restarted and running
+    assert.equal(w.current.terminating, false);
+    // A real deletion: the hook's mark stays even if the container were restarted.
+    w.markTerminating();
+    api.push('pod', pod(2, true, '2026-11-23T00:00:00Z'));
+    assert.equal(w.current.terminating, true);
+  } finally {
+    await w.stop();
+  }
+});
