@@ -39,6 +39,37 @@ export function writeOverlay(dir: string): string {
 }
 
 /**
+ * The standalone netfilter cleanup as the README has a user apply it: the overlay with the image
+ * set (`kustomize edit set image`), applied, rolled out on every node.
+ */
+export async function installNetfilterCleanup(c: Cluster): Promise<void> {
+  const overlay = mkdtempSync(join(c.dir, 'overlay-nf-'));
+  writeFileSync(
+    join(overlay, 'kustomization.yaml'),
+    [
+      'apiVersion: kustomize.config.k8s.io/v1beta1',
+      'kind: Kustomization',
+      'resources:',
+      `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', 'netfilter-cleanup-daemonset'))}`,
+      'images:',
+      '  - name: ghcr.io/drainguard/drainguard',
+      '    newName: drainguard',
+      '    newTag: dev',
+      '',
+    ].join('\n'),
+  );
+  await c.k(['apply', '-k', overlay]);
+  await c.k([
+    'rollout',
+    'status',
+    '-n',
+    'drainguard-system',
+    'daemonset/drainguard-netfilter-cleanup',
+    '--timeout=180s',
+  ]);
+}
+
+/**
  * MetalLB's side as a user's cluster has it: its namespace, the ServiceL2Status CRD and the
  * speaker's service account, and drainguard's grants in that namespace (as the README says).
  */
