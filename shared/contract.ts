@@ -20,13 +20,28 @@ export type IdentityScheme = (typeof IDENTITY_SCHEMES)[number];
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** Taints that mean "this node is being drained or removed" unless configured otherwise. */
+/**
+ * Taints that mean "this node is being drained or removed" unless configured otherwise, as
+ * `key:Effect`: the cordon taint, cluster-autoscaler's scale-down, Karpenter v1 and v0.32–0.37
+ * (`karpenter.sh/disruption=disrupting`), and the out-of-service taint. A soft
+ * PreferNoSchedule taint (cluster-autoscaler's DeletionCandidateOfClusterAutoscaler) is not a drain.
+ */
 export const DEFAULT_DRAIN_TAINTS = [
-  'node.kubernetes.io/unschedulable',
-  'ToBeDeletedByClusterAutoscaler',
-  'karpenter.sh/disrupted',
-  'node.kubernetes.io/out-of-service',
+  'node.kubernetes.io/unschedulable:NoSchedule',
+  'ToBeDeletedByClusterAutoscaler:NoSchedule',
+  'karpenter.sh/disrupted:NoSchedule',
+  'karpenter.sh/disruption:NoSchedule',
+  'node.kubernetes.io/out-of-service:NoExecute',
 ];
+export const TAINT_EFFECTS = ['NoSchedule', 'NoExecute', 'PreferNoSchedule'] as const;
+
+/**
+ * What counts as "the node is draining": `cordon` (default) — spec.unschedulable or a drain taint;
+ * `taint` — drain taints only, never a bare cordon (clusters that cordon for other reasons);
+ * `eviction` — no node signal at all, only the own pod being deleted.
+ */
+export const DRAIN_SIGNALS = ['cordon', 'taint', 'eviction'] as const;
+export type DrainSignal = (typeof DRAIN_SIGNALS)[number];
 
 export interface SidecarConfig {
   profile: Profile;
@@ -42,6 +57,7 @@ export interface SidecarConfig {
   logLevel: LogLevel;
   handoverBudgetSeconds: number;
   drainTaints: string[];
+  drainSignal: DrainSignal;
   /** The container the sidecar guards: the speaker for L2, the leader container for leases. */
   guardedContainer: string;
   // L2 handover
@@ -175,7 +191,16 @@ export const CONTRACT: readonly VarSpec[] = [
     key: 'drainTaints',
     kind: 'list',
     default: DEFAULT_DRAIN_TAINTS.join(','),
-    description: 'Taint keys that mean the node is draining.',
+    description: 'Taints that mean the node is draining: key (NoSchedule or NoExecute) or key:Effect.',
+  },
+  {
+    env: 'DRAINGUARD_DRAIN_SIGNAL',
+    key: 'drainSignal',
+    kind: 'enum',
+    accepted: DRAIN_SIGNALS,
+    default: 'cordon',
+    description:
+      'What counts as a drain: cordon (or a drain taint), taint (drain taints only), eviction (own pod deleted only).',
   },
   {
     env: 'DRAINGUARD_GUARDED_CONTAINER',
@@ -197,7 +222,7 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'list',
     default: '',
     description:
-      'Interfaces to fence; empty = those named in ServiceL2Status, else every non-loopback interface.',
+      'Interfaces to fence; empty = those named in ServiceL2Status, else the links that route the VIPs (chosen at fence time).',
   },
   {
     env: 'DRAINGUARD_L2_SETTLE_SECONDS',
@@ -371,6 +396,17 @@ export function parseSidecarEnv(env: Record<string, string | undefined>): Sideca
   const cfg = out as unknown as SidecarConfig;
   if (cfg.features.length === 0)
     problems.push('DRAINGUARD_FEATURES is empty: name at least one of ' + FEATURES.join(', '));
+  for (const t of cfg.drainTaints) {
+    const [key, effect, extra] = t.split(':');
+    if (
+      !key ||
+      extra !== undefined ||
+      (effect !== undefined && !(TAINT_EFFECTS as readonly string[]).includes(effect))
+    )
+      problems.push(
+        `DRAINGUARD_DRAIN_TAINTS: ${JSON.stringify(t)} is not a taint; accepted are key or key:Effect with Effect one of ${TAINT_EFFECTS.join(', ')}`,
+      );
+  }
   if (cfg.features.includes('lease-handover') && cfg.leases.length === 0)
     problems.push('DRAINGUARD_LEASES is required when DRAINGUARD_FEATURES includes lease-handover');
   if (problems.length > 0) throw new ContractError(problems);

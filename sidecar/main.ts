@@ -48,6 +48,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     podName: config.podName,
     podNamespace: config.podNamespace,
     drainTaints: config.drainTaints,
+    drainSignal: config.drainSignal,
     log: logger,
     clock,
     ...(config.guardedContainer ? { guardedContainer: config.guardedContainer } : {}),

@@ -110,6 +110,7 @@ const SETTING_ANNOTATIONS: readonly { annotation: string; key: keyof SidecarConf
     env: 'DRAINGUARD_HANDOVER_BUDGET_SECONDS',
   },
   { annotation: 'drainguard.io/observe-only', key: 'observeOnly', env: 'DRAINGUARD_OBSERVE_ONLY' },
+  { annotation: 'drainguard.io/drain-signal', key: 'drainSignal', env: 'DRAINGUARD_DRAIN_SIGNAL' },
   { annotation: 'drainguard.io/log-level', key: 'logLevel', env: 'DRAINGUARD_LOG_LEVEL' },
   { annotation: 'drainguard.io/identity-scheme', key: 'identityScheme', env: 'DRAINGUARD_IDENTITY_SCHEME' },
   {

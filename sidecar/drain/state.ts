@@ -1,12 +1,33 @@
 // Pure drain detection: from the own Node and Pod objects to "draining" and "terminating".
+import type { DrainSignal } from '../../shared/contract.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
 
-/** Why the node counts as draining, or undefined when it does not. */
-export function nodeDrainReason(node: Node | undefined, drainTaints: readonly string[]): string | undefined {
-  if (!node) return undefined;
-  if (node.spec?.unschedulable) return 'cordoned';
-  const taint = node.spec?.taints?.find((t) => drainTaints.includes(t.key));
-  return taint ? `taint ${taint.key}` : undefined;
+const CORDON_TAINT = 'node.kubernetes.io/unschedulable';
+
+/** Whether a taint matches a drain-taint entry: `key:Effect` exactly, `key` with a hard effect. */
+export function matchesDrainTaint(taint: { key: string; effect?: string }, entry: string): boolean {
+  const [key, effect] = entry.split(':');
+  if (taint.key !== key) return false;
+  return effect !== undefined ? taint.effect === effect : taint.effect !== 'PreferNoSchedule';
+}
+
+/**
+ * Why the node counts as draining, or undefined when it does not. With signal `taint` a bare
+ * cordon (spec.unschedulable, and the node.kubernetes.io/unschedulable taint that mirrors it) does
+ * not count; with `eviction` nothing on the Node does.
+ */
+export function nodeDrainReason(
+  node: Node | undefined,
+  drainTaints: readonly string[],
+  signal: DrainSignal = 'cordon',
+): string | undefined {
+  if (!node || signal === 'eviction') return undefined;
+  if (signal === 'cordon' && node.spec?.unschedulable) return 'cordoned';
+  const taint = node.spec?.taints?.find(
+    (t) =>
+      !(signal === 'taint' && t.key === CORDON_TAINT) && drainTaints.some((e) => matchesDrainTaint(t, e)),
+  );
+  return taint ? `taint ${taint.key}:${taint.effect ?? ''}` : undefined;
 }
 
 export function podTerminating(pod: Pod | undefined): boolean {

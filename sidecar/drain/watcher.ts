@@ -1,4 +1,5 @@
 import type { Clock } from '../../shared/clock.ts';
+import type { DrainSignal } from '../../shared/contract.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
@@ -17,6 +18,8 @@ export interface DrainWatcherOptions {
   podName: string;
   podNamespace: string;
   drainTaints: readonly string[];
+  /** What counts as a drain (default cordon). */
+  drainSignal?: DrainSignal;
   log: Logger;
   clock: Clock;
   /** The container a preStop hook guards: its restart ends a terminating state set by that hook. */
@@ -145,7 +148,7 @@ export class DrainWatcher {
         'the guarded container runs again and the pod is not being deleted: no longer terminating',
       );
     }
-    const reason = nodeDrainReason(this.node, this.opts.drainTaints);
+    const reason = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
     const next: DrainState = {
       draining: reason !== undefined,
       drainReason: reason,

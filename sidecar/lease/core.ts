@@ -3,6 +3,7 @@
 import type { IdentityScheme, Profile } from '../../shared/contract.ts';
 import type { Lease, Node, Pod } from '../../shared/kube/types.ts';
 import { microTime } from '../../shared/kube/types.ts';
+import { matchesDrainTaint } from '../drain/state.ts';
 
 export interface LeaseRef {
   namespace: string;
@@ -130,7 +131,7 @@ const isReady = (p: Pod) =>
 function nodeUnusable(node: Node | undefined, drainTaints: readonly string[]): string | undefined {
   if (!node) return undefined;
   if (node.spec?.unschedulable) return 'node cordoned';
-  const t = node.spec?.taints?.find((x) => drainTaints.includes(x.key));
+  const t = node.spec?.taints?.find((x) => drainTaints.some((e) => matchesDrainTaint(x, e)));
   return t ? `node tainted ${t.key}` : undefined;
 }
 
