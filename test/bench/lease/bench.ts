@@ -1,12 +1,16 @@
-// make bench-lease: leaderless window after the leader pod is deleted, with drainguard's
-// handover vs. the expiry baseline (client-go candidates, 15 s / 10 s / 2 s, jitter 1.2),
-// 10 trials each in one run against one real API server. Trials run in parallel
-// namespaces. Leaderless window = from the old leader container's exit to the
-// successor's first leader work. Last line: one JSON object.
+// make bench-lease: leaderless window when the leader goes, with drainguard's handover vs. the
+// expiry baseline (client-go candidates, 15 s / 10 s / 2 s, jitter 1.2), 10 trials each:
+// - on real kubelets (lab cluster, `kubectl drain` of the leader's node; real-kubelets.ts): the
+//   JSON's main fields, with "kubelet":"real";
+// - on the kubelet stand-in against one real API server (leader pod deleted; trials in parallel
+//   namespaces): the same fields prefixed `standin_`. LEASE_BENCH_REAL=0 runs this one only.
+// Leaderless window = from the old leader container's exit to the successor's first leader
+// work. Last line: one JSON object.
 
 import { startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { LeaseWorld } from '../../e2e/lease/fixture.ts';
+import { realKubeletTrials } from './real-kubelets.ts';
 
 const TRIALS = Number(process.env.LEASE_BENCH_TRIALS ?? 10);
 // Sidecars are real processes: a few at a time keeps a 2-core machine from timing itself.
@@ -107,16 +111,47 @@ async function main() {
         Array.from({ length: TRIALS }, () => () => trial(cp, 'drainguard').then(report)),
       ),
     ]);
-    const dg = median(drainguard.map((t) => t.leaderlessMs)) / 1000;
-    const bl = median(baseline.map((t) => t.leaderlessMs)) / 1000;
     const round = (x: number) => Math.round(x * 1000) / 1000;
-    const summary = {
-      bench: 'lease',
-      leaderless_median_s: round(dg),
-      baseline_leaderless_median_s: round(bl),
-      speedup: round(bl / dg),
-      split_brain_events: [...drainguard, ...baseline].reduce((n, t) => n + t.splitBrain, 0),
+    const figures = (dgMs: number[], blMs: number[], splits: number) => {
+      const dg = median(dgMs) / 1000;
+      const bl = median(blMs) / 1000;
+      return {
+        leaderless_median_s: round(dg),
+        baseline_leaderless_median_s: round(bl),
+        speedup: round(bl / dg),
+        split_brain_events: splits,
+      };
     };
+    const standin = figures(
+      drainguard.map((t) => t.leaderlessMs),
+      baseline.map((t) => t.leaderlessMs),
+      [...drainguard, ...baseline].reduce((n, t) => n + t.splitBrain, 0),
+    );
+    // The same measurement at `kubectl drain` on real kubelets (lab cluster), unless turned off.
+    const real =
+      process.env.LEASE_BENCH_REAL === '0'
+        ? undefined
+        : await realKubeletTrials(
+            TRIALS,
+            (t) =>
+              process.stdout.write(
+                `real ${t.mode.padEnd(10)} leaderless ${(t.leaderlessMs / 1000).toFixed(2)} s${t.splitBrain ? ' SPLIT-BRAIN' : ''}\n`,
+              ),
+            (l) => process.stdout.write(`# ${l}\n`),
+          );
+    const summary = real
+      ? {
+          bench: 'lease',
+          kubelet: 'real',
+          trials: TRIALS,
+          ...figures(
+            real.filter((t) => t.mode === 'drainguard').map((t) => t.leaderlessMs),
+            real.filter((t) => t.mode === 'baseline').map((t) => t.leaderlessMs),
+            real.reduce((n, t) => n + t.splitBrain, 0),
+          ),
+          ...Object.fromEntries(Object.entries(standin).map(([key, v]) => [`standin_${key}`, v])),
+        }
+      : { bench: 'lease', kubelet: 'standin', trials: TRIALS, ...standin };
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {
     await cp.stop();

@@ -7,12 +7,13 @@
 import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
+import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { follow, withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
-const LEASE = 'skupper-site-leader';
+const LEASE = SKUPPER_LEASE;
 const T = { timeoutMs: 120_000, intervalMs: 250 };
 
 interface Pod {
@@ -64,86 +65,7 @@ const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pod
 async function setUp(): Promise<void> {
   c = await cluster();
   await installed(c);
-  await k(['create', 'namespace', NS]);
-  await k(['create', 'serviceaccount', '-n', NS, 'skupper-router']);
-  // skupper's own grant for its leader election, and the user's binding of drainguard's Lease role.
-  await k([
-    'create',
-    'role',
-    '-n',
-    NS,
-    'skupper-leases',
-    '--verb=get,create,update',
-    '--resource=leases.coordination.k8s.io',
-  ]);
-  await k([
-    'create',
-    'rolebinding',
-    '-n',
-    NS,
-    'skupper-leases',
-    '--role=skupper-leases',
-    `--serviceaccount=${NS}:skupper-router`,
-  ]);
-  await k([
-    'create',
-    'rolebinding',
-    '-n',
-    NS,
-    'drainguard-sidecar-lease',
-    '--clusterrole=drainguard-sidecar-lease',
-    `--serviceaccount=${NS}:skupper-router`,
-  ]);
-  // The README's per-site one-liners.
-  await k([
-    'create',
-    'clusterrolebinding',
-    `drainguard-sidecar-nodes-${NS}`,
-    '--clusterrole=drainguard-sidecar-nodes',
-    `--serviceaccount=${NS}:skupper-router`,
-  ]);
-  await k(['label', 'namespace', NS, 'drainguard.io/inject=enabled']);
-  const labels = { 'skupper.io/component': 'router', application: 'skupper-router' };
-  const idle = ['-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30);"];
-  await k(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: 'skupper-router', namespace: NS },
-      spec: {
-        replicas: 2,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: {
-            serviceAccountName: 'skupper-router',
-            terminationGracePeriodSeconds: 30,
-            affinity: {
-              podAntiAffinity: {
-                requiredDuringSchedulingIgnoredDuringExecution: [
-                  { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: labels } },
-                ],
-              },
-            },
-            containers: [
-              { name: 'router', image: 'drainguard-lab:dev', imagePullPolicy: 'Never', args: idle },
-              {
-                name: 'kube-adaptor',
-                image: 'drainguard-lab:dev',
-                imagePullPolicy: 'Never',
-                args: ['lab/sim/lease-candidate-pod.ts', LEASE],
-                env: [
-                  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-                ],
-              },
-            ],
-          },
-        },
-      },
-    }),
-  );
-  await k(['rollout', 'status', '-n', NS, 'deployment/skupper-router', '--timeout=180s']);
+  await installSkupperSite(c, NS, { inject: true });
 }
 
 describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {

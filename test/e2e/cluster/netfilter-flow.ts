@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { installNetfilterCleanup } from '../../../lab/cluster/install.ts';
+import { IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { withLogs } from './logs.ts';
 import { cluster } from './shared.ts';
@@ -65,7 +66,7 @@ describe('netfilter cleanup on a real node (standalone DaemonSet)', { timeout: 9
   before(async () => {
     c = await cluster();
     await k(['create', 'namespace', NS]);
-    const idle = "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30);";
+    const idle = IDLE_ARGS[1]!;
     const server = `process.on('SIGTERM', () => process.exit(0)); require('node:http').createServer((q, r) => r.end('ok')).listen(8080);`;
     for (const doc of [pinnedPod('target', server), pinnedPod('client', idle)])
       await k(['apply', '-f', '-'], JSON.stringify(doc));

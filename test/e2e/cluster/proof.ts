@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
+import { deployment, IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
@@ -30,8 +31,7 @@ const pods = async (ns: string, selector: string) =>
 const apply = (doc: object) => c.k(['apply', '-f', '-'], { input: JSON.stringify(doc) });
 const rollout = (ns: string, what: string) => c.k(['rollout', 'status', '-n', ns, what, '--timeout=180s']);
 
-/** A process that runs until SIGTERM (node as PID 1 gets no default SIGTERM handler). */
-const idle = ['-e', "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1 << 30);"];
+const idle = IDLE_ARGS;
 
 describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
   before(async () => {
@@ -70,24 +70,12 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
   test('a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them', () =>
     withLogs(c, async () => {
       const labels = { app: 'proof' };
-      await apply({
-        apiVersion: 'apps/v1',
-        kind: 'Deployment',
-        metadata: { name: 'proof', namespace: 'default' },
-        spec: {
-          replicas: 2,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels },
-            spec: {
-              terminationGracePeriodSeconds: 5,
-              containers: [
-                { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
-              ],
-            },
-          },
-        },
-      });
+      await apply(
+        deployment('proof', 'default', labels, 2, {
+          terminationGracePeriodSeconds: 5,
+          containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] }],
+        }),
+      );
       const dsLabels = { app: 'proof-host' };
       await apply({
         apiVersion: 'apps/v1',

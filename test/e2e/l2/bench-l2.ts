@@ -8,7 +8,9 @@
 // speaker simulator as MetalLB's DaemonSet):
 //   R1. `kubectl drain` of the owner node (the speaker pod is a DaemonSet's: not evicted);
 //   R2. `kubectl delete pod` of the owner's speaker (the kubelet runs the injected preStop hook).
-// All times count from the cordon, kill or kubectl command. Last line: one JSON object.
+// All times count from the cordon, kill or kubectl command. Last line: one JSON object whose main
+// fields are R1 (kubectl drain) and R2 (prestop_*) on real kubelets ("kubelet":"real"), with 1 and 2
+// under standin_ keys and A, B as baseline_*.
 import type { ChildProcess } from 'node:child_process';
 import { startArpProbe } from '../../../lab/arp-probe.ts';
 import { startCluster } from '../../../lab/cluster/cluster.ts';
@@ -141,17 +143,24 @@ try {
   destroyed = true;
   const real = await realKubelets();
 
+  // Main fields on real kubelets; the stand-in's (bare harness) under standin_ keys.
   const result = {
     bench: 'l2',
-    new_owner_after_cordon_s: withDg.newOwnerS === undefined ? null : round3(withDg.newOwnerS),
-    dual_answer_s: round3(withDg.dualS + frozen.dualS),
-    no_answer_s: round3(withDg.noneS + frozen.noneS),
-    stale_api_silenced_s: frozen.ownerSilentS === undefined ? null : round3(frozen.ownerSilentS),
+    kubelet: 'real',
+    new_owner_after_cordon_s: real.kubectl_drain.new_owner_s,
+    dual_answer_s: real.kubectl_drain.dual_answer_s,
+    no_answer_s: real.kubectl_drain.no_answer_s,
+    prestop_new_owner_s: real.kubectl_delete_pod.new_owner_s,
+    prestop_dual_answer_s: real.kubectl_delete_pod.dual_answer_s,
+    prestop_no_answer_s: real.kubectl_delete_pod.no_answer_s,
     baseline_crash_no_answer_s: round3(baseB.noneS),
     baseline_cordon_moved: baseA.movedAway,
     probe_interval_ms: INTERVAL_MS,
-    frozen_new_owner_after_cordon_s: frozen.newOwnerS === undefined ? null : round3(frozen.newOwnerS),
-    real_kubelet: real,
+    standin_new_owner_after_cordon_s: withDg.newOwnerS === undefined ? null : round3(withDg.newOwnerS),
+    standin_dual_answer_s: round3(withDg.dualS + frozen.dualS),
+    standin_no_answer_s: round3(withDg.noneS + frozen.noneS),
+    standin_stale_api_silenced_s: frozen.ownerSilentS === undefined ? null : round3(frozen.ownerSilentS),
+    standin_frozen_new_owner_after_cordon_s: frozen.newOwnerS === undefined ? null : round3(frozen.newOwnerS),
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } finally {
