@@ -30,17 +30,55 @@ export class ApiError extends Error {
   readonly reason: string;
   readonly method: string;
   readonly path: string;
-  constructor(method: string, path: string, code: number, reason: string, message: string) {
+  /** The server's Retry-After (429, 503), in ms: wait at least this long before asking again. */
+  readonly retryAfterMs: number | undefined;
+  constructor(
+    method: string,
+    path: string,
+    code: number,
+    reason: string,
+    message: string,
+    retryAfterMs?: number,
+  ) {
     super(`${method} ${path}: ${code === 0 ? 'unreachable' : code} ${reason}: ${message}`);
     this.name = 'ApiError';
     this.code = code;
     this.reason = reason;
     this.method = method;
     this.path = path;
+    this.retryAfterMs = retryAfterMs;
   }
   /** Worth retrying: unreachable, timeout, throttled (429, API priority and fairness), server errors. */
   get retryable(): boolean {
     return this.code === 0 || this.code === 429 || this.code === 408 || this.code >= 500;
+  }
+}
+
+/** Retry-After in seconds (what the API server sends; an HTTP date is accepted too), capped at 5 min. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  const secs = /^\d+$/.test(v.trim()) ? Number(v.trim()) * 1000 : Date.parse(v) - now;
+  return Number.isFinite(secs) && secs >= 0 ? Math.min(secs, 300_000) : undefined;
+}
+
+/** How long to wait after an error: the backoff's next step, or the server's Retry-After if longer. */
+export function retryDelay(e: unknown, backoffMs: number): number {
+  return Math.max(backoffMs, isApiError(e) ? (e.retryAfterMs ?? 0) : 0);
+}
+
+/**
+ * How long a watch may stay silent before it is re-opened: a peer gone without a FIN (a dropped
+ * NAT entry, a black-holed path) would keep it silent forever. Near client-go's HTTP/2 health
+ * check (30 s read idle + 15 s ping). Bookmarks and events count as traffic.
+ */
+export const WATCH_IDLE_MS = 45_000;
+
+/** A watch that was silent for the idle limit: ended by us, not an API failure. */
+export class WatchIdle extends Error {
+  constructor(ms: number) {
+    super(`watch silent for ${ms} ms: re-opened`);
+    this.name = 'WatchIdle';
   }
 }
 
@@ -123,11 +161,12 @@ export class KubeClient {
     code: number,
     reason: string,
     message: string,
+    retryAfterMs?: number,
   ) {
     // The next request (a watch is retried by its informer) then gets fresh credentials.
     if (code === 401) this.auth.refresh?.(sent);
     const who = code === 401 && this.auth.describe ? ` (credentials of ${this.auth.describe})` : '';
-    return new ApiError(method, path, code, reason, `${message}${who}`);
+    return new ApiError(method, path, code, reason, `${message}${who}`, retryAfterMs);
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
@@ -156,7 +195,7 @@ export class KubeClient {
         }
         this.onResult?.(false, err);
         if (!err.retryable || attempt >= (opts.retries ?? 0) || opts.signal?.aborted) throw err;
-        await this.clock.sleep(backoff.next(), opts.signal);
+        await this.clock.sleep(retryDelay(err, backoff.next()), opts.signal);
       }
     }
   }
@@ -206,7 +245,17 @@ export class KubeClient {
             } catch {
               // not a Status object; keep the raw text
             }
-            reject(this.apiError(conn.headers, method, url.pathname, code, reason, message));
+            reject(
+              this.apiError(
+                conn.headers,
+                method,
+                url.pathname,
+                code,
+                reason,
+                message,
+                parseRetryAfter(res.headers['retry-after']),
+              ),
+            );
           });
         },
       );
@@ -247,11 +296,12 @@ export class KubeClient {
     query: Record<string, string | number | boolean | undefined>,
     onEvent: (ev: WatchEvent<T>) => void,
     signal: AbortSignal,
-    idleTimeoutMs = 90_000,
+    idleTimeoutMs = WATCH_IDLE_MS,
   ): Promise<void> {
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
     const conn = await this.connection();
     return new Promise<void>((resolve, reject) => {
+      let idle = false;
       const req = send(url)(
         url,
         { method: 'GET', agent: conn.agent, headers: conn.headers, signal },
@@ -268,6 +318,7 @@ export class KubeClient {
                 code,
                 res.statusMessage ?? 'Error',
                 'watch refused',
+                parseRetryAfter(res.headers['retry-after']),
               ),
             );
             return;
@@ -305,6 +356,7 @@ export class KubeClient {
           res.on('end', () => resolve());
           res.on('error', (e) => {
             if (signal.aborted) return resolve();
+            if (idle) return reject(new WatchIdle(idleTimeoutMs));
             // A stream cut mid-response (API server stopped, connection reset) is an API failure too.
             const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
             this.onResult?.(false, err);
@@ -312,10 +364,17 @@ export class KubeClient {
           });
         },
       );
-      // A peer that vanishes without a FIN would leave the stream silent forever.
-      req.setTimeout(idleTimeoutMs, () => req.destroy(new Error(`watch idle for ${idleTimeoutMs} ms`)));
+      // A peer that vanishes without a FIN would leave the stream silent forever: the kernel's
+      // keepalive probes the connection, and silence beyond the idle limit ends the watch (the
+      // informer re-opens it from its resourceVersion; that is no API failure).
+      req.on('socket', (sock) => sock.setKeepAlive(true, 15_000));
+      req.setTimeout(idleTimeoutMs, () => {
+        idle = true;
+        req.destroy(new WatchIdle(idleTimeoutMs));
+      });
       req.on('error', (e) => {
         if (signal.aborted) resolve();
+        else if (idle) reject(new WatchIdle(idleTimeoutMs));
         else {
           this.onResult?.(false);
           reject(new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message));

@@ -1,7 +1,7 @@
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { type ApiError, isApiError, type KubeClient } from './client.ts';
+import { type ApiError, isApiError, type KubeClient, retryDelay, WatchIdle } from './client.ts';
 import type { KubeList, KubeObject } from './types.ts';
 
 export interface InformerOptions {
@@ -14,6 +14,8 @@ export interface InformerOptions {
   /** Called with the full cache after the initial list and after every change. */
   onChange: (objects: ReadonlyMap<string, KubeObject>, event: { type: string; object?: KubeObject }) => void;
   onError?: (err: ApiError) => void;
+  /** Silence after which a watch is re-opened (default WATCH_IDLE_MS; tests shorten it). */
+  idleTimeoutMs?: number;
 }
 
 const keyOf = (o: KubeObject) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
@@ -89,20 +91,33 @@ export class Informer {
         this.opts.onChange(this.cache, { type: 'SYNC' });
         let rv = list.metadata?.resourceVersion;
         // Keep watching from the last seen resourceVersion until the server says it is too old.
+        // A watch that ends at once, again and again (a proxy closing it), must not spin.
+        const quickEnds = new Backoff({ baseMs: 250, capMs: 10_000 });
         while (!signal.aborted) {
-          await this.client.watch<KubeObject>(
-            this.opts.path,
-            { ...selectors, resourceVersion: rv, timeoutSeconds: 240 + Math.floor(Math.random() * 60) },
-            (ev) => {
-              rv = ev.object.metadata?.resourceVersion ?? rv;
-              if (ev.type === 'BOOKMARK') return;
-              if (ev.type === 'DELETED') this.cache.delete(keyOf(ev.object));
-              else this.cache.set(keyOf(ev.object), ev.object);
-              backoff.reset();
-              this.opts.onChange(this.cache, { type: ev.type, object: ev.object });
-            },
-            signal,
-          );
+          const opened = this.clock.now();
+          try {
+            await this.client.watch<KubeObject>(
+              this.opts.path,
+              { ...selectors, resourceVersion: rv, timeoutSeconds: 240 + Math.floor(Math.random() * 60) },
+              (ev) => {
+                rv = ev.object.metadata?.resourceVersion ?? rv;
+                if (ev.type === 'BOOKMARK') return;
+                if (ev.type === 'DELETED') this.cache.delete(keyOf(ev.object));
+                else this.cache.set(keyOf(ev.object), ev.object);
+                backoff.reset();
+                this.opts.onChange(this.cache, { type: ev.type, object: ev.object });
+              },
+              signal,
+              this.opts.idleTimeoutMs,
+            );
+          } catch (e) {
+            // Silent past the idle limit: re-open from rv at once; the API did not fail.
+            if (!(e instanceof WatchIdle)) throw e;
+            this.opts.log.info({ path: this.opts.path }, e.message);
+            continue;
+          }
+          if (this.clock.now() - opened < 1_000) await this.clock.sleep(quickEnds.next(), signal);
+          else quickEnds.reset();
         }
       } catch (e) {
         if (signal.aborted) break;
@@ -110,7 +125,8 @@ export class Informer {
         this.healthy = false;
         this.failure = e as Error;
         if (isApiError(e)) this.opts.onError?.(e);
-        const wait = isApiError(e, 410) ? 0 : backoff.next();
+        // 410: relist now. Otherwise back off, at least as long as the server's Retry-After.
+        const wait = isApiError(e, 410) ? 0 : retryDelay(e, backoff.next());
         this.opts.log.warn(
           { path: this.opts.path, err: (e as Error).message, retryInMs: wait },
           'watch failed; relisting',
