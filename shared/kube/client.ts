@@ -32,6 +32,8 @@ export class ApiError extends Error {
   readonly path: string;
   /** The server's Retry-After (429, 503), in ms: wait at least this long before asking again. */
   readonly retryAfterMs: number | undefined;
+  /** The server's message alone. */
+  readonly detail: string;
   constructor(
     method: string,
     path: string,
@@ -47,6 +49,7 @@ export class ApiError extends Error {
     this.method = method;
     this.path = path;
     this.retryAfterMs = retryAfterMs;
+    this.detail = message;
   }
   /** Worth retrying: unreachable, timeout, throttled (429, API priority and fairness), server errors. */
   get retryable(): boolean {
@@ -154,19 +157,13 @@ export class KubeClient {
   }
 
   /** A 401 names whose credentials were refused: with several kubeconfigs around, that is the question. */
-  private apiError(
-    sent: Record<string, string>,
-    method: string,
-    path: string,
-    code: number,
-    reason: string,
-    message: string,
-    retryAfterMs?: number,
-  ) {
+  private apiError(sent: Record<string, string>, e: ApiError): ApiError {
     // The next request (a watch is retried by its informer) then gets fresh credentials.
-    if (code === 401) this.auth.refresh?.(sent);
-    const who = code === 401 && this.auth.describe ? ` (credentials of ${this.auth.describe})` : '';
-    return new ApiError(method, path, code, reason, `${message}${who}`, retryAfterMs);
+    if (e.code !== 401) return e;
+    this.auth.refresh?.(sent);
+    if (!this.auth.describe) return e;
+    const who = ` (credentials of ${this.auth.describe})`;
+    return new ApiError(e.method, e.path, e.code, e.reason, `${e.detail}${who}`, e.retryAfterMs);
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
@@ -248,12 +245,14 @@ export class KubeClient {
             reject(
               this.apiError(
                 conn.headers,
-                method,
-                url.pathname,
-                code,
-                reason,
-                message,
-                parseRetryAfter(res.headers['retry-after']),
+                new ApiError(
+                  method,
+                  url.pathname,
+                  code,
+                  reason,
+                  message,
+                  parseRetryAfter(res.headers['retry-after']),
+                ),
               ),
             );
           });
@@ -313,12 +312,14 @@ export class KubeClient {
             reject(
               this.apiError(
                 conn.headers,
-                'WATCH',
-                url.pathname,
-                code,
-                res.statusMessage ?? 'Error',
-                'watch refused',
-                parseRetryAfter(res.headers['retry-after']),
+                new ApiError(
+                  'WATCH',
+                  url.pathname,
+                  code,
+                  res.statusMessage ?? 'Error',
+                  'watch refused',
+                  parseRetryAfter(res.headers['retry-after']),
+                ),
               ),
             );
             return;
