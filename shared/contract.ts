@@ -14,7 +14,7 @@ export const PRESTOP_PROFILES: ReadonlySet<Profile> = new Set<Profile>(['metallb
 export const FEATURES = ['l2-handover', 'lease-handover', 'netfilter-cleanup'] as const;
 export type Feature = (typeof FEATURES)[number];
 
-export const IDENTITY_SCHEMES = ['pod-name', 'pod-name-prefix'] as const;
+export const IDENTITY_SCHEMES = ['pod-name', 'pod-name-prefix', 'node-name'] as const;
 export type IdentityScheme = (typeof IDENTITY_SCHEMES)[number];
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
@@ -269,7 +269,8 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'enum',
     accepted: IDENTITY_SCHEMES,
     default: 'pod-name',
-    description: 'How holderIdentity relates to pod names.',
+    description:
+      'How holderIdentity names a pod: pod-name (its hostname: skupper, most electors), pod-name-prefix (<hostname>_<uuid>: controller-runtime), node-name (its node: kube-vip).',
   },
   {
     env: 'DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS',

@@ -51,6 +51,7 @@ export interface Pod extends KubeObject {
   spec?: {
     nodeName?: string;
     hostNetwork?: boolean;
+    hostname?: string;
     containers?: { name: string }[];
     [k: string]: unknown;
   };

@@ -76,16 +76,33 @@ export function leaseSettings(
   };
 }
 
-/** Does `holder` name this pod under the identity scheme? */
+/**
+ * The hostname the kubelet gives a pod, which is what most electors use as identity: the node's
+ * on the host network, else spec.hostname, else the pod name cut to 63 characters with trailing
+ * '-' and '.' removed (kubelet's truncatePodHostnameIfNeeded).
+ */
+export function podHostname(pod: Pod): string {
+  if (pod.spec?.hostNetwork) return pod.spec.nodeName ?? '';
+  if (pod.spec?.hostname) return pod.spec.hostname;
+  const name = pod.metadata?.name ?? '';
+  return name.length <= 63 ? name : name.slice(0, 63).replace(/[-.]+$/, '');
+}
+
+/** The holderIdentity a pod's elector writes, by scheme (for pod-name-prefix: the part before `_`). */
+export function podIdentity(pod: Pod, scheme: IdentityScheme): string {
+  return scheme === 'node-name' ? (pod.spec?.nodeName ?? '') : podHostname(pod);
+}
+
+/** Does `holder` name this pod (whose identity under the scheme is `own`)? */
 export function isOwnIdentity(
   holder: string | null | undefined,
-  podName: string,
+  own: string,
   scheme: IdentityScheme,
 ): boolean {
-  if (!holder) return false;
-  if (holder === podName) return true;
-  // controller-runtime: `<hostname>_<uuid>`; the hostname is the pod name.
-  return scheme === 'pod-name-prefix' && holder.startsWith(`${podName}_`);
+  if (!holder || !own) return false;
+  if (holder === own) return true;
+  // controller-runtime: `<hostname>_<uuid>`.
+  return scheme === 'pod-name-prefix' && holder.startsWith(`${own}_`);
 }
 
 export type ContainerPhase = 'running' | 'waiting' | 'terminated' | 'unknown' | 'pod-gone';
@@ -119,7 +136,9 @@ export interface SuccessorInput {
 }
 
 export interface SuccessorChoice {
+  /** The successor pod's name. */
   successor: string | undefined;
+  successorPod?: Pod;
   successorNode: string | undefined;
   /** Every pod looked at and why it was passed over; logged so a choice can be explained. */
   rejected: { pod: string; why: string }[];
@@ -128,9 +147,20 @@ export interface SuccessorChoice {
 const isReady = (p: Pod) =>
   p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
+/**
+ * The node lifecycle controller's taint for a node it cannot hear from. (`not-ready` is not used
+ * alone: admission puts it on every new Node until the controller sees it Ready, and a NotReady
+ * node already fails the Ready condition check.)
+ */
+const UNHEALTHY_TAINTS = ['node.kubernetes.io/unreachable'];
+
 function nodeUnusable(node: Node | undefined, drainTaints: readonly string[]): string | undefined {
   if (!node) return undefined;
   if (node.spec?.unschedulable) return 'node cordoned';
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  if (ready && ready.status !== 'True') return `node not Ready (${ready.status})`;
+  const sick = node.spec?.taints?.find((x) => UNHEALTHY_TAINTS.includes(x.key));
+  if (sick) return `node tainted ${sick.key}`;
   const t = node.spec?.taints?.find((x) => drainTaints.some((e) => matchesDrainTaint(x, e)));
   return t ? `node tainted ${t.key}` : undefined;
 }
@@ -166,7 +196,12 @@ export function chooseSuccessor(input: SuccessorInput): SuccessorChoice {
     return (a.metadata?.name ?? '') < (b.metadata?.name ?? '') ? -1 : 1;
   });
   const best = ok[0];
-  return { successor: best?.metadata?.name, successorNode: best?.spec?.nodeName, rejected };
+  return {
+    successor: best?.metadata?.name,
+    successorNode: best?.spec?.nodeName,
+    ...(best ? { successorPod: best } : {}),
+    rejected,
+  };
 }
 
 export type HandoverDecision =
@@ -177,8 +212,10 @@ export type HandoverDecision =
 
 export interface DecideInput {
   lease: Lease;
-  podName: string;
+  /** This pod's identity under the scheme. */
+  identity: string;
   scheme: IdentityScheme;
+  /** The successor's identity under the scheme. */
   successor: string | undefined;
   nowMs: number;
 }
@@ -188,15 +225,17 @@ export interface DecideInput {
  * write is a compare-and-swap against what was read.
  */
 export function decideHandover(input: DecideInput): HandoverDecision {
-  const { lease, podName, scheme, successor } = input;
+  const { lease, identity, scheme, successor } = input;
   const spec = lease.spec ?? {};
   const holder = spec.holderIdentity ?? '';
-  if (!isOwnIdentity(holder, podName, scheme))
+  if (!isOwnIdentity(holder, identity, scheme))
     return { action: 'skip', why: holder ? `held by ${holder}, not this pod` : 'not held by anyone' };
   const now = microTime(input.nowMs);
   const base: Lease = structuredClone(lease);
-  // A full identity of a controller-runtime successor (`<pod>_<uuid>`) cannot be known: never make one up.
-  const canName = scheme === 'pod-name' && successor !== undefined;
+  // A full identity of a controller-runtime successor (`<pod>_<uuid>`) cannot be known: never make
+  // one up. Under node-name a successor on this same node has this very identity: release instead.
+  const canName =
+    scheme !== 'pod-name-prefix' && successor !== undefined && successor !== '' && successor !== identity;
   if (spec.strategy) {
     if (canName)
       return {
@@ -243,13 +282,26 @@ export function decideHandover(input: DecideInput): HandoverDecision {
   };
 }
 
-/** After a 409: the re-read Lease says whether to try again or stop. */
+/**
+ * After a 409: the re-read Lease says whether to try again, stop, or whether our own write
+ * landed (a retried write whose first response was lost): then it is what we wrote.
+ */
 export function afterConflict(
   fresh: Lease | undefined,
-  podName: string,
+  identity: string,
   scheme: IdentityScheme,
-): 'retry' | 'stop' {
-  return isOwnIdentity(fresh?.spec?.holderIdentity, podName, scheme) ? 'retry' : 'stop';
+  wrote?: Lease,
+): 'retry' | 'stop' | 'landed' {
+  if (
+    wrote &&
+    fresh?.spec &&
+    fresh.spec.holderIdentity === wrote.spec?.holderIdentity &&
+    fresh.spec.renewTime === wrote.spec?.renewTime &&
+    fresh.spec.acquireTime === wrote.spec?.acquireTime &&
+    fresh.spec.preferredHolder === wrote.spec?.preferredHolder
+  )
+    return 'landed';
+  return isOwnIdentity(fresh?.spec?.holderIdentity, identity, scheme) ? 'retry' : 'stop';
 }
 
 export type VerifyState = 'pending' | 'renewed' | 'taken-by-other' | 'acquired';

@@ -3,6 +3,7 @@
 // come from ./core.ts. Every API call retries with jittered backoff inside a deadline and
 // never throws out of the capability: API trouble costs a handover, never the sidecar.
 import { Backoff } from '../../shared/backoff.ts';
+import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
@@ -18,6 +19,7 @@ import {
   type LeaseSettings,
   leaderStopped,
   leaseSettings,
+  podIdentity,
   verifyProgress,
 } from './core.ts';
 import { countProcesses, runtimeId } from './procs.ts';
@@ -121,9 +123,10 @@ export class LeaseHandover implements Capability {
           const was = this.observed.get(key);
           this.observed.set(key, lease);
           this.syncedGauge.set({ lease: key }, 1);
-          const mine = isOwnIdentity(lease?.spec?.holderIdentity, this.ctx.config.podName, s.identityScheme);
+          const own = this.ownIdentity(s.identityScheme);
+          const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, s.identityScheme);
           this.holderGauge.set({ lease: key }, mine ? 1 : 0);
-          if (mine !== isOwnIdentity(was?.spec?.holderIdentity, this.ctx.config.podName, s.identityScheme))
+          if (mine !== isOwnIdentity(was?.spec?.holderIdentity, own, s.identityScheme))
             this.ctx.log.info(
               { lease: key, holder: lease?.spec?.holderIdentity },
               mine ? 'this pod leads' : 'this pod does not lead',
@@ -206,6 +209,16 @@ export class LeaseHandover implements Capability {
     });
   }
 
+  /**
+   * This pod's identity under the scheme, from the own Pod as the API shows it (hostNetwork,
+   * spec.hostname, long names); before the Pod is read, from the name and node in the environment.
+   */
+  private ownIdentity(scheme: IdentityScheme): string {
+    const c = this.ctx.config;
+    const pod: Pod = this.ctx.drain.pod ?? { metadata: { name: c.podName }, spec: { nodeName: c.nodeName } };
+    return podIdentity(pod, scheme);
+  }
+
   private async hint(reason: string): Promise<void> {
     const s = this.settings;
     if (!s) return;
@@ -213,7 +226,7 @@ export class LeaseHandover implements Capability {
       const held = s.leases.filter((r) =>
         isOwnIdentity(
           this.observed.get(refName(r))?.spec?.holderIdentity,
-          this.ctx.config.podName,
+          this.ownIdentity(s.identityScheme),
           s.identityScheme,
         ),
       );
@@ -352,7 +365,7 @@ export class LeaseHandover implements Capability {
         // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
         // so naming a successor now could give two leaders. Let the Lease expire instead.
         const lease = await this.read(ref, deadline).catch(() => this.observed.get(key));
-        if (!isOwnIdentity(lease?.spec?.holderIdentity, c.podName, s.identityScheme))
+        if (!isOwnIdentity(lease?.spec?.holderIdentity, this.ownIdentity(s.identityScheme), s.identityScheme))
           return { lease: key, outcome: 'not-holder' };
         const msg = `Lease ${key} left to expire: leader container ${s.leaderContainer} did not stop within ${c.leaderStopTimeoutSeconds} s`;
         await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
@@ -362,7 +375,8 @@ export class LeaseHandover implements Capability {
       for (;;) {
         const lease = await this.read(ref, deadline);
         if (!lease) return { lease: key, outcome: 'lease-missing' };
-        if (!isOwnIdentity(lease.spec?.holderIdentity, c.podName, s.identityScheme))
+        const own = this.ownIdentity(s.identityScheme);
+        if (!isOwnIdentity(lease.spec?.holderIdentity, own, s.identityScheme))
           return {
             lease: key,
             outcome: 'not-holder',
@@ -371,9 +385,9 @@ export class LeaseHandover implements Capability {
         const choice = await this.successor(s, deadline);
         const decision = decideHandover({
           lease,
-          podName: c.podName,
+          identity: own,
           scheme: s.identityScheme,
-          successor: choice.successor,
+          successor: choice.successorPod ? podIdentity(choice.successorPod, s.identityScheme) : undefined,
           nowMs: clock.now(),
         });
         this.ctx.log.info(
@@ -402,7 +416,21 @@ export class LeaseHandover implements Capability {
         } catch (e) {
           if (!isApiError(e, 409)) throw e;
           const fresh = await this.read(ref, deadline);
-          if (afterConflict(fresh, c.podName, s.identityScheme) === 'stop') {
+          const next = afterConflict(fresh, own, s.identityScheme, decision.lease);
+          if (next === 'landed' && fresh) {
+            // A retried write whose first answer was lost: the first one went through.
+            this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
+            return await this.verify(
+              ref,
+              decision.action,
+              fresh,
+              clock.now() - stop.at,
+              deadline,
+              podTarget,
+              decision,
+            );
+          }
+          if (next === 'stop') {
             const holder = fresh?.spec?.holderIdentity || 'nobody';
             this.ctx.log.info(
               { lease: key, holder },

@@ -12,6 +12,8 @@ import {
   leaderStopped,
   leaseSettings,
   parseLeaseRefs,
+  podHostname,
+  podIdentity,
   verifyProgress,
 } from '../../../sidecar/lease/core.ts';
 
@@ -101,6 +103,40 @@ describe('identity schemes', () => {
   });
 });
 
+describe('identity as the kubelet and the elector make it', () => {
+  const p = (name: string, spec: Pod['spec'] = {}): Pod => ({
+    metadata: { name },
+    spec: { nodeName: 'n1', ...spec },
+  });
+  it('hostname: pod name, spec.hostname, the node on the host network, long names cut to 63 without trailing - or .', () => {
+    assert.equal(podHostname(p('router-a')), 'router-a');
+    assert.equal(podHostname(p('router-a', { hostname: 'custom' })), 'custom');
+    assert.equal(podHostname(p('speaker-x', { hostNetwork: true })), 'n1');
+    const long = `${'a'.repeat(61)}-.b-c`;
+    assert.equal(podHostname(p(long)), 'a'.repeat(61));
+    assert.equal(podHostname(p('b'.repeat(70))), 'b'.repeat(63));
+  });
+  it('node-name (kube-vip: vip_nodename) is the node; the schemes pick the identity', () => {
+    assert.equal(podIdentity(p('kube-vip-xyz'), 'node-name'), 'n1');
+    assert.equal(podIdentity(p('router-a'), 'pod-name'), 'router-a');
+    assert.equal(isOwnIdentity('n1', podIdentity(p('kube-vip-xyz'), 'node-name'), 'node-name'), true);
+    assert.equal(isOwnIdentity('n1', '', 'node-name'), false, 'an unknown identity owns nothing');
+  });
+  it('node-name: the successor is named by its node; one on this same node means release', () => {
+    const lease: Lease = {
+      metadata: { name: 'plndr-cp-lock', resourceVersion: '7' },
+      spec: { holderIdentity: 'n1', leaseDurationSeconds: 5, renewTime: '2026-11-23T00:00:00.000000Z' },
+    };
+    const other = decideHandover({ lease, identity: 'n1', scheme: 'node-name', successor: 'n2', nowMs: 0 });
+    assert.equal(other.action, 'replace');
+    assert.equal(other.action === 'replace' && other.lease.spec?.holderIdentity, 'n2');
+    assert.equal(
+      decideHandover({ lease, identity: 'n1', scheme: 'node-name', successor: 'n1', nowMs: 0 }).action,
+      'release',
+    );
+  });
+});
+
 describe('leader container phase', () => {
   it('reads the container state; only terminated counts as stopped (a gone pod may be force-deleted)', () => {
     const p = pod('a', 'n1');
@@ -154,6 +190,41 @@ describe('successor choice', () => {
     matchGolden('successor-rejections.json', choice.rejected);
   });
 
+  it('passes over pods on NotReady or unreachable nodes', () => {
+    const sick = new Map<string, Node>([
+      [
+        'n5',
+        {
+          metadata: { name: 'n5' },
+          spec: {},
+          status: { conditions: [{ type: 'Ready', status: 'Unknown' }] },
+        },
+      ],
+      [
+        'n6',
+        {
+          metadata: { name: 'n6' },
+          spec: { taints: [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] },
+        },
+      ],
+      [
+        'n7',
+        { metadata: { name: 'n7' }, spec: {}, status: { conditions: [{ type: 'Ready', status: 'True' }] } },
+      ],
+    ]);
+    const choice = chooseSuccessor({
+      self,
+      nodes: sick,
+      drainTaints,
+      pods: [pod('r-a', 'n1'), pod('r-lost', 'n5'), pod('r-cut', 'n6'), pod('r-ok', 'n7')],
+    });
+    assert.equal(choice.successor, 'r-ok');
+    assert.deepEqual(choice.rejected, [
+      { pod: 'r-lost', why: 'node not Ready (Unknown)' },
+      { pod: 'r-cut', why: 'node tainted node.kubernetes.io/unreachable' },
+    ]);
+  });
+
   it('falls back to the same node, and to none', () => {
     assert.equal(
       chooseSuccessor({ self, nodes, drainTaints, pods: [pod('r-a', 'n1'), pod('r-c', 'n1')] }).successor,
@@ -188,7 +259,7 @@ describe('handover decision (recorded Leases)', () => {
   it('replaces the holder with the successor: fresh MicroTimes, same duration, transitions+1, same resourceVersion', () => {
     const d = decideHandover({
       lease: skupper,
-      podName: leader,
+      identity: leader,
       scheme: 'pod-name',
       successor: 'skupper-router-2-7c8d9-b5m2n',
       nowMs: NOW,
@@ -205,7 +276,7 @@ describe('handover decision (recorded Leases)', () => {
   it('releases the client-go way when there is no successor', () => {
     const d = decideHandover({
       lease: skupper,
-      podName: leader,
+      identity: leader,
       scheme: 'pod-name',
       successor: undefined,
       nowMs: NOW,
@@ -222,7 +293,7 @@ describe('handover decision (recorded Leases)', () => {
     assert.deepEqual(
       decideHandover({
         lease: skupper,
-        podName: 'someone-else',
+        identity: 'someone-else',
         scheme: 'pod-name',
         successor: 'x',
         nowMs: NOW,
@@ -232,7 +303,8 @@ describe('handover decision (recorded Leases)', () => {
     const free = structuredClone(skupper);
     free.spec!.holderIdentity = '';
     assert.equal(
-      decideHandover({ lease: free, podName: leader, scheme: 'pod-name', successor: 'x', nowMs: NOW }).action,
+      decideHandover({ lease: free, identity: leader, scheme: 'pod-name', successor: 'x', nowMs: NOW })
+        .action,
       'skip',
     );
   });
@@ -241,7 +313,7 @@ describe('handover decision (recorded Leases)', () => {
     const cr = readJson<Lease>('controller-runtime-leader.json');
     const d = decideHandover({
       lease: cr,
-      podName: 'op-manager-5b7d8-qrx9z',
+      identity: 'op-manager-5b7d8-qrx9z',
       scheme: 'pod-name-prefix',
       successor: 'op-manager-5b7d8-abcde',
       nowMs: NOW,
@@ -255,7 +327,7 @@ describe('handover decision (recorded Leases)', () => {
     const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
     const d = decideHandover({
       lease: kcm,
-      podName: 'kcm-7f8d9c-a',
+      identity: 'kcm-7f8d9c-a',
       scheme: 'pod-name',
       successor: 'kcm-7f8d9c-b',
       nowMs: NOW,
@@ -271,7 +343,7 @@ describe('handover decision (recorded Leases)', () => {
     stale.spec!.preferredHolder = 'kcm-old';
     const r = decideHandover({
       lease: stale,
-      podName: 'kcm-7f8d9c-a',
+      identity: 'kcm-7f8d9c-a',
       scheme: 'pod-name',
       successor: undefined,
       nowMs: NOW,
@@ -293,10 +365,29 @@ describe('after the write', () => {
     assert.equal(afterConflict(undefined, me, 'pod-name'), 'stop');
   });
 
+  it('409 after a retried write whose answer was lost: it landed, not "holder changed"', () => {
+    const d = decideHandover({
+      lease: skupper,
+      identity: me,
+      scheme: 'pod-name',
+      successor: 'skupper-router-2-x',
+      nowMs: 1e12,
+    });
+    assert.equal(d.action, 'replace');
+    if (d.action !== 'replace') return;
+    // The API server applied the first write; the retry carries the old resourceVersion: 409.
+    const stored = { ...structuredClone(d.lease), metadata: { ...d.lease.metadata, resourceVersion: '999' } };
+    assert.equal(afterConflict(stored, me, 'pod-name', d.lease), 'landed');
+    // Somebody else's write is not ours, even with the same holder.
+    const theirs = structuredClone(stored);
+    theirs.spec!.renewTime = '2030-01-01T00:00:00.000000Z';
+    assert.equal(afterConflict(theirs, me, 'pod-name', d.lease), 'stop');
+  });
+
   it('verification: renewed by the successor, taken by another, acquired after release', () => {
     const d = decideHandover({
       lease: skupper,
-      podName: me,
+      identity: me,
       scheme: 'pod-name',
       successor: 'succ',
       nowMs: NOW,
@@ -313,7 +404,7 @@ describe('after the write', () => {
     assert.deepEqual(verifyProgress(written, taken, 'replace'), { state: 'taken-by-other', holder: 'third' });
     const rel = decideHandover({
       lease: skupper,
-      podName: me,
+      identity: me,
       scheme: 'pod-name',
       successor: undefined,
       nowMs: NOW,
