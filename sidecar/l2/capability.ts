@@ -47,7 +47,22 @@ const lbIPs = (svc: Service | undefined) =>
   (svc?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => Boolean(ip));
 const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
 
-export class L2Handover implements Capability {
+export /**
+ * When the API server last saw an object written (creation or the latest managedFields entry),
+ * for objects that were already there when first listed; -Infinity when it does not say.
+ */
+function serverWriteTime(o: KubeObject): number {
+  const times = [
+    o.metadata?.creationTimestamp,
+    ...((o.metadata as { managedFields?: { time?: string }[] } | undefined)?.managedFields ?? []).map(
+      (m) => m.time,
+    ),
+  ].map((t) => (t ? Date.parse(t) : Number.NaN));
+  const ok = times.filter((t) => Number.isFinite(t));
+  return ok.length ? Math.max(...ok) : Number.NEGATIVE_INFINITY;
+}
+
+class L2Handover implements Capability {
   readonly name = 'l2-handover';
   private readonly ctx: CapabilityContext;
   private readonly settings: L2Settings;
@@ -56,6 +71,13 @@ export class L2Handover implements Capability {
   private fence: FenceSpec | undefined;
   private crd: boolean | undefined;
   private statusInformer: Informer | undefined;
+  /**
+   * When each ServiceL2Status was last seen written: local clock for what this sidecar saw
+   * change; for what was already there at its first list, the API server's write time. Only a status written after the handover started confirms it: older ones
+   * linger (MetalLB before 0.16 leaves other nodes' objects in place) and may name a node that
+   * no longer announces — fencing on one would leave the VIP dark.
+   */
+  private readonly statusWrittenAt = new Map<string, { rv: string; at: number; server?: boolean }>();
   private readonly services = new Map<string, ServiceVips>();
   private allLbServices: ServiceVips[] = [];
   private candidates: string[] | undefined;
@@ -273,6 +295,20 @@ export class L2Handover implements Capability {
     await this.publishStatus();
   }
 
+  /**
+   * Whether another node's ServiceL2Status can confirm the running handover: written after it
+   * started, by a node that could announce (a candidate: same DaemonSet, Ready, schedulable,
+   * not excluded).
+   */
+  private confirms(o: KubeObject, node: string): boolean {
+    const started = this.mem.handoverStartedAt;
+    if (started === undefined) return true;
+    const written = this.statusWrittenAt.get(`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`);
+    // Server timestamps (the first list after a restart) have second precision.
+    if (!written || written.at < started - (written.server ? 1_000 : 0)) return false;
+    return this.candidates === undefined || this.candidates.includes(node);
+  }
+
   private currentNode(): Node | undefined {
     const watched = this.ctx.drain.node;
     return this.patchedNode && rv(this.patchedNode) > rv(watched) ? this.patchedNode : watched;
@@ -296,7 +332,7 @@ export class L2Handover implements Capability {
           const svc = this.services.get(key);
           if (svc) own.push(svc);
           for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
-        } else if (st.node) newOwners[key] = st.node;
+        } else if (st.node && this.confirms(o, st.node)) newOwners[key] = st.node;
       }
     }
     const interfaces = config.l2Interfaces.length > 0 ? config.l2Interfaces : [...this.seenInterfaces];
@@ -549,6 +585,7 @@ export class L2Handover implements Capability {
         clock: ctx.clock,
         onChange: (_objs, ev) => {
           const st = (ev.object as ServiceL2Status | undefined)?.status;
+          this.noteStatusWrites(_objs, ev);
           if (ev.type === 'SYNC') for (const o of _objs.values()) this.refreshService(o as ServiceL2Status);
           else if (st?.node === ctx.config.nodeName && ev.type !== 'DELETED')
             this.refreshService(ev.object as ServiceL2Status);
@@ -561,6 +598,33 @@ export class L2Handover implements Capability {
       ctx.log.warn(
         'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
       );
+  }
+
+  private noteStatusWrites(objs: ReadonlyMap<string, KubeObject>, ev: { type: string; object?: KubeObject }) {
+    const key = (o: KubeObject) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+    const now = this.ctx.clock.now();
+    if (ev.type === 'SYNC') {
+      // A (re)list: what changed while we were not watching was written after what we knew.
+      const first = this.statusWrittenAt.size === 0;
+      const seen = new Set<string>();
+      for (const o of objs.values()) {
+        const k = key(o);
+        seen.add(k);
+        const was = this.statusWrittenAt.get(k);
+        const v = o.metadata?.resourceVersion ?? '';
+        if (!was)
+          this.statusWrittenAt.set(
+            k,
+            first ? { rv: v, at: serverWriteTime(o), server: true } : { rv: v, at: now },
+          );
+        else if (was.rv !== v) this.statusWrittenAt.set(k, { rv: v, at: now });
+      }
+      for (const k of [...this.statusWrittenAt.keys()]) if (!seen.has(k)) this.statusWrittenAt.delete(k);
+    } else if (ev.object) {
+      if (ev.type === 'DELETED') this.statusWrittenAt.delete(key(ev.object));
+      else
+        this.statusWrittenAt.set(key(ev.object), { rv: ev.object.metadata?.resourceVersion ?? '', at: now });
+    }
   }
 
   /** The LoadBalancer IPs of a Service this node announces (cached: they rarely change). */

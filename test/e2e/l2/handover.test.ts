@@ -214,10 +214,12 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await w.stopSidecar(a, 'SIGKILL');
     await w.startSidecar(a);
     await waitFor('status fenced after restart', async () => (await status(a)).phase === 'fenced', T);
+    // The annotation is the one written before the kill: wait for the new process to read it back.
     const sc = w.sidecars.get(a);
-    assert.ok(
-      sc?.output.some((l) => l.includes('resuming L2 handover')),
+    await waitFor(
       'logged that it resumed',
+      () => sc?.output.some((l) => l.includes('resuming L2 handover')),
+      T,
     );
     assert.equal(await arpRules(a), 1);
     const tables = await w.nft(a, ['list', 'tables']);
@@ -386,6 +388,49 @@ describe('L2 handover (metallb-speaker profile)', () => {
       assert.equal(summary['l2-handover']?.outcome, 'budget-spent');
     } finally {
       for (const n of others) w.speakers.get(n)?.send('unfreeze');
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
+    await settleIdle();
+  });
+
+  test('a lingering ServiceL2Status of another node does not confirm (no fence, no dark VIP); a fresh one does', async () => {
+    const a = w.initialOwner;
+    const others = names.filter((n) => n !== a);
+    const b = w.ownerAmong(others);
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '3' });
+    // Nobody re-elects while frozen, and a's speaker (0.16-style) does not clean up others'
+    // objects: what names b is a leftover, as MetalLB before 0.16 leaves them.
+    for (const n of names) w.speakers.get(n)?.send('freeze');
+    const base = `/apis/metallb.io/v1beta1/namespaces/${METALLB_NS}/servicel2statuses`;
+    const stale = await w.client.create<KubeObject>(base, {
+      apiVersion: 'metallb.io/v1beta1',
+      kind: 'ServiceL2Status',
+      metadata: { generateName: 'www-leftover-', namespace: METALLB_NS },
+      spec: {},
+    });
+    await w.client.replace(`${base}/${stale.metadata?.name}/status`, {
+      ...stale,
+      status: { node: b, serviceName: 'www', serviceNamespace: 'web' },
+    });
+    const before = (await events('L2HandoverUnconfirmed')).length;
+    try {
+      await w.cordon(a, true);
+      await waitFor(
+        'unconfirmed after the budget (the leftover did not count)',
+        async () => (await events('L2HandoverUnconfirmed')).length > before || (await hasFenceTable(a)),
+        T,
+      );
+      // Fencing here would leave the VIP dark: b does not announce.
+      assert.equal(await hasFenceTable(a), false, 'no fence on the strength of a leftover status');
+      for (const n of names) w.speakers.get(n)?.send('unfreeze');
+      // b re-elects and writes its own status: that one confirms.
+      await waitFor('fence installed after a fresh confirmation', async () => (await arpRules(a)) === 1, T);
+      await answeredOnlyBy(b);
+    } finally {
+      for (const n of names) w.speakers.get(n)?.send('unfreeze');
+      await w.client.delete(`${base}/${stale.metadata?.name}`).catch(() => undefined);
       await w.stopSidecar(a, 'SIGKILL');
       await w.startSidecar(a);
     }
