@@ -22,8 +22,9 @@ node_bin=$("$here/scripts/node24.sh")
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
-# key FILE...: a content hash of the inputs (names and bytes).
-key() { (for f in "$@"; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16; }
+# key FILE...: a content hash of the inputs (names and bytes). Names inside the checkout are
+# taken relative to it: every clone (CI checks out afresh) must find the same cached images.
+key() { (for f in "$@"; do printf '%s\n' "${f#"$here"/}"; cat "$f"; done) | sha256sum | cut -c1-16; }
 # save NAME KEY: the docker-archive containerd imports; skipped when it exists for this key.
 save() {
   local name=$1 k=$2 tar="$out/$(echo "$1" | tr '/:' '__')-$2.tar"

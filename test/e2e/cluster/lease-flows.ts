@@ -5,7 +5,7 @@
 // reaches the API, the sidecar hands the Lease to the Ready replica, and the ReplicaSet's
 // replacement pod joins as a candidate.
 import assert from 'node:assert/strict';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -28,6 +28,8 @@ interface Ev {
 }
 
 let c: Cluster;
+/** The node the drain test cordoned, uncordoned when the suite ends. */
+let drained: string | undefined;
 const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
 const routers = async () =>
   (
@@ -70,6 +72,10 @@ async function setUp(): Promise<void> {
 
 describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
   before(setUp);
+  // The next suite schedules onto every node: leave none cordoned.
+  after(async () => {
+    if (drained) await c?.kubectl(['uncordon', drained]);
+  });
 
   test('both router pods carry a Ready sidecar; one of them holds the Lease', () =>
     logged(async () => {
@@ -107,6 +113,7 @@ describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
       try {
         await waitFor('log streams open', () => oldLog.events.length > 0 && newLog.events.length > 0, T);
         const node = leader.spec.nodeName as string;
+        drained = node;
         await k(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
         const stopped = await waitFor(
           'the old leader stopped',

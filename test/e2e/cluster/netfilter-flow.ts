@@ -65,6 +65,8 @@ describe('netfilter cleanup on a real node (standalone DaemonSet)', { timeout: 9
 
   before(async () => {
     c = await cluster();
+    // Pinned pods need node-b schedulable, whatever an earlier suite left.
+    await k(['uncordon', NODE]);
     await k(['create', 'namespace', NS]);
     const idle = IDLE_ARGS[1]!;
     const server = `process.on('SIGTERM', () => process.exit(0)); require('node:http').createServer((q, r) => r.end('ok')).listen(8080);`;
