@@ -400,6 +400,13 @@ describe('L2 handover (metallb-speaker profile)', () => {
     const b = w.ownerAmong(others);
     await w.stopSidecar(a, 'SIGKILL');
     await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '3' });
+    // Its ServiceL2Status list is in (it logs the mode then): the leftover below arrives as a
+    // change it sees, as a real leftover would have been there long before the handover.
+    await waitFor(
+      'the restarted sidecar has listed ServiceL2Status',
+      () => w.sidecars.get(a)?.output.some((l) => l.includes('MetalLB writes ServiceL2Status')),
+      T,
+    );
     // Nobody re-elects while frozen, and a's speaker (0.16-style) does not clean up others'
     // objects: what names b is a leftover, as MetalLB before 0.16 leaves them.
     for (const n of names) w.speakers.get(n)?.send('freeze');
