@@ -6,59 +6,53 @@ import type { Cluster } from './cluster.ts';
 
 const REPO = join(import.meta.dirname, '..', '..');
 
-/** The user's overlay: manifests/overlays/self-managed with drainguard:dev. Returns its directory. */
-export function writeOverlay(dir: string): string {
-  const overlay = mkdtempSync(join(dir, 'overlay-'));
+/**
+ * A user's overlay of manifests/overlays/<base> with the image swapped for the local
+ * drainguard:dev (`kustomize edit set image`), plus `patches` lines. Returns its directory.
+ */
+function writeKustomization(dir: string, base: string, patches: string[] = []): string {
+  const overlay = mkdtempSync(join(dir, `overlay-${base}-`));
   writeFileSync(
     join(overlay, 'kustomization.yaml'),
     [
       'apiVersion: kustomize.config.k8s.io/v1beta1',
       'kind: Kustomization',
       'resources:',
-      `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', 'self-managed'))}`,
+      `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', base))}`,
       'images:',
       '  - name: ghcr.io/drainguard/drainguard',
       '    newName: drainguard',
       '    newTag: dev',
-      'patches:',
-      // The lab runs 1.20, which serves PodDisruptionBudget as policy/v1beta1 only (v1: 1.21+).
-      '  - target: {kind: PodDisruptionBudget}',
-      '    patch: |-',
-      '      - op: replace',
-      '        path: /apiVersion',
-      '        value: policy/v1beta1',
-      '  - target: {kind: Deployment, name: drainguard-webhook}',
-      '    patch: |-',
-      '      - op: add',
-      '        path: /spec/template/spec/containers/0/env/-',
-      '        value: {name: DRAINGUARD_SIDECAR_IMAGE, value: drainguard:dev}',
+      ...(patches.length ? ['patches:', ...patches] : []),
       '',
     ].join('\n'),
   );
   return overlay;
 }
 
+/** The user's overlay: manifests/overlays/self-managed with drainguard:dev. Returns its directory. */
+export function writeOverlay(dir: string): string {
+  return writeKustomization(dir, 'self-managed', [
+    // The lab runs 1.20, which serves PodDisruptionBudget as policy/v1beta1 only (v1: 1.21+).
+    '  - target: {kind: PodDisruptionBudget}',
+    '    patch: |-',
+    '      - op: replace',
+    '        path: /apiVersion',
+    '        value: policy/v1beta1',
+    '  - target: {kind: Deployment, name: drainguard-webhook}',
+    '    patch: |-',
+    '      - op: add',
+    '        path: /spec/template/spec/containers/0/env/-',
+    '        value: {name: DRAINGUARD_SIDECAR_IMAGE, value: drainguard:dev}',
+  ]);
+}
+
 /**
  * The standalone netfilter cleanup as the README has a user apply it: the overlay with the image
- * set (`kustomize edit set image`), applied, rolled out on every node.
+ * set, applied, rolled out on every node.
  */
 export async function installNetfilterCleanup(c: Cluster): Promise<void> {
-  const overlay = mkdtempSync(join(c.dir, 'overlay-nf-'));
-  writeFileSync(
-    join(overlay, 'kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
-      'resources:',
-      `  - ${relative(overlay, join(REPO, 'manifests', 'overlays', 'netfilter-cleanup-daemonset'))}`,
-      'images:',
-      '  - name: ghcr.io/drainguard/drainguard',
-      '    newName: drainguard',
-      '    newTag: dev',
-      '',
-    ].join('\n'),
-  );
-  await c.k(['apply', '-k', overlay]);
+  await c.k(['apply', '-k', writeKustomization(c.dir, 'netfilter-cleanup-daemonset')]);
   await c.k([
     'rollout',
     'status',

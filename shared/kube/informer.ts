@@ -32,7 +32,6 @@ export class Informer {
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
   private synced = false;
-  private healthy = false;
   private failure: Error | undefined;
   private readonly client: KubeClient;
   restarts = 0;
@@ -53,7 +52,7 @@ export class Informer {
    * that must not act on a stale or partial view (netfilter deletions) can wait.
    */
   get current(): boolean {
-    return this.healthy;
+    return this.synced && this.failure === undefined;
   }
   /** The failure that made the view not current (undefined while current). */
   get lastError(): Error | undefined {
@@ -86,7 +85,6 @@ export class Informer {
         this.cache.clear();
         for (const o of list.items ?? []) this.cache.set(keyOf(o), o);
         this.synced = true;
-        this.healthy = true;
         this.failure = undefined;
         this.opts.onChange(this.cache, { type: 'SYNC' });
         let rv = list.metadata?.resourceVersion;
@@ -122,7 +120,6 @@ export class Informer {
       } catch (e) {
         if (signal.aborted) break;
         this.restarts++;
-        this.healthy = false;
         this.failure = e as Error;
         if (isApiError(e)) this.opts.onError?.(e);
         // 410: relist now. Otherwise back off, at least as long as the server's Retry-After.

@@ -148,19 +148,18 @@ const isReady = (p: Pod) =>
   p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 /**
- * The node lifecycle controller's taint for a node it cannot hear from. (`not-ready` is not used
- * alone: admission puts it on every new Node until the controller sees it Ready, and a NotReady
- * node already fails the Ready condition check.)
+ * The node lifecycle controller's taint for a node it cannot hear from. (`not-ready` is not used:
+ * admission puts it on every new Node until the controller sees it Ready, and a NotReady node
+ * already fails the Ready condition check.)
  */
-const UNHEALTHY_TAINTS = ['node.kubernetes.io/unreachable'];
+const UNREACHABLE_TAINT = 'node.kubernetes.io/unreachable';
 
 function nodeUnusable(node: Node | undefined, drainTaints: readonly string[]): string | undefined {
   if (!node) return undefined;
   if (node.spec?.unschedulable) return 'node cordoned';
   const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
   if (ready && ready.status !== 'True') return `node not Ready (${ready.status})`;
-  const sick = node.spec?.taints?.find((x) => UNHEALTHY_TAINTS.includes(x.key));
-  if (sick) return `node tainted ${sick.key}`;
+  if (node.spec?.taints?.some((x) => x.key === UNREACHABLE_TAINT)) return `node tainted ${UNREACHABLE_TAINT}`;
   const t = node.spec?.taints?.find((x) => drainTaints.some((e) => matchesDrainTaint(x, e)));
   return t ? `node tainted ${t.key}` : undefined;
 }

@@ -179,9 +179,18 @@ class NetfilterCleanup implements Capability {
     return undefined;
   }
 
+  /** Records when each IP-less pod was first seen; a complete list also forgets the others. */
+  private noteAwaiting(pods: Iterable<Pod>, complete: boolean): void {
+    const now = this.ctx.clock.now();
+    const awaiting = new Set(podsAwaitingIp(pods, this.ctx.config.nodeName));
+    if (complete)
+      for (const k of this.awaitingSince.keys()) if (!awaiting.has(k)) this.awaitingSince.delete(k);
+    for (const k of awaiting) if (!this.awaitingSince.has(k)) this.awaitingSince.set(k, now);
+  }
+
   /** A fresh read of this node's pods, right before a deletion; IP-less pods hold new items. */
   private async recheck(): Promise<{ pods: ReturnType<typeof podInfos>; holdFrom?: number }> {
-    const { config, client, clock } = this.ctx;
+    const { config, client } = this.ctx;
     let list: KubeList<Pod>;
     try {
       list = await client.get<KubeList<Pod>>('/api/v1/pods', {
@@ -194,10 +203,7 @@ class NetfilterCleanup implements Capability {
       throw e;
     }
     const items = list.items ?? [];
-    const now = clock.now();
-    const awaiting = new Set(podsAwaitingIp(items, config.nodeName));
-    for (const k of this.awaitingSince.keys()) if (!awaiting.has(k)) this.awaitingSince.delete(k);
-    for (const k of awaiting) if (!this.awaitingSince.has(k)) this.awaitingSince.set(k, now);
+    this.noteAwaiting(items, true);
     const oldest = Math.min(...this.awaitingSince.values());
     return {
       pods: podInfos(items, config.nodeName),
@@ -223,9 +229,7 @@ class NetfilterCleanup implements Capability {
     this.heldWhy = undefined;
     await this.refreshNode();
     // Track IP-less pods from the informer too, so their first sighting is as early as ours.
-    const now = this.ctx.clock.now();
-    for (const k of podsAwaitingIp(this.informer.objects.values() as Iterable<Pod>, config.nodeName))
-      if (!this.awaitingSince.has(k)) this.awaitingSince.set(k, now);
+    this.noteAwaiting(this.informer.objects.values() as Iterable<Pod>, false);
     let result: PassResult;
     try {
       result = await this.cleaner.pass({

@@ -160,12 +160,6 @@ export async function run(argv: string[]): Promise<number> {
       : {}),
   };
   try {
-    return await cleanup(input);
-  } finally {
-    api?.close();
-  }
-
-  async function cleanup(input: PassInput): Promise<number> {
     const runner = new ToolRunner({
       log,
       historyLimit: 50,
@@ -210,5 +204,7 @@ export async function run(argv: string[]): Promise<number> {
         return fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
       return fail((e as Error).message);
     }
+  } finally {
+    api?.close();
   }
 }

@@ -8,7 +8,7 @@ import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard } from '../../../lab/cluster/install.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { follow } from '../../e2e/cluster/logs.ts';
+import { followEvents } from '../../e2e/cluster/logs.ts';
 
 interface Ev {
   ev: string;
@@ -21,16 +21,6 @@ export interface RealTrial {
 }
 
 const T = { timeoutMs: 180_000, intervalMs: 100 };
-
-function events(lines: string[]): Ev[] {
-  return lines.flatMap((l) => {
-    try {
-      return [JSON.parse(l) as Ev];
-    } catch {
-      return [];
-    }
-  });
-}
 
 async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<RealTrial> {
   const k = (args: string[]) => c.k(args);
@@ -54,7 +44,7 @@ async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<R
     T,
   );
   const leader = pods.find((p) => p.metadata.name === leaderName)!;
-  const oldLog = follow(c, ns, leader.metadata.name, 'kube-adaptor');
+  const oldLog = followEvents<Ev>(c, ns, leader.metadata.name, 'kube-adaptor');
   const logs = [oldLog];
   try {
     await waitFor('log stream open', () => oldLog.lines.length > 0, T);
@@ -69,7 +59,7 @@ async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<R
     ]);
     const stopped = await waitFor(
       'the old leader stopped',
-      () => events(oldLog.lines).find((e) => e.ev === 'stopped-leading' && e.t >= from),
+      () => oldLog.events.find((e) => e.ev === 'stopped-leading' && e.t >= from),
       T,
     );
     // Whoever leads next: the other replica, or (Lease left to expire) the ReplicaSet's
@@ -82,11 +72,11 @@ async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<R
       },
       T,
     );
-    const newLog = follow(c, ns, next, 'kube-adaptor');
+    const newLog = followEvents<Ev>(c, ns, next, 'kube-adaptor');
     logs.push(newLog);
     const started = await waitFor(
       'the new holder leads',
-      () => events(newLog.lines).find((e) => e.ev === 'leading' && e.t >= from),
+      () => newLog.events.find((e) => e.ev === 'leading' && e.t >= from),
       T,
     );
     await k(['uncordon', leader.spec.nodeName]);

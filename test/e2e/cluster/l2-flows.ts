@@ -56,6 +56,18 @@ async function answeredOnlyBy(node: string): Promise<void> {
   );
 }
 
+/** MetalLB's owner of the VIP, and who owns it once that node is excluded. */
+function ownerAndNext(): [string, string] {
+  const a = owner(NAMES, vip) as string;
+  return [
+    a,
+    owner(
+      NAMES.filter((n) => n !== a),
+      vip,
+    ) as string,
+  ];
+}
+
 async function settle(): Promise<void> {
   for (const n of NAMES) {
     await k(['uncordon', n]);
@@ -102,11 +114,7 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
 
   test('kubectl drain: the VIP moves, the node is fenced, the speaker pod stays', () =>
     logged(async () => {
-      const a = owner(NAMES, vip) as string;
-      const b = owner(
-        NAMES.filter((n) => n !== a),
-        vip,
-      ) as string;
+      const [a, b] = ownerAndNext();
       const before = (await speakerPods()).find((p) => p.spec.nodeName === a);
       assert.ok(before);
       const rounds: ProbeRound[] = [];
@@ -135,11 +143,7 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
 
   test('kubectl delete pod: the kubelet runs the preStop hook, which holds the speaker until the VIP has moved', () =>
     logged(async () => {
-      const a = owner(NAMES, vip) as string;
-      const b = owner(
-        NAMES.filter((n) => n !== a),
-        vip,
-      ) as string;
+      const [a, b] = ownerAndNext();
       const pod = (await speakerPods()).find((p) => p.spec.nodeName === a);
       assert.ok(pod);
       const speaker = follow(c, NS, pod.metadata.name, 'speaker');

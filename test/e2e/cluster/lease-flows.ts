@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { follow, withLogs } from './logs.ts';
+import { followEvents as followPodEvents, withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
@@ -45,21 +45,7 @@ const holder = async () =>
   ).spec?.holderIdentity;
 
 /** The candidate's JSON lines (and the raw ones), followed until the container exits. */
-function followEvents(pod: string, container = 'kube-adaptor') {
-  const f = follow(c, NS, pod, container);
-  return {
-    ...f,
-    get events(): Ev[] {
-      return f.lines.flatMap((l) => {
-        try {
-          return [JSON.parse(l) as Ev];
-        } catch {
-          return [];
-        }
-      });
-    },
-  };
-}
+const followEvents = (pod: string, container = 'kube-adaptor') => followPodEvents<Ev>(c, NS, pod, container);
 
 /** A failing test carries the routers' sidecar logs and every component's. */
 const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: routers });

@@ -60,3 +60,25 @@ export function follow(
   createInterface({ input: proc.stdout! }).on('line', (l) => lines.push(l));
   return { lines, proc };
 }
+
+/** A container's JSON log lines (the simulators' `{"ev", "t", …}` events), followed as above. */
+export function followEvents<E = { ev: string; t: number }>(
+  c: Cluster,
+  namespace: string,
+  pod: string,
+  container: string,
+): { lines: string[]; proc: ChildProcess; readonly events: E[] } {
+  const f = follow(c, namespace, pod, container);
+  return {
+    ...f,
+    get events(): E[] {
+      return f.lines.flatMap((l) => {
+        try {
+          return [JSON.parse(l) as E];
+        } catch {
+          return [];
+        }
+      });
+    },
+  };
+}
