@@ -18,6 +18,14 @@ before(async () => {
     await a.run(['ip', 'link', 'set', v, 'master', 'dgbr0']);
   }
   for (const n of w.nodes) await w.startSpeaker(n.name);
+  // The owner's ServiceL2Status first: a sidecar that has seen none treats MetalLB as one that
+  // writes none (0.14.4–0.14.5) and fences only after the settle time (10 s), which once ran
+  // this test past its deadline.
+  await waitFor(
+    'the owner announces and writes its ServiceL2Status',
+    async () => (await w.l2Statuses()).some((s) => s.node === w.initialOwner),
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   for (const n of w.nodes) await w.startSidecar(n.name);
   // A pod went away after the sidecar started.
   await a.run(['ip', 'link', 'del', 'dgv2']);
@@ -35,7 +43,8 @@ test('the fence is on the VIP route link only: no bridge, no veth, none that van
       const r = await w.bed.node(a).exec(['nft', '-j', 'list', 'table', 'netdev', 'drainguard']);
       return r.code === 0 ? parseFence([r.stdout]) : undefined;
     },
-    { timeoutMs: 20_000, intervalMs: 100 },
+    // Confirmed by the new owner's status in a second or two; the settle path would take 10 s.
+    { timeoutMs: 8_000, intervalMs: 100 },
   );
   assert.deepEqual(fence.interfaces, ['eth0']);
   assert.deepEqual(fence.vips4, [w.vip]);
