@@ -8,6 +8,12 @@ const NS = 'metallb-system';
 
 /** Installs the speakers (injected when opts.inject: the namespace is labelled first) and the Service. */
 export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: boolean }): Promise<void> {
+  await installSpeakers(c, opts);
+  await installLoadBalancer(c, vip);
+}
+
+/** The speaker DaemonSet and its grants, rolled out on every node. */
+export async function installSpeakers(c: Cluster, opts: { inject: boolean }): Promise<void> {
   const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
   // What MetalLB's own manifests grant the speaker, narrowed to what the simulator reads and writes.
   await k(['create', 'clusterrole', 'lab-speaker', '--verb=get,list,watch', '--resource=nodes,services']);
@@ -81,6 +87,11 @@ export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: 
     }),
   );
   await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
+}
+
+/** The LoadBalancer Service web/www with `vip` as its address (MetalLB's controller's part). */
+export async function installLoadBalancer(c: Cluster, vip: string): Promise<void> {
+  const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
   await k(['create', 'namespace', 'web']);
   await k(
     ['apply', '-f', '-'],

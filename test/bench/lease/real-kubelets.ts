@@ -6,9 +6,9 @@
 // ("leading"), uncordons and waits for the replacement pod. Same machine, same clock.
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard } from '../../../lab/cluster/install.ts';
+import { followEvents } from '../../../lab/cluster/logs.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { followEvents } from '../../e2e/cluster/logs.ts';
 
 interface Ev {
   ev: string;

@@ -8,10 +8,11 @@ import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
+import { follow } from '../../../lab/cluster/logs.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { follow, withLogs } from './logs.ts';
+import { withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'metallb-system';

@@ -7,9 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
+import { followEvents as followPodEvents } from '../../../lab/cluster/logs.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { followEvents as followPodEvents, withLogs } from './logs.ts';
+import { withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
