@@ -104,7 +104,7 @@ export function renderReport(t: Timeline): string {
   const gapRows = t.gaps
     .map(
       (g) =>
-        `<tr><td>${escapeHtml(g.name)}</td><td>${fmtMs(g.measuredMs)}</td><td>${fmtMs(g.baselineMs)}</td><td>${escapeHtml(g.baselineNote)}</td></tr>`,
+        `<tr><td>${escapeHtml(g.name)}</td><td>${fmtMs(g.measuredMs)}</td><td>${escapeHtml(g.measuredFrom ?? '')}</td><td>${fmtMs(g.baselineMs)}</td><td>${escapeHtml(g.baselineNote)}</td></tr>`,
     )
     .join('\n');
   const eventRows = [...t.events]
@@ -114,6 +114,15 @@ export function renderReport(t: Timeline): string {
         `<tr><td>${(e.t / 1000).toFixed(2)} s</td><td>${escapeHtml(e.source)}</td><td>${escapeHtml(e.text)}</td></tr>`,
     )
     .join('\n');
+  const componentRows = (t.components ?? [])
+    .map(
+      (c) =>
+        `<tr><td>${escapeHtml(c.name)}</td><td>${c.real ? 'real' : 'simulated'}</td><td>${escapeHtml(c.note)}</td></tr>`,
+    )
+    .join('\n');
+  const components = componentRows
+    ? `<h2>What ran</h2>\n<table><tr><th>component</th><th>real or simulated</th><th>how</th></tr>\n${componentRows}\n</table>\n`
+    : '';
   const legend = t.nodes
     .map((n) => `<span class="sw" style="background:${colourOf(n, t.nodes)}"></span>${escapeHtml(n)}`)
     .concat([
@@ -133,12 +142,13 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 ARP probes for ${escapeHtml(t.vip)} sent from the client namespace (which node's MAC answered), and reads of the Lease
 ${escapeHtml(t.leaseName)} and of the Node/Pod objects through the API server. Resolution: one ARP round every
 ${t.probeIntervalMs ?? 50} ms (a shorter silence can go unseen), Lease reads every ${t.leaseIntervalMs ?? 100} ms, other objects every
-${t.apiIntervalMs ?? 200} ms; a time is when the demo first saw the change.</p>
-<h2>Timeline</h2>
+${t.apiIntervalMs ?? 200} ms; a time is when the demo first saw the change. The "seen in" column of the last table names
+where each row was read.</p>
+${components}<h2>Timeline</h2>
 ${renderChart(t)}
 <p>${legend}</p>
 <h2>Gaps</h2>
-<table><tr><th>gap</th><th>drainguard (measured)</th><th>baseline</th><th>baseline from</th></tr>
+<table><tr><th>gap</th><th>drainguard (measured)</th><th>measured from</th><th>baseline</th><th>baseline from</th></tr>
 ${gapRows}
 </table>
 <h2>What was observed</h2>

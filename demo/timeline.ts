@@ -31,6 +31,15 @@ export interface Gap {
   /** What the same situation costs without drainguard (documented or measured baseline). */
   baselineMs: number | null;
   baselineNote: string;
+  /** What the measured figure was taken from (probes, API reads, a log), for the report. */
+  measuredFrom?: string;
+}
+
+/** A part of the system the demo ran: real, or a simulator standing in for it. */
+export interface Component {
+  name: string;
+  real: boolean;
+  note: string;
 }
 
 export interface Timeline {
@@ -46,6 +55,8 @@ export interface Timeline {
   apiIntervalMs?: number;
   /** Lease holder (pod) → the node it runs on, so the chart colours holders by node. */
   holderNodes?: Record<string, string>;
+  /** What ran, real or simulated (the report's first table). */
+  components?: Component[];
   arp: ArpSample[];
   lease: LeaseSample[];
   events: TimelineEvent[];

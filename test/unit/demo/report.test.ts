@@ -23,6 +23,10 @@ const timeline = (): Timeline => ({
   vip: '198.51.100.100',
   leaseName: 'skupper/skupper-site-leader',
   holderNodes: { 'router-node-a': 'node-a', 'router-x': 'node-b' },
+  components: [
+    { name: 'kubelet', real: true, note: 'on containerd' },
+    { name: 'MetalLB speaker', real: false, note: 'simulator <lab/sim>' },
+  ],
   arp: [
     { t: 0, nodes: ['node-a'] },
     { t: 100, nodes: ['node-a'] },
@@ -44,7 +48,13 @@ const timeline = (): Timeline => ({
   ],
   marks: [{ t: 0, label: 'cordon node-a' }],
   gaps: [
-    { name: 'ARP silence', measuredMs: 0, baselineMs: 5000, baselineNote: 'memberlist failure detection' },
+    {
+      name: 'ARP silence',
+      measuredMs: 0,
+      measuredFrom: 'ARP probes',
+      baselineMs: 5000,
+      baselineNote: 'memberlist failure detection',
+    },
     { name: 'Lease without leader', measuredMs: 850, baselineMs: null, baselineNote: 'n/a' },
   ],
 });
@@ -145,6 +155,14 @@ test('the chart starts at the first sample before the drain, with t=0 inside it'
   const first = /<rect x="([\d.]+)" y="\d+" width="([\d.]+)"/.exec(svg);
   assert.equal(Number(first?.[1]), 130);
   assert.ok(Number(first?.[2]) > 100);
+});
+
+test('the report names every component as real or simulated, and what each gap was measured from', () => {
+  const html = renderReport(timeline());
+  assert.match(html, /<td>kubelet<\/td><td>real<\/td><td>on containerd<\/td>/);
+  assert.match(html, /<td>MetalLB speaker<\/td><td>simulated<\/td><td>simulator &lt;lab\/sim&gt;<\/td>/);
+  assert.match(html, /<td>ARP silence<\/td><td>0 ms<\/td><td>ARP probes<\/td>/);
+  assert.doesNotMatch(renderReport({ ...timeline(), components: [] }), /What ran/);
 });
 
 test('events are listed in time order', () => {
