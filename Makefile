@@ -28,8 +28,9 @@ test-unit: bootstrap
 test-e2e: bootstrap
 	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/e2e/**/*.test.ts'
 
+# Two lanes side by side (scripts/test.ts): the lab-cluster tests beside everything else.
 test: bootstrap lint typecheck build
-	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/unit/**/*.test.ts' 'test/e2e/**/*.test.ts'
+	$(RUN) node scripts/test.ts
 
 build: bootstrap
 	$(RUN) node scripts/bundle.ts

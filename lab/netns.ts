@@ -2,7 +2,7 @@
 // per node attached by a veth. Names are unique per run; everything is removed at exit, and
 // namespaces left by earlier runs whose process is gone are removed at start.
 import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { waitFor } from '../shared/clock.ts';
 import { type ExecResult, pidAlive, sh } from './proc.ts';
 
@@ -184,6 +184,41 @@ export async function pickSegment(opts: { avoid?: string[] } = {}): Promise<stri
   return free;
 }
 
+const SEGMENT_LOCK = '/run/drainguard-segment.lock';
+
+/**
+ * Runs fn holding a machine-wide lock (a directory, its owner's pid inside; a dead owner's lock
+ * is taken over). Test processes run side by side (make test's two lanes): two beds picking a
+ * segment at once would both see it free and put two host links on one /24.
+ */
+async function withSegmentLock<T>(fn: () => Promise<T>): Promise<T> {
+  await waitFor(
+    `the segment lock ${SEGMENT_LOCK}`,
+    () => {
+      try {
+        mkdirSync(SEGMENT_LOCK);
+        writeFileSync(`${SEGMENT_LOCK}/pid`, String(process.pid));
+        return true;
+      } catch {
+        let owner = Number.NaN;
+        try {
+          owner = Number(readFileSync(`${SEGMENT_LOCK}/pid`, 'utf8'));
+        } catch {}
+        // No pid yet: its owner is between mkdir and write (or died there); a dead owner's goes.
+        if (Number.isFinite(owner) && owner > 0 && !pidAlive(owner))
+          rmSync(SEGMENT_LOCK, { recursive: true, force: true });
+        return false;
+      }
+    },
+    { timeoutMs: 120_000, intervalMs: 25 },
+  );
+  try {
+    return await fn();
+  } finally {
+    rmSync(SEGMENT_LOCK, { recursive: true, force: true });
+  }
+}
+
 /**
  * A switch (bridge in its own namespace) with one namespace per node on it. Nodes get
  * <subnet4>.<i+1>/24 and 2001:db8::<i+1>/64 on eth0 (documentation ranges; subnet4 from
@@ -204,63 +239,72 @@ export async function createTestBed(opts: {
     if (!detached) created.add(ns);
   };
   const bedId = `${detached ? detachedRunId : runId}b${bedSeq++}`;
-  const subnet4 = await pickSegment();
-  const switchNs = shortName('sw', detached);
-  await must(['ip', 'netns', 'add', switchNs]);
-  track(switchNs);
-  const sw = makeNetns(switchNs);
-  await sw.run(['ip', 'link', 'add', 'br0', 'type', 'bridge']);
-  // No STP and no forwarding delay: ports forward at once, as a plain L2 segment.
-  await sw.run([
-    'ip',
-    'link',
-    'set',
-    'br0',
-    'type',
-    'bridge',
-    'stp_state',
-    '0',
-    'forward_delay',
-    '0',
-    'mcast_snooping',
-    '0',
-  ]);
-  await sw.run(['ip', 'link', 'set', 'br0', 'up']);
-  const nodes: TestNode[] = [];
-  for (const [i, name] of opts.nodes.entries()) {
-    const ns = shortName(name, detached);
-    await must(['ip', 'netns', 'add', ns]);
-    track(ns);
-    const node = makeNetns(ns);
-    const tmp = `${bedId}n${i}`.slice(-15);
-    await must(['ip', 'link', 'add', tmp, 'type', 'veth', 'peer', 'name', `${tmp}p`.slice(-15)]);
-    const peer = `${tmp}p`.slice(-15);
-    await must(['ip', 'link', 'set', tmp, 'netns', ns, 'name', 'eth0']);
-    await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', `port${i}`]);
-    await sw.run(['ip', 'link', 'set', `port${i}`, 'master', 'br0', 'up']);
-    const ipv4 = `${subnet4}.${i + 1}`;
-    const ipv6 = `2001:db8::${(i + 1).toString(16)}`;
-    // DAD off: addresses usable at once (tests wait on conditions, not on DAD timers).
-    await node.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
-    await node.run(['ip', 'link', 'set', 'lo', 'up']);
-    await node.run(['ip', 'addr', 'add', `${ipv4}/24`, 'dev', 'eth0']);
-    await node.run(['ip', 'addr', 'add', `${ipv6}/64`, 'dev', 'eth0', 'nodad']);
-    await node.run(['ip', 'link', 'set', 'eth0', 'up']);
-    const link = JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[];
-    nodes.push({ ...node, name, ifname: 'eth0', ipv4, ipv6, mac: link[0]?.address ?? '' });
-  }
   let hostIPv4: string | undefined;
   let hostIf: string | undefined;
-  if (opts.hostLink) {
-    hostIf = `${bedId}h`.slice(-15);
-    const peer = `${bedId}x`.slice(-15);
-    await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
-    await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', 'uplink']);
-    await sw.run(['ip', 'link', 'set', 'uplink', 'master', 'br0', 'up']);
-    hostIPv4 = `${subnet4}.254`;
-    await must(['ip', 'addr', 'add', `${hostIPv4}/24`, 'dev', hostIf]);
-    await must(['ip', 'link', 'set', hostIf, 'up']);
-  }
+  const nodes: TestNode[] = [];
+  const switchNs = shortName('sw', detached);
+  // The segment is taken once the host link holds its address (a route other runs then see).
+  const subnet4 = await withSegmentLock(async () => {
+    const subnet4 = await pickSegment();
+    await must(['ip', 'netns', 'add', switchNs]);
+    track(switchNs);
+    const sw = makeNetns(switchNs);
+    await sw.run(['ip', 'link', 'add', 'br0', 'type', 'bridge']);
+    // No STP and no forwarding delay: ports forward at once, as a plain L2 segment.
+    await sw.run([
+      'ip',
+      'link',
+      'set',
+      'br0',
+      'type',
+      'bridge',
+      'stp_state',
+      '0',
+      'forward_delay',
+      '0',
+      'mcast_snooping',
+      '0',
+    ]);
+    await sw.run(['ip', 'link', 'set', 'br0', 'up']);
+    for (const [i, name] of opts.nodes.entries()) {
+      const ns = shortName(name, detached);
+      await must(['ip', 'netns', 'add', ns]);
+      track(ns);
+      const node = makeNetns(ns);
+      const tmp = `${bedId}n${i}`.slice(-15);
+      await must(['ip', 'link', 'add', tmp, 'type', 'veth', 'peer', 'name', `${tmp}p`.slice(-15)]);
+      const peer = `${tmp}p`.slice(-15);
+      await must(['ip', 'link', 'set', tmp, 'netns', ns, 'name', 'eth0']);
+      await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', `port${i}`]);
+      await sw.run(['ip', 'link', 'set', `port${i}`, 'master', 'br0', 'up']);
+      const ipv4 = `${subnet4}.${i + 1}`;
+      const ipv6 = `2001:db8::${(i + 1).toString(16)}`;
+      // DAD off: addresses usable at once (tests wait on conditions, not on DAD timers).
+      await node.run([
+        'sysctl',
+        '-qw',
+        'net.ipv6.conf.all.accept_dad=0',
+        'net.ipv6.conf.default.accept_dad=0',
+      ]);
+      await node.run(['ip', 'link', 'set', 'lo', 'up']);
+      await node.run(['ip', 'addr', 'add', `${ipv4}/24`, 'dev', 'eth0']);
+      await node.run(['ip', 'addr', 'add', `${ipv6}/64`, 'dev', 'eth0', 'nodad']);
+      await node.run(['ip', 'link', 'set', 'eth0', 'up']);
+      const link = JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[];
+      nodes.push({ ...node, name, ifname: 'eth0', ipv4, ipv6, mac: link[0]?.address ?? '' });
+    }
+    if (opts.hostLink) {
+      hostIf = `${bedId}h`.slice(-15);
+      const peer = `${bedId}x`.slice(-15);
+      await must(['ip', 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', peer]);
+      await must(['ip', 'link', 'set', peer, 'netns', switchNs, 'name', 'uplink']);
+      await sw.run(['ip', 'link', 'set', 'uplink', 'master', 'br0', 'up']);
+      hostIPv4 = `${subnet4}.254`;
+      await must(['ip', 'addr', 'add', `${hostIPv4}/24`, 'dev', hostIf]);
+      await must(['ip', 'link', 'set', hostIf, 'up']);
+    }
+    return subnet4;
+  });
   // Ready means forwarding: the first frames after link-up can be lost, so prove the segment works.
   const first = nodes[0];
   for (const n of [...nodes.slice(1).map((x) => x.ipv4), ...(hostIPv4 ? [hostIPv4] : [])]) {
