@@ -190,9 +190,11 @@ class L2Handover implements Capability {
       });
       outcome = this.mem.stranded
         ? 'no-other-node'
-        : this.mem.phase === 'failsafe-fenced'
-          ? 'failsafe-fenced'
-          : 'handed-over';
+        : this.mem.gaveUp
+          ? 'budget-spent'
+          : this.mem.phase === 'failsafe-fenced'
+            ? 'failsafe-fenced'
+            : 'handed-over';
     } catch {
       outcome = 'budget-spent';
     }
@@ -491,7 +493,7 @@ class L2Handover implements Capability {
       return;
     }
     // An idle node with no annotation needs none.
-    if (onNode === undefined && this.mem.phase === 'idle' && !this.mem.stranded) {
+    if (onNode === undefined && this.mem.phase === 'idle' && !this.mem.stranded && !this.mem.gaveUp) {
       this.writtenStatus = status;
       return;
     }

@@ -74,6 +74,12 @@ export interface L2Memory {
   warnedUnconfirmed: boolean;
   /** Handover refused because no other node could announce (never strand a VIP). */
   stranded: boolean;
+  /**
+   * Handover given up: nobody confirmed within the budget while the node drains (the pod is not
+   * going away), so the label was removed and this node announces again. Not retried until the
+   * drain ends.
+   */
+  gaveUp: boolean;
 }
 
 export type L2Action =
@@ -93,6 +99,7 @@ export const initialMemory = (now: number): L2Memory => ({
   confirmed: false,
   warnedUnconfirmed: false,
   stranded: false,
+  gaveUp: false,
 });
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -147,7 +154,7 @@ export function step(
   if (!want) {
     const leftovers = obs.fence !== undefined || (obs.labelOwned && obs.excludeLabel);
     if (mem.phase === 'idle' && !leftovers) {
-      if (mem.stranded) mem = { ...mem, stranded: false };
+      if (mem.stranded || mem.gaveUp) mem = { ...mem, stranded: false, gaveUp: false };
       return { mem, actions };
     }
     // "Not draining" is only known from a synced view of an existing Node: a restart during an
@@ -199,6 +206,11 @@ export function step(
   switch (mem.phase) {
     case 'undoing':
     case 'idle': {
+      if (mem.gaveUp && !obs.terminating) {
+        // Given up while the drain lasts: keep the label off (the removal may have failed).
+        if (obs.labelOwned && obs.excludeLabel && apiUp) actions.push({ kind: 'unlabel' });
+        return { mem, actions };
+      }
       if (!obs.synced && !obs.terminating) return { mem, actions };
       if (obs.otherCandidates === undefined) return { mem, actions };
       if (obs.otherCandidates.length === 0) {
@@ -215,6 +227,7 @@ export function step(
       mem = {
         ...enter(mem, 'labelled', now),
         stranded: false,
+        gaveUp: false,
         handoverStartedAt: now,
         services: mergeServices([], obs.announced),
         handedTo: {},
@@ -311,14 +324,31 @@ function awaiting(
   }
   mem = { ...mem, handedTo };
   if (!confirmed) {
-    if (obs.crd && now - started >= cfg.handoverBudgetMs && !mem.warnedUnconfirmed) {
-      const missing = services
-        .filter((s) => !handedTo[s.service])
-        .map((s) => `${s.service} (${s.ips.join(', ')})`);
+    const missing = () =>
+      services.filter((s) => !handedTo[s.service]).map((s) => `${s.service} (${s.ips.join(', ')})`);
+    if (obs.crd && now - started >= cfg.handoverBudgetMs && !obs.terminating) {
+      // The exclude label alone silences this node's speaker: with nobody else announcing, the
+      // VIP is dark. Take the label back (if it is ours) and let this node announce again.
+      if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined)
+        actions.push({ kind: 'unlabel' });
       event(
         'Warning',
         'L2HandoverUnconfirmed',
-        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); still watching`,
+        `no other node took over ${missing().join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${obs.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
+      );
+      return {
+        mem: {
+          ...initialMemory(now),
+          gaveUp: true,
+        },
+        actions,
+      };
+    }
+    if (obs.crd && now - started >= cfg.handoverBudgetMs && !mem.warnedUnconfirmed) {
+      event(
+        'Warning',
+        'L2HandoverUnconfirmed',
+        `no other node took over ${missing().join(', ')} within ${secs(cfg.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
       );
       mem = { ...mem, warnedUnconfirmed: true };
     }
@@ -363,7 +393,7 @@ export function needsTick(
 
 /** The handover is as far as it goes (for /prestop): fenced, refused, or given up. */
 export function settled(mem: L2Memory): boolean {
-  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded;
+  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded || mem.gaveUp;
 }
 
 // --- resumption: what the Node annotation and the nft table say after a restart -----------
@@ -379,6 +409,8 @@ export interface L2Status {
   failsafe: boolean;
   interfaces: string[];
   stranded?: boolean;
+  /** Given up unconfirmed while the drain lasts (label removed). */
+  gaveUp?: boolean;
   observeOnly?: boolean;
 }
 
@@ -399,6 +431,7 @@ export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
     failsafe: mem.phase === 'failsafe-fenced',
     interfaces: mem.fence?.interfaces ?? [],
     ...(mem.stranded ? { stranded: true } : {}),
+    ...(mem.gaveUp ? { gaveUp: true } : {}),
     ...(observeOnly ? { observeOnly: true } : {}),
   };
 }
@@ -445,6 +478,8 @@ export function resume(status: L2Status | undefined, fence: FenceSpec | undefine
       services,
     };
   }
+  // Given up before a restart: not retried until the drain ends (the !want branch resets it).
+  if (status?.phase === 'idle' && status.gaveUp) return { ...mem, gaveUp: true };
   return mem;
 }
 

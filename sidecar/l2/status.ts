@@ -49,7 +49,7 @@ export function formatRows(rows: NodeRow[], now: number): string {
   const table = rows.map((r) => {
     const s = r.status;
     const phase = s
-      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}`
+      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}`
       : '-';
     const handed = s ? [...new Set(Object.values(s.handedTo))].join(',') || '-' : '-';
     const fence = s?.fenced ? `${s.failsafe ? 'fail-safe ' : ''}${s.interfaces.join(',')}` : '-';

@@ -23,6 +23,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
       vips?: string[];
       handedTo?: Record<string, string>;
       failsafe?: boolean;
+      gaveUp?: boolean;
     };
   const arpRules = async (n: string) => {
     const r = await w.bed.node(n).exec(['nft', 'list', 'ruleset']);
@@ -368,7 +369,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
-  test('budget spent unconfirmed: warn, never fence; /prestop reports it', async () => {
+  test('budget spent unconfirmed: warn, never fence, take the label back so the node announces again; /prestop reports it', async () => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);
     await w.stopSidecar(a, 'SIGKILL');
@@ -383,6 +384,18 @@ describe('L2 handover (metallb-speaker profile)', () => {
         T,
       );
       assert.equal(await hasFenceTable(a), false, 'a dark VIP is worse than a moving one');
+      // The label alone silenced a's speaker and nobody took over: it comes off, a answers again.
+      await waitFor(
+        'the exclude label removed while still cordoned',
+        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+        T,
+      );
+      assert.equal((await w.getNode(a)).spec?.unschedulable, true, 'still cordoned');
+      await answeredOnlyBy(a);
+      assert.match(
+        (await events('L2HandoverUnconfirmed')).at(-1) ?? '',
+        /exclude label removed so this node announces again/,
+      );
       const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
       const summary = (await res.json()) as Record<string, { outcome?: string }>;
       assert.equal(summary['l2-handover']?.outcome, 'budget-spent');
@@ -399,7 +412,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
     const others = names.filter((n) => n !== a);
     const b = w.ownerAmong(others);
     await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '3' });
+    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '5' });
     // Its ServiceL2Status list is in (it logs the mode then): the leftover below arrives as a
     // change it sees, as a real leftover would have been there long before the handover.
     await waitFor(
@@ -431,8 +444,18 @@ describe('L2 handover (metallb-speaker profile)', () => {
       );
       // Fencing here would leave the VIP dark: b does not announce.
       assert.equal(await hasFenceTable(a), false, 'no fence on the strength of a leftover status');
+      // Given up: the label is back off and a announces again.
+      await waitFor(
+        'label removed after the unconfirmed handover',
+        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+        T,
+      );
       for (const n of names) w.speakers.get(n)?.send('unfreeze');
-      // b re-elects and writes its own status: that one confirms.
+      // The next drain, with the leftover still there: b re-elects and writes its own status,
+      // written after that handover started: it confirms.
+      await w.cordon(a, false);
+      await waitFor('given-up state cleared', async () => !(await status(a)).gaveUp, T);
+      await w.cordon(a, true);
       await waitFor('fence installed after a fresh confirmation', async () => (await arpRules(a)) === 1, T);
       await answeredOnlyBy(b);
     } finally {

@@ -109,17 +109,60 @@ test('a confirmation for only some services does not fence', () => {
   assert.match((a[1] as { message: string }).message, /192\.0\.2\.11 handed to node-c/);
 });
 
-test('budget spent unconfirmed: warn once, never fence; a late confirmation still fences', () => {
+test('budget spent unconfirmed while draining: the label comes off (this node announces again), never a fence, not retried until the drain ends', () => {
   const w = new World(obs());
-  w.run({ draining: true });
+  w.run({ draining: true, drainReason: 'cordoned' });
   w.run({ now: T0 + 100 });
-  assert.deepEqual(events(w.run({ now: T0 + 30_001 })), ['L2HandoverUnconfirmed']);
+  assert.equal(w.o.excludeLabel, true);
+  const a = w.run({ now: T0 + 30_001 });
+  assert.deepEqual(kinds(a), ['unlabel', 'event']);
+  assert.deepEqual(events(a), ['L2HandoverUnconfirmed']);
+  assert.match((a[1] as { message: string }).message, /exclude label removed so this node announces again/);
+  assert.equal(w.o.excludeLabel, false);
+  assert.equal(w.mem.phase, 'idle');
+  assert.ok(w.mem.gaveUp && settled(w.mem), '/prestop returns at once');
+  assert.equal(statusOf(w.mem, false).gaveUp, true);
+  // Still cordoned: no new label, no fence, even when a confirmation shows up late.
+  assert.deepEqual(w.run({ now: T0 + 40_000, newOwners: { 'web/www': 'node-c' } }), []);
+  assert.equal(w.o.fence, undefined);
+  // Someone put the label back on while given up (a failed removal, say): it comes off again.
+  w.o = { ...w.o, excludeLabel: true, labelOwned: true };
+  assert.deepEqual(kinds(w.run({ now: T0 + 41_000 })), ['unlabel']);
+  // A restart keeps the decision.
+  assert.equal(
+    resume(parseStatus(JSON.stringify(statusOf(w.mem, false))), undefined, T0 + 42_000).gaveUp,
+    true,
+  );
+  // Uncordon ends it; the next cordon is a new handover.
+  assert.deepEqual(w.run({ now: T0 + 50_000, draining: false, newOwners: {} }), []);
+  assert.equal(w.mem.gaveUp, false);
+  assert.deepEqual(kinds(w.run({ now: T0 + 60_000, draining: true })), ['label', 'event']);
+});
+
+test('budget spent unconfirmed while the pod terminates: warn once, keep the label, a late confirmation still fences', () => {
+  const w = new World(obs());
+  w.run({ terminating: true });
+  w.run({ now: T0 + 100 });
+  const a = w.run({ now: T0 + 30_001 });
+  assert.deepEqual(kinds(a), ['event']);
+  assert.deepEqual(events(a), ['L2HandoverUnconfirmed']);
   assert.deepEqual(w.run({ now: T0 + 31_000 }), []);
+  assert.equal(w.o.excludeLabel, true);
   assert.equal(w.o.fence, undefined);
   assert.deepEqual(kinds(w.run({ now: T0 + 40_000, newOwners: { 'web/www': 'node-c' } })), [
     'fence',
     'event',
   ]);
+});
+
+test("a pre-existing exclude label (not drainguard's) stays when the handover is given up", () => {
+  const w = new World(obs({ excludeLabel: true, labelOwned: false }));
+  w.run({ draining: true });
+  w.run({ now: T0 + 100 });
+  const a = w.run({ now: T0 + 30_001 });
+  assert.deepEqual(kinds(a), ['event']);
+  assert.match((a[0] as { message: string }).message, /not added by drainguard: left in place/);
+  assert.equal(w.o.excludeLabel, true);
 });
 
 test('never strand a VIP: no other candidate means no label and no fence, said once', () => {
