@@ -52,6 +52,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     log: logger,
     clock,
     ...(config.guardedContainer ? { guardedContainer: config.guardedContainer } : {}),
+    ...(config.podUid ? { podUid: config.podUid } : {}),
   });
   // Shows from outside that the sidecar reached the API server with its own credentials.
   const apiView = metrics.gauge(

@@ -44,6 +44,11 @@ export interface DrainState {
   synced: boolean;
   /** Epoch ms since which API calls have failed; undefined while the API answers. */
   apiDownSince: number | undefined;
+  /**
+   * The own pod is gone and another pod has its name (a StatefulSet pod re-created after a force
+   * delete): names and identities derived from the pod name are no longer this pod's.
+   */
+  podReplaced: boolean;
 }
 
 export const initialDrainState: DrainState = {
@@ -52,6 +57,7 @@ export const initialDrainState: DrainState = {
   terminating: false,
   synced: false,
   apiDownSince: undefined,
+  podReplaced: false,
 };
 
 export function sameDrainState(a: DrainState, b: DrainState): boolean {
@@ -60,6 +66,7 @@ export function sameDrainState(a: DrainState, b: DrainState): boolean {
     a.drainReason === b.drainReason &&
     a.terminating === b.terminating &&
     a.synced === b.synced &&
-    a.apiDownSince === b.apiDownSince
+    a.apiDownSince === b.apiDownSince &&
+    a.podReplaced === b.podReplaced
   );
 }

@@ -24,6 +24,8 @@ export interface DrainWatcherOptions {
   clock: Clock;
   /** The container a preStop hook guards: its restart ends a terminating state set by that hook. */
   guardedContainer?: string;
+  /** The own pod's UID (downward API): a pod of the same name with another UID is not this one. */
+  podUid?: string;
 }
 
 /**
@@ -41,6 +43,8 @@ export class DrainWatcher {
   private readonly opts: DrainWatcherOptions;
   node: Node | undefined;
   pod: Pod | undefined;
+  /** UID of a pod seen under the own name that is not the own pod (set once, for good). */
+  private replacedBy: string | undefined;
 
   constructor(opts: DrainWatcherOptions) {
     this.opts = opts;
@@ -59,7 +63,16 @@ export class DrainWatcher {
       path: `/api/v1/namespaces/${opts.podNamespace}/pods`,
       fieldSelector: `metadata.name=${opts.podName}`,
       onChange: (objs) => {
-        this.pod = objs.values().next().value as Pod | undefined;
+        const pod = objs.values().next().value as Pod | undefined;
+        if (this.isOther(pod)) {
+          if (this.replacedBy === undefined)
+            this.opts.log.warn(
+              { uid: this.opts.podUid, other: pod?.metadata?.uid },
+              "another pod has this pod's name (re-created after a force delete): this pod is gone; nothing is done in its name",
+            );
+          this.replacedBy = pod?.metadata?.uid;
+          this.pod = undefined;
+        } else if (this.replacedBy === undefined) this.pod = pod;
         this.recompute();
       },
     });
@@ -84,6 +97,12 @@ export class DrainWatcher {
     await Promise.all([this.nodeInformer.stop(), this.podInformer.stop()]);
   }
 
+  /** A pod under the own name whose UID is not the own one. */
+  private isOther(pod: Pod | undefined): boolean {
+    const uid = pod?.metadata?.uid;
+    return Boolean(this.opts.podUid && uid && uid !== this.opts.podUid);
+  }
+
   /** /prestop or SIGTERM: the pod is going away whatever the API says. */
   markTerminating(): void {
     if (!this.localTerminating) this.restartsAtMark = this.guardedStatus()?.restartCount ?? 0;
@@ -101,11 +120,13 @@ export class DrainWatcher {
   async goingAway(): Promise<{ going: boolean; why: string }> {
     if (this.state.draining) return { going: true, why: this.state.drainReason ?? 'draining' };
     if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
+    if (this.replacedBy !== undefined) return { going: true, why: 'pod re-created under the same name' };
     try {
       const pod = await this.opts.client.get<Pod>(
         `/api/v1/namespaces/${this.opts.podNamespace}/pods/${this.opts.podName}`,
         { timeoutMs: 2_000 },
       );
+      if (this.isOther(pod)) return { going: true, why: 'pod re-created under the same name' };
       return podTerminating(pod)
         ? { going: true, why: 'pod deleted' }
         : { going: false, why: 'pod not deleted, node not draining (a container restart)' };
@@ -152,10 +173,11 @@ export class DrainWatcher {
     const next: DrainState = {
       draining: reason !== undefined,
       drainReason: reason,
-      terminating: this.localTerminating || podTerminating(this.pod),
+      terminating: this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined,
       // A Node that is not there (deleted, or not readable) is unknown, never "schedulable".
       synced: this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined,
       apiDownSince,
+      podReplaced: this.replacedBy !== undefined,
     };
     const prev = this.state;
     if (sameDrainState(prev, next)) return;

@@ -30,6 +30,7 @@ export type Outcome =
   | 'released'
   | 'preferred-holder-set'
   | 'not-holder'
+  | 'pod-replaced'
   | 'holder-changed'
   | 'leader-still-running'
   | 'lease-missing'
@@ -311,6 +312,7 @@ export class LeaseHandover implements Capability {
     const clock = this.ctx.clock;
     let lastLog = 0;
     while (clock.now() < deadline && !this.abort.signal.aborted) {
+      if (this.ctx.drain.current.podReplaced) return { stopped: false, at: clock.now() };
       const phase = containerPhase(this.ctx.drain.pod, container);
       if (leaderStopped(phase)) return { stopped: true, at: clock.now() };
       const id = this.leaderId(container);
@@ -339,10 +341,22 @@ export class LeaseHandover implements Capability {
     );
     const stopDeadline = Math.min(deadline, clock.now() + c.leaderStopTimeoutSeconds * 1000);
     const stop = await this.waitLeaderStopped(s.leaderContainer, stopDeadline);
-    const results = await Promise.all(s.leases.map((ref) => this.handoverOne(s, ref, stop, deadline)));
+    const results = this.ctx.drain.current.podReplaced
+      ? this.replacedResults(s)
+      : await Promise.all(s.leases.map((ref) => this.handoverOne(s, ref, stop, deadline)));
     for (const r of results) this.handovers.inc({ lease: r.lease, outcome: r.outcome });
     this.ctx.log.info({ results }, 'Lease handover finished');
     return results;
+  }
+
+  /**
+   * The own pod was re-created under the same name: a holder with this pod's identity may be the
+   * new pod, so no Lease is touched (it expires if it was ours).
+   */
+  private replacedResults(s: LeaseSettings): LeaseResult[] {
+    const detail = 'own pod re-created under the same name: the holder may be the new pod; Lease left alone';
+    this.ctx.log.warn({ leases: s.leases.map(refName) }, detail);
+    return s.leases.map((ref) => ({ lease: refName(ref), outcome: 'pod-replaced', detail }));
   }
 
   private async handoverOne(

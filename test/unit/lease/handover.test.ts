@@ -110,9 +110,9 @@ function context(
       listeners.push(fn);
       return () => {};
     },
-    terminate() {
+    terminate(replaced = false) {
       const prev = state;
-      state = { ...state, terminating: true };
+      state = { ...state, terminating: true, podReplaced: replaced };
       for (const l of listeners) l(state, prev);
     },
   };
@@ -186,6 +186,20 @@ describe('lease handover capability (scripted API)', () => {
     assert.equal((await cap2.result)?.[0]?.outcome, 'observed');
     assert.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
     assert.deepEqual(b.events, ['LeaseHandoverObserved']);
+  });
+
+  it('never touches a Lease once the own pod was re-created under the same name (its identity may be the new pod)', async () => {
+    const api = fakeApi('router-a');
+    const { ctx, drain, events } = context(api, 'terminated');
+    const cap = new LeaseHandover(ctx);
+    await cap.start();
+    drain.terminate(true);
+    await cap.stop();
+    const [r] = (await cap.result) ?? [];
+    assert.equal(r?.outcome, 'pod-replaced');
+    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
+    assert.equal(api.lease().spec?.holderIdentity, 'router-a');
+    assert.deepEqual(events, []);
   });
 
   it('returns from prestop at once', async () => {

@@ -50,8 +50,9 @@ const pod = (restartCount: number, running: boolean, deletionTimestamp?: string)
   },
 });
 
-function watcher(client: KubeClient) {
+function watcher(client: KubeClient, podUid?: string) {
   return new DrainWatcher({
+    ...(podUid ? { podUid } : {}),
     client,
     nodeName: 'n1',
     podName: 'p',
@@ -108,4 +109,36 @@ test('terminating set by a hook ends when the guarded container runs again, not 
   } finally {
     await w.stop();
   }
+});
+
+test('a pod re-created under the own name (another UID) is not this pod: gone, terminating, never its view', async () => {
+  const own = { ...pod(0, true), metadata: { ...pod(0, true).metadata, uid: 'uid-own' } };
+  const other = (deletionTimestamp?: string): Pod => {
+    const p = pod(0, true, deletionTimestamp);
+    return { ...p, metadata: { ...p.metadata, uid: 'uid-new', resourceVersion: '9' } };
+  };
+  const api = scriptedApi(node, own, async () => other());
+  const w = watcher(api.client, 'uid-own');
+  w.start();
+  try {
+    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+    assert.equal(w.pod?.metadata?.uid, 'uid-own');
+    assert.deepEqual(
+      { terminating: w.current.terminating, replaced: w.current.podReplaced },
+      { terminating: false, replaced: false },
+    );
+    // Force-deleted and re-created by its StatefulSet: the watch shows a pod of the same name.
+    api.push('pod', other());
+    assert.equal(w.pod, undefined, "the new pod's status is not this pod's");
+    assert.deepEqual(
+      { terminating: w.current.terminating, replaced: w.current.podReplaced },
+      { terminating: true, replaced: true },
+    );
+    assert.deepEqual(await w.goingAway(), { going: true, why: 'pod re-created under the same name' });
+  } finally {
+    await w.stop();
+  }
+  // Before the watch shows it, the fresh read in goingAway() does.
+  const fresh = watcher(scriptedApi(node, own, async () => other()).client, 'uid-own');
+  assert.deepEqual(await fresh.goingAway(), { going: true, why: 'pod re-created under the same name' });
 });
