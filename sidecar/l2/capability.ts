@@ -190,11 +190,9 @@ class L2Handover implements Capability {
       });
       outcome = this.mem.stranded
         ? 'no-other-node'
-        : this.mem.gaveUp
-          ? 'budget-spent'
-          : this.mem.phase === 'failsafe-fenced'
-            ? 'failsafe-fenced'
-            : 'handed-over';
+        : this.mem.phase === 'failsafe-fenced'
+          ? 'failsafe-fenced'
+          : 'handed-over';
     } catch {
       outcome = 'budget-spent';
     }
@@ -268,8 +266,12 @@ class L2Handover implements Capability {
   private async reconcile(): Promise<void> {
     const drain = this.ctx.drain.current;
     const want = drain.draining || drain.terminating;
-    if (want && (this.mem.phase === 'idle' || this.mem.phase === 'undoing')) {
+    const phase = this.mem.phase;
+    // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
+    // node excluded meanwhile is seen before the fence.
+    if (want && ['idle', 'undoing', 'labelled', 'awaiting-confirmation'].includes(phase))
       await this.refreshCandidates();
+    if (want && (phase === 'idle' || phase === 'undoing')) {
       if (this.statusMode() === false) await this.refreshAllLbServices();
     }
     for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);

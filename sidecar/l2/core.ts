@@ -312,6 +312,18 @@ function awaiting(
   let mem: L2Memory = { ...mem0, services };
   const started = mem.handoverStartedAt ?? now;
   const took = secs(now - started);
+  // Re-checked after the label: another node cordoned at the same moment counted this one and
+  // this one counted it; now neither could announce. Take the label back (never strand a VIP).
+  if (obs.otherCandidates !== undefined && obs.otherCandidates.length === 0) {
+    if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined)
+      actions.push({ kind: 'unlabel' });
+    event(
+      'Warning',
+      'L2HandoverImpossible',
+      `no other node can announce VIPs ${vipsOf(services).join(', ') || '(none)'} any more (another one was excluded meanwhile): ${obs.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
+    );
+    return { mem: { ...initialMemory(now), stranded: true }, actions };
+  }
   if (obs.crd === undefined) return { mem, actions };
   let confirmed: boolean;
   let handedTo: Record<string, string> = {};
@@ -393,7 +405,8 @@ export function needsTick(
 
 /** The handover is as far as it goes (for /prestop): fenced, refused, or given up. */
 export function settled(mem: L2Memory): boolean {
-  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded || mem.gaveUp;
+  // Not gaveUp: /prestop waits only once the pod is going away, and then a new attempt starts.
+  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded;
 }
 
 // --- resumption: what the Node annotation and the nft table say after a restart -----------

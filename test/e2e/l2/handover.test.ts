@@ -501,6 +501,43 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
+  test('another node excluded while the handover waits: the re-check takes the label back long before the budget', async () => {
+    const a = w.initialOwner;
+    const [b, c] = names.filter((n) => n !== a) as [string, string];
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '120' });
+    await w.cordon(c, true);
+    // c announces nothing: its handover is just the label.
+    await waitFor(`${c} handed over`, async () => (await status(c)).phase === 'fenced', T);
+    // Nobody takes a's VIP over meanwhile: the peers' API view is frozen.
+    for (const n of [b, c]) w.speakers.get(n)?.send('freeze');
+    try {
+      await w.cordon(a, true);
+      await waitFor(
+        'a labelled, awaiting confirmation',
+        async () => (await status(a)).phase === 'awaiting-confirmation',
+        T,
+      );
+      // b is cordoned too: now no node but a could announce the VIP.
+      await w.cordon(b, true);
+      await waitFor(
+        'a takes its label back (budget 120 s: only the re-check can do it)',
+        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+        T,
+      );
+      assert.equal(await hasFenceTable(a), false);
+      assert.ok(
+        (await events('L2HandoverImpossible')).some((m) => m.includes('another one was excluded meanwhile')),
+      );
+      await answeredOnlyBy(a);
+    } finally {
+      for (const n of [b, c]) w.speakers.get(n)?.send('unfreeze');
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+    }
+    await settleIdle();
+  });
+
   test('never strand a VIP: with no other eligible node nothing is labelled or fenced', async () => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);

@@ -120,7 +120,7 @@ test('budget spent unconfirmed while draining: the label comes off (this node an
   assert.match((a[1] as { message: string }).message, /exclude label removed so this node announces again/);
   assert.equal(w.o.excludeLabel, false);
   assert.equal(w.mem.phase, 'idle');
-  assert.ok(w.mem.gaveUp && settled(w.mem), '/prestop returns at once');
+  assert.ok(w.mem.gaveUp);
   assert.equal(statusOf(w.mem, false).gaveUp, true);
   // Still cordoned: no new label, no fence, even when a confirmation shows up late.
   assert.deepEqual(w.run({ now: T0 + 40_000, newOwners: { 'web/www': 'node-c' } }), []);
@@ -133,6 +133,12 @@ test('budget spent unconfirmed while draining: the label comes off (this node an
     resume(parseStatus(JSON.stringify(statusOf(w.mem, false))), undefined, T0 + 42_000).gaveUp,
     true,
   );
+  // The pod going away after all (deleted during the drain): a new attempt, label kept this time.
+  const going = structuredClone(w);
+  Object.setPrototypeOf(going, World.prototype);
+  assert.deepEqual(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['label', 'event']);
+  assert.equal(going.mem.gaveUp, false);
+  assert.equal(settled(going.mem), false, '/prestop waits for the new attempt');
   // Uncordon ends it; the next cordon is a new handover.
   assert.deepEqual(w.run({ now: T0 + 50_000, draining: false, newOwners: {} }), []);
   assert.equal(w.mem.gaveUp, false);
@@ -163,6 +169,20 @@ test("a pre-existing exclude label (not drainguard's) stays when the handover is
   assert.deepEqual(kinds(a), ['event']);
   assert.match((a[0] as { message: string }).message, /not added by drainguard: left in place/);
   assert.equal(w.o.excludeLabel, true);
+});
+
+test('two nodes cordoned at once counted each other: the re-check after the label takes it back, no fence', () => {
+  const w = new World(obs({ otherCandidates: ['node-b'] }));
+  assert.deepEqual(kinds(w.run({ draining: true })), ['label', 'event']);
+  // node-b was cordoned and labelled meanwhile: nobody else could announce.
+  const a = w.run({ now: T0 + 2_000, otherCandidates: [] });
+  assert.deepEqual(kinds(a), ['unlabel', 'event']);
+  assert.deepEqual(events(a), ['L2HandoverImpossible']);
+  assert.equal(w.o.excludeLabel, false);
+  assert.ok(w.mem.stranded && w.mem.phase === 'idle');
+  assert.equal(w.o.fence, undefined);
+  // A late status of node-b changes nothing while nobody else could announce.
+  assert.deepEqual(w.run({ now: T0 + 3_000, newOwners: { 'web/www': 'node-b' } }), []);
 });
 
 test('never strand a VIP: no other candidate means no label and no fence, said once', () => {
