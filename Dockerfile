@@ -11,9 +11,13 @@ RUN node scripts/bundle.ts
 # Runtime: Node 24 and the netfilter tools the sidecar calls (ebtables comes from iptables on
 # bookworm as ebtables-nft). The bundle needs no node_modules.
 FROM node:24-bookworm-slim
+# No package managers at runtime: the sidecar runs as root with NET_ADMIN on every node, and
+# the bundle needs none of them.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iproute2 nftables iptables \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /usr/local/lib/node_modules /opt/yarn-* \
+      /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg
 WORKDIR /app
 COPY --from=build /src/dist/ /app/
 COPY --from=build /src/scripts/drainguard-entrypoint.sh /usr/local/bin/drainguard

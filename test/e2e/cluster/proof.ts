@@ -105,6 +105,26 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
         [...new Set((await pods('default', 'app=proof-host')).map((p) => p.spec.nodeName))].sort(),
         ['node-a', 'node-b', 'node-c'],
       );
+      // The runtime image runs as root with NET_ADMIN on every node: the tools the sidecar calls,
+      // and no package manager.
+      const tools = await c.k([
+        'exec',
+        '-n',
+        'default',
+        before[0]!.metadata.name,
+        '--',
+        'sh',
+        '-c',
+        'for t in node nft ebtables ip npm npx corepack yarn yarnpkg; do command -v $t || true; done; ls /usr/local/lib/node_modules 2>/dev/null || true',
+      ]);
+      const found = tools
+        .trim()
+        .split('\n')
+        .map((l) => l.split('/').pop());
+      for (const t of ['node', 'nft', 'ebtables', 'ip'])
+        assert.ok(found.includes(t), `${t} in the image:\n${tools}`);
+      for (const t of ['npm', 'npx', 'corepack', 'yarn', 'yarnpkg'])
+        assert.ok(!found.includes(t), `no ${t} in the runtime image:\n${tools}`);
       await c.k(['rollout', 'restart', '-n', 'default', 'deployment/proof', 'daemonset/proof-host']);
       await rollout('default', 'deployment/proof');
       await rollout('default', 'daemonset/proof-host');
