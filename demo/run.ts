@@ -15,7 +15,7 @@ import { installDrainguard, installMetalLbBase, installNetfilterCleanup } from '
 import { followEvents } from '../lab/cluster/logs.ts';
 import { installLoadBalancer, installSpeakers } from '../lab/cluster/metallb.ts';
 import { prepareNetfilterScene } from '../lab/cluster/netfilter-scene.ts';
-import { installSkupperSite, SKUPPER_LEASE } from '../lab/cluster/skupper.ts';
+import { installSkupperSite, leaderChange, SKUPPER_LEASE, siteLeader } from '../lab/cluster/skupper.ts';
 import { sh } from '../lab/netns.ts';
 import { owner as metallbOwner } from '../lab/sim/speaker/election.ts';
 import { waitFor } from '../shared/clock.ts';
@@ -127,25 +127,6 @@ async function pods(c: Cluster, ns: string, selector: string): Promise<PodJson[]
     items: PodJson[];
   };
   return list.items.filter((p) => !p.metadata?.deletionTimestamp);
-}
-
-async function leaseHolder(c: Cluster, ns: string): Promise<string | undefined> {
-  const l = await c
-    .client()
-    .get<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${SKUPPER_LEASE}`);
-  return l.spec?.holderIdentity || undefined;
-}
-
-/** The current leader pod of a site (a holder that is one of its running pods). */
-async function leaderOf(c: Cluster, ns: string): Promise<PodJson> {
-  return waitFor(
-    `a leader among the routers of ${ns}`,
-    async () => {
-      const h = await leaseHolder(c, ns).catch(() => undefined);
-      return (await pods(c, ns, ROUTER_SELECTOR)).find((p) => p.metadata?.name === h);
-    },
-    T,
-  );
 }
 
 /** A VIP on the switch that MetalLB's owner hash gives to `node` (so one drain moves both). */
@@ -309,45 +290,20 @@ async function baselines(
   announcer: string,
 ): Promise<{ leaseMs: number | null; arpMs: number | null }> {
   const leaseRun = (async (): Promise<number | null> => {
-    const leader = await leaderOf(c, BASELINE_SITE);
-    const name = leader.metadata?.name ?? '';
-    const oldLog = followEvents(c, BASELINE_SITE, name, 'kube-adaptor');
-    const logs = [oldLog];
     try {
-      await waitFor('baseline leader log open', () => oldLog.lines.length > 0, T);
-      const from = Date.now();
-      await c.k(['delete', 'pod', '-n', BASELINE_SITE, name, '--wait=false']);
-      say(
-        `baseline: kubectl delete pod ${BASELINE_SITE}/${name} (the leader; not injected, the Lease is left to expire)`,
-      );
-      const stopped = await waitFor(
-        'the baseline leader stopped',
-        () => oldLog.events.find((e) => e.ev === 'stopped-leading' && e.t >= from),
-        T,
-      );
-      const next = await waitFor(
-        'a new baseline holder',
-        async () => {
-          const h = await leaseHolder(c, BASELINE_SITE).catch(() => undefined);
-          return h && h !== name ? h : undefined;
-        },
-        { timeoutMs: 60_000, intervalMs: 100 },
-      );
-      const newLog = followEvents(c, BASELINE_SITE, next, 'kube-adaptor');
-      logs.push(newLog);
-      const leading = await waitFor(
-        'the new baseline holder leads',
-        () => newLog.events.find((e) => e.ev === 'leading' && e.t >= from),
-        T,
-      );
-      const ms = leading.t - stopped.t;
-      say(`baseline: ${next} leads ${(ms / 1000).toFixed(1)} s after the old leader stopped`);
+      const leader = (await siteLeader(c, BASELINE_SITE)).metadata.name;
+      const w = await leaderChange(c, BASELINE_SITE, leader, async () => {
+        await c.k(['delete', 'pod', '-n', BASELINE_SITE, leader, '--wait=false']);
+        say(
+          `baseline: kubectl delete pod ${BASELINE_SITE}/${leader} (the leader; not injected, the Lease is left to expire)`,
+        );
+      });
+      const ms = w.leadingAt - w.stoppedAt;
+      say(`baseline: ${w.next} leads ${(ms / 1000).toFixed(1)} s after the old leader stopped`);
       return ms;
     } catch (e) {
       say(`baseline Lease not measured: ${(e as Error).message}`);
       return null;
-    } finally {
-      for (const l of logs) l.proc.kill();
     }
   })();
   const arpRun = (async (): Promise<number | null> => {
@@ -471,14 +427,14 @@ async function main(): Promise<number> {
       );
     })();
     await Promise.all([speakersInjected, sites]);
-    const leader = await leaderOf(c, SITE);
-    const drained = leader.spec?.nodeName ?? '';
+    const leader = await siteLeader(c, SITE);
+    const drained = leader.spec.nodeName;
     const routerNodes = Object.fromEntries(
       (await pods(c, SITE, ROUTER_SELECTOR)).map((p) => [p.metadata?.name ?? '', p.spec?.nodeName ?? '']),
     );
-    const successor = Object.keys(routerNodes).find((n) => n !== leader.metadata?.name) ?? '';
+    const successor = Object.keys(routerNodes).find((n) => n !== leader.metadata.name) ?? '';
     say(
-      `${SITE}: ${leader.metadata?.name} on ${drained} holds the Lease; ${successor} on ${routerNodes[successor]} waits`,
+      `${SITE}: ${leader.metadata.name} on ${drained} holds the Lease; ${successor} on ${routerNodes[successor]} waits`,
     );
 
     step(4, `a LoadBalancer Service whose VIP MetalLB's hash gives to ${drained}`);
@@ -530,7 +486,7 @@ async function main(): Promise<number> {
     step(6, `kubectl drain ${drained} (owns the VIP; its router holds the Lease) — live timeline`);
     const t0 = Date.now() + 1500;
     const rec = await record(c, vip, t0);
-    const oldLog = followEvents(c, SITE, leader.metadata?.name ?? '', 'kube-adaptor');
+    const oldLog = followEvents(c, SITE, leader.metadata.name, 'kube-adaptor');
     const newLog = followEvents(c, SITE, successor, 'kube-adaptor');
     await waitFor('router logs open', () => oldLog.lines.length > 0 && newLog.lines.length > 0, T);
     await new Promise((r) => setTimeout(r, Math.max(0, t0 - Date.now())));
@@ -575,7 +531,7 @@ async function main(): Promise<number> {
       rec.events.push({
         t: stopped.t - t0,
         source: 'kube-adaptor log (simulator, in the evicted pod)',
-        text: `${leader.metadata?.name} stopped leading (the kubelet stopped its container)`,
+        text: `${leader.metadata.name} stopped leading (the kubelet stopped its container)`,
       });
     if (leading)
       rec.events.push({

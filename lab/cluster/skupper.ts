@@ -3,7 +3,10 @@
 // the client-go candidate simulator from the lab image (skupper's Go binary cannot run here),
 // electing through the Lease `skupper-site-leader`. With `inject`, the namespace is labelled and
 // the README's bindings for drainguard's sidecar are created first.
+import { waitFor } from '../../shared/clock.ts';
+import type { Lease } from '../../shared/kube/types.ts';
 import type { Cluster } from './cluster.ts';
+import { followEvents } from './logs.ts';
 import { deployment, IDLE_ARGS } from './manifests.ts';
 
 export const SKUPPER_LEASE = 'skupper-site-leader';
@@ -81,4 +84,90 @@ export async function installSkupperSite(c: Cluster, ns: string, opts: { inject:
     ),
   );
   await k(['rollout', 'status', '-n', ns, 'deployment/skupper-router', '--timeout=180s']);
+}
+
+interface RouterPod {
+  metadata: { name: string; deletionTimestamp?: string };
+  spec: { nodeName: string };
+}
+interface CandidateEvent {
+  ev: string;
+  t: number;
+}
+
+/** The site's current leader: the Lease holder among its running router pods (waits for one). */
+export async function siteLeader(c: Cluster, ns: string, timeoutMs = 180_000): Promise<RouterPod> {
+  const client = c.client();
+  try {
+    return await waitFor(
+      `a leader among the routers of ${ns}`,
+      async () => {
+        const lease = await client
+          .get<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${SKUPPER_LEASE}`)
+          .catch(() => undefined);
+        const pods = await client.get<{ items: RouterPod[] }>(`/api/v1/namespaces/${ns}/pods`, {
+          query: { labelSelector: `lab.drainguard.io/site=${ns}` },
+        });
+        return pods.items.find(
+          (p) => !p.metadata.deletionTimestamp && p.metadata.name === lease?.spec?.holderIdentity,
+        );
+      },
+      { timeoutMs, intervalMs: 100 },
+    );
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * Runs `act` (which stops the site's leader `leader`: a drain, a pod deletion) and measures the
+ * leaderless window the simulators' own logs show: from the old leader's "stopped-leading" to the
+ * next holder's first "leading", both on this machine's clock.
+ */
+export async function leaderChange(
+  c: Cluster,
+  ns: string,
+  leader: string,
+  act: () => Promise<void>,
+  timeoutMs = 180_000,
+): Promise<{ next: string; stoppedAt: number; leadingAt: number }> {
+  const T = { timeoutMs, intervalMs: 100 };
+  const client = c.client();
+  const oldLog = followEvents<CandidateEvent>(c, ns, leader, 'kube-adaptor');
+  const logs = [oldLog];
+  try {
+    await waitFor(`${leader}'s log open`, () => oldLog.lines.length > 0, T);
+    const from = Date.now();
+    await act();
+    const stopped = await waitFor(
+      'the old leader stopped',
+      () => oldLog.events.find((e) => e.ev === 'stopped-leading' && e.t >= from),
+      T,
+    );
+    // Whoever leads next: the other replica, or (Lease left to expire) the ReplicaSet's
+    // replacement if it came up in time and asked first.
+    const next = await waitFor(
+      'a new holder',
+      async () => {
+        const h = (
+          await client
+            .get<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${SKUPPER_LEASE}`)
+            .catch(() => undefined)
+        )?.spec?.holderIdentity;
+        return h && h !== leader ? h : undefined;
+      },
+      T,
+    );
+    const newLog = followEvents<CandidateEvent>(c, ns, next, 'kube-adaptor');
+    logs.push(newLog);
+    const leading = await waitFor(
+      'the new holder leads',
+      () => newLog.events.find((e) => e.ev === 'leading' && e.t >= from),
+      T,
+    );
+    return { next, stoppedAt: stopped.t, leadingAt: leading.t };
+  } finally {
+    for (const l of logs) l.proc.kill();
+    client.close();
+  }
 }

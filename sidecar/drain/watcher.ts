@@ -28,6 +28,8 @@ export interface DrainWatcherOptions {
   podUid?: string;
 }
 
+const REPLACED = 'pod re-created under the same name';
+
 /**
  * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
  * Shared by every capability; none of them watches the node on its own.
@@ -120,13 +122,13 @@ export class DrainWatcher {
   async goingAway(): Promise<{ going: boolean; why: string }> {
     if (this.state.draining) return { going: true, why: this.state.drainReason ?? 'draining' };
     if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
-    if (this.replacedBy !== undefined) return { going: true, why: 'pod re-created under the same name' };
+    if (this.replacedBy !== undefined) return { going: true, why: REPLACED };
     try {
       const pod = await this.opts.client.get<Pod>(
         `/api/v1/namespaces/${this.opts.podNamespace}/pods/${this.opts.podName}`,
         { timeoutMs: 2_000 },
       );
-      if (this.isOther(pod)) return { going: true, why: 'pod re-created under the same name' };
+      if (this.isOther(pod)) return { going: true, why: REPLACED };
       return podTerminating(pod)
         ? { going: true, why: 'pod deleted' }
         : { going: false, why: 'pod not deleted, node not draining (a container restart)' };

@@ -47,7 +47,7 @@ const lbIPs = (svc: Service | undefined) =>
   (svc?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => Boolean(ip));
 const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
 
-export /**
+/**
  * When the API server last saw an object written (creation or the latest managedFields entry),
  * for objects that were already there when first listed; -Infinity when it does not say.
  */
@@ -269,8 +269,7 @@ class L2Handover implements Capability {
     const phase = this.mem.phase;
     // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
     // node excluded meanwhile is seen before the fence.
-    if (want && ['idle', 'undoing', 'labelled', 'awaiting-confirmation'].includes(phase))
-      await this.refreshCandidates();
+    if (want && phase !== 'fenced' && phase !== 'failsafe-fenced') await this.refreshCandidates();
     if (want && (phase === 'idle' || phase === 'undoing')) {
       if (this.statusMode() === false) await this.refreshAllLbServices();
     }

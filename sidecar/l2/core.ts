@@ -208,7 +208,7 @@ export function step(
     case 'idle': {
       if (mem.gaveUp && !obs.terminating) {
         // Given up while the drain lasts: keep the label off (the removal may have failed).
-        if (obs.labelOwned && obs.excludeLabel && apiUp) actions.push({ kind: 'unlabel' });
+        takeLabelBack(actions, obs);
         return { mem, actions };
       }
       if (!obs.synced && !obs.terminating) return { mem, actions };
@@ -315,8 +315,7 @@ function awaiting(
   // Re-checked after the label: another node cordoned at the same moment counted this one and
   // this one counted it; now neither could announce. Take the label back (never strand a VIP).
   if (obs.otherCandidates !== undefined && obs.otherCandidates.length === 0) {
-    if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined)
-      actions.push({ kind: 'unlabel' });
+    takeLabelBack(actions, obs);
     event(
       'Warning',
       'L2HandoverImpossible',
@@ -336,31 +335,26 @@ function awaiting(
   }
   mem = { ...mem, handedTo };
   if (!confirmed) {
-    const missing = () =>
-      services.filter((s) => !handedTo[s.service]).map((s) => `${s.service} (${s.ips.join(', ')})`);
-    if (obs.crd && now - started >= cfg.handoverBudgetMs && !obs.terminating) {
+    const missing = services
+      .filter((s) => !handedTo[s.service])
+      .map((s) => `${s.service} (${s.ips.join(', ')})`);
+    const budgetSpent = obs.crd && now - started >= cfg.handoverBudgetMs;
+    if (budgetSpent && !obs.terminating) {
       // The exclude label alone silences this node's speaker: with nobody else announcing, the
       // VIP is dark. Take the label back (if it is ours) and let this node announce again.
-      if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined)
-        actions.push({ kind: 'unlabel' });
+      takeLabelBack(actions, obs);
       event(
         'Warning',
         'L2HandoverUnconfirmed',
-        `no other node took over ${missing().join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${obs.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
+        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${obs.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
       );
-      return {
-        mem: {
-          ...initialMemory(now),
-          gaveUp: true,
-        },
-        actions,
-      };
+      return { mem: { ...initialMemory(now), gaveUp: true }, actions };
     }
-    if (obs.crd && now - started >= cfg.handoverBudgetMs && !mem.warnedUnconfirmed) {
+    if (budgetSpent && !mem.warnedUnconfirmed) {
       event(
         'Warning',
         'L2HandoverUnconfirmed',
-        `no other node took over ${missing().join(', ')} within ${secs(cfg.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
+        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
       );
       mem = { ...mem, warnedUnconfirmed: true };
     }
@@ -383,6 +377,11 @@ function awaiting(
       `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
     );
   return { mem, actions };
+}
+
+/** Removes the exclude label if drainguard added it and it is there (and the API answers). */
+function takeLabelBack(actions: L2Action[], obs: L2Observation): void {
+  if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined) actions.push({ kind: 'unlabel' });
 }
 
 function ensureFenceInto(actions: L2Action[], obs: L2Observation, spec: FenceSpec): void {

@@ -6,50 +6,18 @@
 // ("leading"), uncordons and waits for the replacement pod. Same machine, same clock.
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard } from '../../../lab/cluster/install.ts';
-import { followEvents } from '../../../lab/cluster/logs.ts';
-import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
-import { waitFor } from '../../../shared/clock.ts';
+import { installSkupperSite, leaderChange, siteLeader } from '../../../lab/cluster/skupper.ts';
 
-interface Ev {
-  ev: string;
-  t: number;
-}
 export interface RealTrial {
   mode: 'drainguard' | 'baseline';
   leaderlessMs: number;
   splitBrain: number;
 }
 
-const T = { timeoutMs: 180_000, intervalMs: 100 };
-
 async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<RealTrial> {
-  const k = (args: string[]) => c.k(args);
-  const pods = (
-    JSON.parse(await k(['get', 'pods', '-n', ns, '-l', `lab.drainguard.io/site=${ns}`, '-o', 'json'])) as {
-      items: { metadata: { name: string; deletionTimestamp?: string }; spec: { nodeName: string } }[];
-    }
-  ).items.filter((p) => !p.metadata.deletionTimestamp);
-  const holder = async () =>
-    (
-      JSON.parse(await k(['get', 'lease', '-n', ns, SKUPPER_LEASE, '-o', 'json'])) as {
-        spec?: { holderIdentity?: string };
-      }
-    ).spec?.holderIdentity;
-  const leaderName = await waitFor(
-    'a holder among the pods',
-    async () => {
-      const h = await holder();
-      return pods.some((p) => p.metadata.name === h) ? h : undefined;
-    },
-    T,
-  );
-  const leader = pods.find((p) => p.metadata.name === leaderName)!;
-  const oldLog = followEvents<Ev>(c, ns, leader.metadata.name, 'kube-adaptor');
-  const logs = [oldLog];
-  try {
-    await waitFor('log stream open', () => oldLog.lines.length > 0, T);
-    const from = Date.now();
-    await k([
+  const leader = await siteLeader(c, ns);
+  const w = await leaderChange(c, ns, leader.metadata.name, async () => {
+    await c.k([
       'drain',
       leader.spec.nodeName,
       '--ignore-daemonsets',
@@ -57,34 +25,10 @@ async function trial(c: Cluster, ns: string, mode: RealTrial['mode']): Promise<R
       `--pod-selector=lab.drainguard.io/site=${ns}`,
       '--timeout=180s',
     ]);
-    const stopped = await waitFor(
-      'the old leader stopped',
-      () => oldLog.events.find((e) => e.ev === 'stopped-leading' && e.t >= from),
-      T,
-    );
-    // Whoever leads next: the other replica, or (Lease left to expire) the ReplicaSet's
-    // replacement if it came up in time and asked first.
-    const next = await waitFor(
-      'a new holder',
-      async () => {
-        const h = await holder();
-        return h && h !== leaderName ? h : undefined;
-      },
-      T,
-    );
-    const newLog = followEvents<Ev>(c, ns, next, 'kube-adaptor');
-    logs.push(newLog);
-    const started = await waitFor(
-      'the new holder leads',
-      () => newLog.events.find((e) => e.ev === 'leading' && e.t >= from),
-      T,
-    );
-    await k(['uncordon', leader.spec.nodeName]);
-    await k(['rollout', 'status', '-n', ns, 'deployment/skupper-router', '--timeout=180s']);
-    return { mode, leaderlessMs: started.t - stopped.t, splitBrain: started.t < stopped.t ? 1 : 0 };
-  } finally {
-    for (const l of logs) l.proc.kill();
-  }
+  });
+  await c.k(['uncordon', leader.spec.nodeName]);
+  await c.k(['rollout', 'status', '-n', ns, 'deployment/skupper-router', '--timeout=180s']);
+  return { mode, leaderlessMs: w.leadingAt - w.stoppedAt, splitBrain: w.leadingAt < w.stoppedAt ? 1 : 0 };
 }
 
 /** `trials` drains per mode on one lab cluster; `report` gets each trial as it ends. */
