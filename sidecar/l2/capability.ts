@@ -269,7 +269,9 @@ class L2Handover implements Capability {
     const phase = this.mem.phase;
     // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
     // node excluded meanwhile is seen before the fence.
-    if (want && phase !== 'fenced' && phase !== 'failsafe-fenced') await this.refreshCandidates();
+    // A handover about to start reads fresh; one under way (or refused) at most every 2 s.
+    const starting = (phase === 'idle' || phase === 'undoing') && !this.mem.stranded && !this.mem.gaveUp;
+    if (want && phase !== 'fenced' && phase !== 'failsafe-fenced') await this.refreshCandidates(starting);
     if (want && (phase === 'idle' || phase === 'undoing')) {
       if (this.statusMode() === false) await this.refreshAllLbServices();
     }
@@ -674,9 +676,9 @@ class L2Handover implements Capability {
     }
   }
 
-  private async refreshCandidates(): Promise<void> {
+  private async refreshCandidates(fresh: boolean): Promise<void> {
     const { ctx } = this;
-    if (ctx.clock.now() - this.candidatesAt < 2_000 && this.candidates !== undefined) return;
+    if (!fresh && ctx.clock.now() - this.candidatesAt < 2_000 && this.candidates !== undefined) return;
     try {
       const ownerUid = ctx.drain.pod?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
       const [nodes, pods] = await Promise.all([

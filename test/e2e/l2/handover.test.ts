@@ -546,10 +546,24 @@ describe('L2 handover (metallb-speaker profile)', () => {
       // They announce nothing, so their handover is just the label.
       await waitFor(`${n} handed over`, async () => (await status(n)).phase === 'fenced', T);
     }
+    // This cordon's refusal, not one an earlier test left behind naming the same VIP.
+    const refusals = async () =>
+      (
+        await w.client.get<{ items: (KubeObject & { reason?: string; message?: string })[] }>(
+          '/api/v1/namespaces/default/events',
+        )
+      ).items.filter((e) => e.reason === 'L2HandoverImpossible');
+    const before = new Set((await refusals()).map((e) => e.metadata?.uid));
     await w.cordon(a, true);
     await waitFor(
       'refusal Event',
-      async () => (await events('L2HandoverImpossible')).some((m) => m.includes(w.vip)),
+      async () =>
+        (await refusals()).some(
+          (e) =>
+            !before.has(e.metadata?.uid) &&
+            (e.message ?? '').includes(w.vip) &&
+            (e.message ?? '').includes('not labelling'),
+        ),
       T,
     );
     assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})));
