@@ -1,18 +1,27 @@
 // The L2 test world, shared by the e2e tests and `make bench-l2`: a switch with speaker nodes and
-// a client, the real API server reachable from the node namespaces, MetalLB's CRD and objects,
-// a speaker simulator per node and (optionally) a drainguard sidecar per node.
+// a client, the real API server reachable from the node namespaces, MetalLB's CRDs and objects
+// (an IPAddressPool `lab` over <segment>.100–.120, an L2Advertisement `lab` for every node, the
+// LoadBalancer Service web/www at <segment>.100 with a ready endpoint on every node; more
+// Services through addService), a speaker simulator per node and (optionally) a drainguard
+// sidecar per node.
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { waitFor } from '../shared/clock.ts';
-import type { KubeClient } from '../shared/kube/client.ts';
+import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import type { KubeObject, Node } from '../shared/kube/types.ts';
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
 import { type ControlPlane, startControlPlane } from './control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from './netns.ts';
 import { owner } from './sim/speaker/election.ts';
+import {
+  putEndpoints,
+  putL2Config,
+  putLoadBalancer,
+  waitForMetalLbResources,
+} from './sim/speaker/objects.ts';
 
 export { macsIn, type ProbeRound };
 
@@ -45,8 +54,23 @@ export interface L2World {
   sidecars: Map<string, Sidecar>;
   /** The node that announces the VIP with every node eligible. */
   initialOwner: string;
-  /** Who MetalLB would elect among the given nodes. */
-  ownerAmong(nodes: string[]): string;
+  /** Who MetalLB would elect among the given nodes for `vip` (default: the world's VIP). */
+  ownerAmong(nodes: string[], vip?: string): string;
+  /** `<segment>.<100+n>`: the nth address of the pool (vipAt(0) is the default VIP), up to n = 20. */
+  vipAt(n: number): string;
+  /**
+   * Another LoadBalancer Service (type LoadBalancer, `externalTrafficPolicy: Local` when `local`,
+   * status ingress `vip`) with one ready endpoint on each of `endpointNodes` (an EndpointSlice).
+   */
+  addService(opts: {
+    name: string;
+    namespace?: string;
+    vip: string;
+    local?: boolean;
+    endpointNodes: string[];
+  }): Promise<void>;
+  /** Replaces that Service's endpoints: one ready endpoint per given node (none: no endpoint). */
+  setEndpoints(name: string, nodes: string[], namespace?: string): Promise<void>;
   startSpeaker(name: string): Promise<Speaker>;
   stopSpeaker(name: string, signal?: NodeJS.Signals): Promise<void>;
   startSidecar(name: string, env?: Record<string, string>): Promise<Sidecar>;
@@ -57,6 +81,8 @@ export interface L2World {
   setLabel(name: string, key: string, value: string | null): Promise<void>;
   /** Probe the VIP from the client for `rounds` rounds of `intervalMs`. */
   probe(rounds: number, intervalMs?: number): Promise<ProbeRound[]>;
+  /** The same for any address. */
+  probeVip(vip: string, rounds: number, intervalMs?: number): Promise<ProbeRound[]>;
   startProbe(intervalMs: number, onRound: (r: ProbeRound) => void): ChildProcess;
   nft(name: string, args: string[]): Promise<string>;
   l2Statuses(): Promise<{ node: string; service: string }[]>;
@@ -119,17 +145,21 @@ async function populate(
     if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
-  // The CRD is MetalLB's, CEL rules (x-kubernetes-validations, Kubernetes 1.25+) included; the
+  // The CRDs are MetalLB's, CEL rules (x-kubernetes-validations, Kubernetes 1.25+) included; the
   // 1.20 test server does not know them, so client-side validation is off and the server drops them.
-  if (!noCrd) {
-    await k(['apply', '--validate=false', '-f', join(ROOT, 'lab/crds/servicel2status.yaml')]);
-    await waitFor(
-      // Established and served: discovery lists it (kubectl wait races the CRD's first status).
-      'ServiceL2Status served',
-      async () => (await client.get<{ resources?: unknown[] }>('/apis/metallb.io/v1beta1')).resources?.length,
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
-  }
+  // IPAddressPool and L2Advertisement exist since MetalLB 0.13, ServiceL2Status since 0.14.4.
+  const crds = [
+    ['ipaddresspool', 'ipaddresspools'],
+    ['l2advertisement', 'l2advertisements'],
+    ...(noCrd ? [] : [['servicel2status', 'servicel2statuses']]),
+  ];
+  for (const [file] of crds)
+    await k(['apply', '--validate=false', '-f', join(ROOT, `lab/crds/${file}.yaml`)]);
+  // Established and served: discovery lists them (kubectl wait races the CRD's first status).
+  await waitForMetalLbResources(
+    client,
+    crds.map(([, plural]) => plural as string),
+  );
   await client.create('/api/v1/namespaces', {
     apiVersion: 'v1',
     kind: 'Namespace',
@@ -170,8 +200,8 @@ async function populate(
       },
     },
   });
-  for (const n of nodes)
-    await client.create(`/api/v1/namespaces/${METALLB_NS}/pods`, {
+  for (const n of nodes) {
+    const pod = await client.create<KubeObject>(`/api/v1/namespaces/${METALLB_NS}/pods`, {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: {
@@ -198,17 +228,36 @@ async function populate(
         ],
       },
     });
-  await client.create('/api/v1/namespaces/web/services', {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name: 'www', namespace: 'web' },
-    spec: { type: 'LoadBalancer', selector: { app: 'www' }, ports: [{ port: 80, targetPort: 8080 }] },
-  });
-  const svc = await client.get<KubeObject>('/api/v1/namespaces/web/services/www');
-  await client.replace('/api/v1/namespaces/web/services/www/status', {
-    ...svc,
-    status: { loadBalancer: { ingress: [{ ip: vip }] } },
-  });
+    // Ready, as a kubelet would report it: only a Ready speaker can take a VIP over.
+    await client.replace(`/api/v1/namespaces/${METALLB_NS}/pods/speaker-${n.name}/status`, {
+      ...pod,
+      status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    });
+  }
+  // MetalLB's configuration: the pool <segment>.100–.120 (and the VIP if given outside it), one
+  // L2Advertisement for every pool and node.
+  const segment = vip.split('.').slice(0, 3).join('.');
+  const vipAt = (n: number) => `${segment}.${100 + n}`;
+  const poolRange = `${vipAt(0)}-${vipAt(20)}`;
+  const inRange = (ip: string) => {
+    const last = Number(ip.split('.')[3]);
+    return ip.startsWith(`${segment}.`) && last >= 100 && last <= 120;
+  };
+  await putL2Config(client, METALLB_NS, [poolRange, ...(inRange(vip) ? [] : [`${vip}/32`])]);
+  const endpointsOn = (ns: string[]) =>
+    ns.map((n) => {
+      if (!names.includes(n)) throw new Error(`no node ${n} in this world`);
+      return { node: n, ip: bed.node(n).ipv4 };
+    });
+  const ensureNamespace = async (name: string) => {
+    try {
+      await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    } catch (e) {
+      if (!isApiError(e, 409)) throw e;
+    }
+  };
+  // web/www: a ready endpoint on every node, so every node may announce it.
+  await putLoadBalancer(client, { name: 'www', namespace: 'web', vip, endpoints: endpointsOn(names) });
 
   // Kubeconfig for processes in the node namespaces: same server (the host's switch address).
   const kubeconfig = join(cp.dir, 'kubeconfig-nodes.json');
@@ -228,7 +277,22 @@ async function populate(
     speakers,
     sidecars,
     initialOwner: owner(names, vip) as string,
-    ownerAmong: (ns) => owner(ns, vip) as string,
+    ownerAmong: (ns, v = vip) => owner(ns, v) as string,
+    vipAt,
+    async addService(o) {
+      const namespace = o.namespace ?? 'web';
+      await ensureNamespace(namespace);
+      await putLoadBalancer(client, {
+        name: o.name,
+        namespace,
+        vip: o.vip,
+        local: o.local ?? false,
+        endpoints: endpointsOn(o.endpointNodes),
+      });
+    },
+    async setEndpoints(name, ns, namespace = 'web') {
+      await putEndpoints(client, { name, namespace, endpoints: endpointsOn(ns) });
+    },
     async startSpeaker(name) {
       const node = bed.node(name);
       const cfg = {
@@ -331,6 +395,7 @@ async function populate(
     },
     startProbe: (intervalMs, onRound) => startArpProbe(bed.node('client'), vip, intervalMs, onRound),
     probe: (rounds, intervalMs = 50) => probeRounds(bed.node('client'), vip, rounds, intervalMs),
+    probeVip: (v, rounds, intervalMs = 50) => probeRounds(bed.node('client'), v, rounds, intervalMs),
     nft: (name, args) => bed.node(name).run(['nft', ...args]),
     async l2Statuses() {
       if (noCrd) return [];

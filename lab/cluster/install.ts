@@ -64,13 +64,15 @@ export async function installNetfilterCleanup(c: Cluster): Promise<void> {
 }
 
 /**
- * MetalLB's side as a user's cluster has it: its namespace, the ServiceL2Status CRD and the
- * speaker's service account, and drainguard's grants in that namespace (as the README says).
+ * MetalLB's side as a user's cluster has it: its namespace, its CRDs (IPAddressPool,
+ * L2Advertisement, ServiceL2Status) and the speaker's service account, and drainguard's grants
+ * in that namespace (as the README says).
  */
 export async function installMetalLbBase(c: Cluster): Promise<void> {
   await c.k(['create', 'namespace', 'metallb-system']);
   // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
-  await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', 'servicel2status.yaml')]);
+  for (const crd of ['ipaddresspool', 'l2advertisement', 'servicel2status'])
+    await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', `${crd}.yaml`)]);
   await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
   await c.k(['apply', '-k', join(REPO, 'manifests', 'sidecar-rbac', 'metallb-namespace')]);
 }

@@ -1,10 +1,15 @@
 // MetalLB's L2 side on the lab cluster as its own manifests lay it out: the speaker DaemonSet
 // (hostNetwork, NET_RAW, app=metallb component=speaker, service account speaker) whose container
-// is the speaker simulator from the lab image — MetalLB's Go binary cannot be built here — and a
-// LoadBalancer Service whose address the controller's part (done here) puts on the switch.
+// is the speaker simulator from the lab image — MetalLB's Go binary cannot be built here — its
+// configuration (an IPAddressPool `lab` over <segment>.100–.199, the addresses the demo picks its
+// VIP from, and an L2Advertisement `lab` for every node), and a LoadBalancer Service whose address
+// the controller's part (done here) puts on the switch, with a ready endpoint on every node.
+import { putL2Config, putLoadBalancer, waitForMetalLbResources } from '../sim/speaker/objects.ts';
 import type { Cluster } from './cluster.ts';
 
 const NS = 'metallb-system';
+/** The pool's first and last host number on the switch's segment. */
+export const LAB_POOL_HOSTS = [100, 199] as const;
 
 /** Installs the speakers (injected when opts.inject: the namespace is labelled first) and the Service. */
 export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: boolean }): Promise<void> {
@@ -12,11 +17,26 @@ export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: 
   await installLoadBalancer(c, vip);
 }
 
-/** The speaker DaemonSet and its grants, rolled out on every node. */
+/** MetalLB's configuration and the speaker DaemonSet with its grants, rolled out on every node. */
 export async function installSpeakers(c: Cluster, opts: { inject: boolean }): Promise<void> {
   const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
-  // What MetalLB's own manifests grant the speaker, narrowed to what the simulator reads and writes.
-  await k(['create', 'clusterrole', 'lab-speaker', '--verb=get,list,watch', '--resource=nodes,services']);
+  // The CRDs come with installMetalLbBase (lab/cluster/install.ts); served before objects are written.
+  const client = c.client();
+  try {
+    await waitForMetalLbResources(client, ['ipaddresspools', 'l2advertisements']);
+    await putL2Config(client, NS, [`${c.bed.addr4(LAB_POOL_HOSTS[0])}-${c.bed.addr4(LAB_POOL_HOSTS[1])}`]);
+  } finally {
+    client.close();
+  }
+  // What MetalLB's own manifests grant the speaker, narrowed to what the simulator reads and writes
+  // (EndpointSlices in whichever version the server has: RBAC does not tell versions apart).
+  await k([
+    'create',
+    'clusterrole',
+    'lab-speaker',
+    '--verb=get,list,watch',
+    '--resource=nodes,services,endpointslices.discovery.k8s.io',
+  ]);
   await k([
     'create',
     'clusterrolebinding',
@@ -31,6 +51,11 @@ export async function installSpeakers(c: Cluster, opts: { inject: boolean }): Pr
       kind: 'Role',
       metadata: { name: 'lab-speaker', namespace: NS },
       rules: [
+        {
+          apiGroups: ['metallb.io'],
+          resources: ['ipaddresspools', 'l2advertisements'],
+          verbs: ['get', 'list', 'watch'],
+        },
         {
           apiGroups: ['metallb.io'],
           // MetalLB writes ServiceL2Status through its status subresource.
@@ -89,23 +114,22 @@ export async function installSpeakers(c: Cluster, opts: { inject: boolean }): Pr
   await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
 }
 
-/** The LoadBalancer Service web/www with `vip` as its address (MetalLB's controller's part). */
+/**
+ * The LoadBalancer Service web/www with `vip` as its address (MetalLB's controller's part) and a
+ * ready endpoint on every node: no selector, a hand-made EndpointSlice (MetalLB's speakers
+ * announce only a service with a serving endpoint). `vip` must lie in the lab pool.
+ */
 export async function installLoadBalancer(c: Cluster, vip: string): Promise<void> {
-  const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
-  await k(['create', 'namespace', 'web']);
-  await k(
-    ['apply', '-f', '-'],
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Service',
-      metadata: { name: 'www', namespace: 'web' },
-      spec: { type: 'LoadBalancer', selector: { app: 'www' }, ports: [{ port: 80, targetPort: 8080 }] },
-    }),
-  );
-  // MetalLB's controller assigns the address; here the test does, on the switch's segment.
-  const svc = JSON.parse(await k(['get', 'service', '-n', 'web', 'www', '-o', 'json'])) as object;
-  await c.client().replace('/api/v1/namespaces/web/services/www/status', {
-    ...svc,
-    status: { loadBalancer: { ingress: [{ ip: vip }] } },
-  });
+  await c.k(['create', 'namespace', 'web']);
+  const client = c.client();
+  try {
+    await putLoadBalancer(client, {
+      name: 'www',
+      namespace: 'web',
+      vip,
+      endpoints: c.nodes.map((n) => ({ node: n.name, ip: c.bed.node(n.name).ipv4 })),
+    });
+  } finally {
+    client.close();
+  }
 }

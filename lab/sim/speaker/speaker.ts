@@ -2,17 +2,41 @@
 // network namespace:  node lab/sim/speaker/speaker.ts '<json SpeakerSimConfig>'
 // or in a hostNetwork pod of the lab image on the lab cluster: no kubeconfig (the pod's service
 // account, in-cluster), the node from $NODE_NAME (downward API), as MetalLB's own DaemonSet does.
-// - memberlist-like liveness: UDP heartbeats on 7946 to every peer; a peer missing for deadMs is
-//   dead, an explicit leave (sent on SIGTERM) removes it at once;
-// - election as MetalLB does it (election.ts), from this process' own view of the API;
+//
+// Modelled (metallb/metallb v0.14–v0.16; the rules themselves are in election.ts, pure and
+// unit-tested in test/unit/sim-speaker*.test.ts):
+// - memberlist liveness by SWIM probe/ack on UDP 7946: every probe interval a ping to each peer,
+//   an ack back to the sender of each ping received, a peer alive while an ack to one of our own
+//   pings came within deadMs; `leave` sent on SIGTERM removes a member at once. So a node whose
+//   output on 7946 is dropped (drainguard's fail-safe cut) sees ALL its peers die and they see it
+//   die. Indirect probes (ping-req) and gossip of suspicion are not modelled; election.ts says
+//   why that changes nothing for a node cut off in its own output;
+// - the election per service as `ShouldAnnounce` does it, from this process' own API view:
+//   type LoadBalancer, the pool holding its IPs (IPAddressPool `spec.addresses`, CIDRs and
+//   ranges), the L2Advertisements of that pool (by name, pool selector, or all; service
+//   selectors as v0.16) and their node selectors, a serving endpoint in its EndpointSlices
+//   (none: nobody announces), for `externalTrafficPolicy: Local` only nodes with one, minus
+//   excluded (label, any value) and NetworkUnavailable nodes, ordered by sha256(node#firstIP);
+//   several services and VIPs at once, each owned by whichever node wins it;
+// - EndpointSlices read from discovery.k8s.io/v1, or v1beta1 where v1 is not served (the lab's
+//   Kubernetes 1.20), whose endpoint node is the `kubernetes.io/hostname` topology key;
+//   IPAddressPools and L2Advertisements (metallb.io/v1beta1) from the MetalLB namespace;
 // - ServiceL2Status with v0.16 semantics: the owner writes its own object and deletes other
 //   nodes' objects for the service; a node that stops announcing deletes its own;
-// - the wire (ARP replies, gratuitous ARP on takeover) through wire.py on an AF_PACKET socket;
+// - the wire (ARP replies for every IPv4 VIP it owns, gratuitous ARP on takeover: once, then every
+//   1.1 s for 5 s) through wire.py on an AF_PACKET socket;
 // - stdin "freeze" / "unfreeze": stop seeing API updates (a stale local apiserver), keep
-//   announcing what it last decided, write nothing.
+//   announcing what it last decided, re-elect from the stale view, write nothing.
+// Out of scope for now (separate work): ServiceL2Status per-version modes beyond `noCrd` and
+// `noStatusWrites` (0.14.4–0.14.5 naming, 0.14.6–0.15.x reuse of other nodes' objects, metadata
+// and status written on separate reconciles); gratuitous ARP re-armed on every resync of an owned
+// VIP; NDP for IPv6 VIPs (elected, not answered on the wire); L2Advertisement `interfaces` beyond
+// the reported status; MetalLB refusing an invalid configuration as a whole (here an invalid pool
+// range or selector just matches nothing); the allow-shared-ip checks; memberlist-disabled mode.
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
 import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
+import { isIP } from 'node:net';
 import { createInterface } from 'node:readline';
 import { systemClock } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
@@ -20,7 +44,19 @@ import { Informer } from '../../../shared/kube/informer.ts';
 import { kubeconfigAuth } from '../../../shared/kube/kubeconfig.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
-import { eligible, liveMembers, type MemberView, owner } from './election.ts';
+import {
+  type EndpointSlice,
+  type IPAddressPool,
+  type L2Advertisement,
+  liveMembers,
+  type MemberMsg,
+  newMemberView,
+  probeRound,
+  receive,
+  type Service,
+  shouldAnnounce,
+} from './election.ts';
+import { endpointSliceVersion } from './objects.ts';
 
 export interface SpeakerSimConfig {
   node: string;
@@ -30,7 +66,11 @@ export interface SpeakerSimConfig {
   namespace: string;
   peers: { node: string; ip: string }[];
   port?: number;
+  /** memberlist probe interval: a ping to every peer this often (default 200 ms). */
+  probeIntervalMs?: number;
+  /** Former name of probeIntervalMs. */
   heartbeatMs?: number;
+  /** A peer without an ack to our pings for this long is dead (default 5000 ms). */
   deadMs?: number;
   /** MetalLB < 0.14.4: no ServiceL2Status CRD, nothing written. */
   noCrd?: boolean;
@@ -40,10 +80,6 @@ export interface SpeakerSimConfig {
   noStatusWrites?: boolean;
 }
 
-interface Service extends KubeObject {
-  spec?: { type?: string };
-  status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
-}
 interface L2Status extends KubeObject {
   status?: { node?: string; serviceName?: string; serviceNamespace?: string };
 }
@@ -52,7 +88,7 @@ const parsed = JSON.parse(process.argv[2] ?? '{}') as Partial<SpeakerSimConfig>;
 const cfg = { ...parsed, node: parsed.node || process.env.NODE_NAME || '' } as SpeakerSimConfig;
 if (!cfg.node) throw new Error('speaker-sim: no node name (config "node" or $NODE_NAME)');
 const port = cfg.port ?? 7946;
-const heartbeatMs = cfg.heartbeatMs ?? 200;
+const probeIntervalMs = cfg.probeIntervalMs ?? cfg.heartbeatMs ?? 200;
 const deadMs = cfg.deadMs ?? 5000;
 const log = createLogger(`speaker-sim-${cfg.node}`, process.env.SIM_LOG_LEVEL ?? 'warn');
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
@@ -61,10 +97,25 @@ const client = new KubeClient(kubeconfigAuth({ kubeconfig: cfg.kubeconfig }), {
   userAgent: `speaker-sim/${cfg.node}`,
 });
 let frozen = false;
-const view: MemberView = { lastSeen: new Map(), left: new Set() };
+// Declared before anything async: memberlist datagrams and timers use them from the start.
+let announced = new Set<string>();
+let running: Promise<void> | undefined;
+let dirty = false;
+let stopping = false;
+const startedAt = Date.now();
+// Like memberlist joining: hear the peers before deciding anything, or every speaker would
+// briefly think it is alone and announce everything.
+const joinMs = Math.max(3 * probeIntervalMs, 600);
+// This process' memberlist incarnation: a restarted speaker is a new one, so peers that saw it
+// leave take it back at its first ack.
+const incarnation = Date.now();
+const view = newMemberView();
 // The API view the election uses; frozen = not updated any more.
 const nodes = new Map<string, Node>();
 const services = new Map<string, Service>();
+const slices = new Map<string, EndpointSlice>();
+const pools = new Map<string, IPAddressPool>();
+const l2ads = new Map<string, L2Advertisement>();
 const statuses = new Map<string, L2Status>();
 
 // --- wire ---------------------------------------------------------------------------------
@@ -83,34 +134,44 @@ wire.on('exit', (code) => {
   }
 });
 
-// --- memberlist ---------------------------------------------------------------------------
+// --- memberlist: probe/ack ----------------------------------------------------------------
 const sock = dgram.createSocket({ type: 'udp4', reuseAddr: true });
 // A memberlist cut (nft output drop) fails sends with EPERM: like a real speaker, carry on.
-sock.on('error', (e) => log.debug({ err: e.message }, 'memberlist send failed'));
-sock.on('message', (msg) => {
+sock.on('error', (e) => log.debug({ err: e.message }, 'memberlist socket error'));
+const send = (m: MemberMsg, ip: string, toPort = port) =>
+  sock.send(Buffer.from(JSON.stringify(m)), toPort, ip, (err) => {
+    if (err) log.debug({ err: err.message, to: ip, type: m.type }, 'memberlist send failed');
+  });
+const peerIP = new Map(cfg.peers.map((p) => [p.node, p.ip]));
+sock.on('message', (buf, rinfo) => {
+  let m: MemberMsg;
   try {
-    const m = JSON.parse(msg.toString()) as { node: string; type: 'alive' | 'leave' };
-    if (m.node === cfg.node) return;
-    if (m.type === 'leave') {
-      view.left.add(m.node);
-      view.lastSeen.delete(m.node);
-    } else {
-      view.left.delete(m.node);
-      view.lastSeen.set(m.node, Date.now());
-    }
-    schedule();
+    m = JSON.parse(buf.toString()) as MemberMsg;
+    if (typeof m?.node !== 'string' || !['ping', 'ack', 'leave'].includes(m.type)) return;
   } catch {
-    // not ours
+    return; // not ours
   }
+  // Once it has left, this member answers nothing: its acks would bring it back.
+  if (stopping) return;
+  const reply = receive(view, cfg.node, incarnation, m, Date.now());
+  // memberlist acks to the address and port the ping came from.
+  if (reply) send(reply, rinfo.address, rinfo.port);
+  if (m.type !== 'ping') schedule();
 });
 await new Promise<void>((resolve) => sock.bind(port, '0.0.0.0', () => resolve()));
-const beat = (type: 'alive' | 'leave') => {
-  const msg = Buffer.from(JSON.stringify({ node: cfg.node, type }));
-  for (const p of cfg.peers) if (p.node !== cfg.node) sock.send(msg, port, p.ip, () => {});
+const probe = () => {
+  const peers = cfg.peers.map((p) => p.node);
+  for (const { to, msg } of probeRound(view, cfg.node, incarnation, peers, Date.now(), deadMs)) {
+    const ip = peerIP.get(to);
+    if (ip) send(msg, ip);
+  }
 };
-const beatTimer = setInterval(() => beat('alive'), heartbeatMs);
+probe();
+const probeTimer = setInterval(probe, probeIntervalMs);
 
 // --- API view -----------------------------------------------------------------------------
+const sliceVersion = await endpointSliceVersion(client);
+
 const copyInto = (objs: ReadonlyMap<string, KubeObject>, into: Map<string, KubeObject>) => {
   into.clear();
   for (const [k, o] of objs) into.set(k, o);
@@ -131,19 +192,17 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
   inf.start();
   return inf;
 };
+const metallb = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}`;
 const informers = [
   informer('/api/v1/nodes', nodes as Map<string, KubeObject>),
   informer('/api/v1/services', services as Map<string, KubeObject>),
-  ...(cfg.noCrd
-    ? []
-    : [informer(`/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`, statuses)]),
+  informer(`/apis/discovery.k8s.io/${sliceVersion}/endpointslices`, slices as Map<string, KubeObject>),
+  informer(`${metallb}/ipaddresspools`, pools as Map<string, KubeObject>),
+  informer(`${metallb}/l2advertisements`, l2ads as Map<string, KubeObject>),
+  ...(cfg.noCrd ? [] : [informer(`${metallb}/servicel2statuses`, statuses)]),
 ];
 
 // --- election and announcing --------------------------------------------------------------
-let announced = new Set<string>();
-let running: Promise<void> | undefined;
-let dirty = false;
-let stopping = false;
 
 function schedule(): void {
   dirty = true;
@@ -156,39 +215,51 @@ function schedule(): void {
   })();
 }
 
-const lbIP = (s: Service) => s.status?.loadBalancer?.ingress?.find((i) => i.ip)?.ip;
 const statusName = (svc: string, node: string) => `${svc}-${node}`.toLowerCase().slice(0, 253);
-
-const startedAt = Date.now();
-// Like memberlist joining: hear the peers before deciding anything, or every speaker would
-// briefly think it is alone and announce everything.
-const joinMs = Math.max(3 * heartbeatMs, 600);
+/** The last ShouldAnnounce reason per service, to log changes only. */
+const reasons = new Map<string, string>();
 
 async function reconcile(): Promise<void> {
   if (Date.now() - startedAt < joinMs) return;
   const live = liveMembers(cfg.node, view, Date.now(), deadMs);
-  const candidates = eligible(nodes.values(), live);
-  const mine = new Map<string, Service>();
-  for (const s of services.values()) {
-    const ip = lbIP(s);
-    if (s.spec?.type !== 'LoadBalancer' || !ip) continue;
-    if (owner(candidates, ip) === cfg.node) mine.set(ip, s);
+  // Services this node announces, by namespace/name, with the IPs it announces for each.
+  const mine = new Map<string, { svc: Service; ips: string[] }>();
+  for (const [key, svc] of services) {
+    const d = shouldAnnounce({
+      self: cfg.node,
+      service: svc,
+      endpointSlices: slices.values(),
+      pools: pools.values(),
+      l2Advertisements: l2ads.values(),
+      nodes: nodes.values(),
+      live,
+    });
+    if (reasons.get(key) !== d.reason) {
+      reasons.set(key, d.reason);
+      log.info(
+        { service: key, reason: d.reason || 'announcing', candidates: d.candidates },
+        'shouldAnnounce',
+      );
+    }
+    if (d.reason === '') mine.set(key, { svc, ips: d.ips });
   }
-  const next = new Set(mine.keys());
+  const next = new Set([...mine.values()].flatMap((m) => m.ips));
   const added = [...next].filter((v) => !announced.has(v));
   if (added.length > 0 || [...announced].some((v) => !next.has(v))) {
     announced = next;
-    toWire(`vips ${[...next].join(' ')}`);
-    if (added.length > 0) toWire(`garp ${added.join(' ')}`);
+    // ARP only: IPv6 VIPs are elected and reported, not answered (no NDP responder).
+    const v4 = (ips: Iterable<string>) => [...ips].filter((ip) => isIP(ip) === 4);
+    toWire(`vips ${v4(next).join(' ')}`);
+    if (v4(added).length > 0) toWire(`garp ${v4(added).join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
   }
   if (frozen || cfg.noCrd || cfg.noStatusWrites) return;
-  await syncStatuses(mine);
+  await syncStatuses(new Map([...mine].map(([k, m]) => [k, m.svc])));
 }
 
 async function syncStatuses(mine: Map<string, Service>): Promise<void> {
   const base = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`;
-  const mineKeys = new Set([...mine.values()].map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`));
+  const mineKeys = new Set(mine.keys());
   for (const s of mine.values()) {
     const ns = s.metadata?.namespace ?? '';
     const name = s.metadata?.name ?? '';
@@ -262,8 +333,9 @@ async function shutdown(): Promise<void> {
   // Like the real speaker: answers ARP until it exits, then leaves memberlist; no goodbye ARP.
   emit({ ev: 'sigterm', node: cfg.node, t: Date.now() });
   stopping = true;
-  beat('leave');
-  clearInterval(beatTimer);
+  for (const p of cfg.peers)
+    if (p.node !== cfg.node) send({ type: 'leave', node: cfg.node, inc: incarnation }, p.ip);
+  clearInterval(probeTimer);
   clearInterval(tick);
   await running;
   toWire('quit');

@@ -2,10 +2,12 @@
 """The wire part of the MetalLB speaker simulator (Node has no packet sockets).
 
   wire.py speaker IFACE   ARP responder like MetalLB's (mdlayher/arp over AF_PACKET): answers
-                          requests for the VIPs in its set, unicast, sender IP = VIP. Commands on
-                          stdin, one per line:  "vips A B ..." (replace the set),  "garp A" (takeover:
-                          gratuitous ARP as request and reply, once, then every 1.1 s for 5 s),
-                          "quit". Exits when stdin closes (its parent died).
+                          requests for every VIP in its set (all the services this node owns),
+                          unicast, sender IP = VIP. Commands on stdin, one per line:
+                          "vips A B ..." (replace the set),  "garp A B ..." (takeover: gratuitous ARP
+                          as request and reply, once, then every 1.1 s for 5 s),  "quit". Addresses
+                          that are not IPv4 are ignored (no NDP here). Exits when stdin closes (its
+                          parent died).
   wire.py send-garp IFACE VIP / send-na IFACE TARGET6
                           One gratuitous ARP (request and reply) / one unsolicited NA, then exit.
   wire.py probe IFACE SRC_IP VIP INTERVAL_MS
@@ -24,6 +26,14 @@ import time
 ETH_P_ARP = 0x0806
 BROADCAST = b"\xff" * 6
 ZERO = b"\x00" * 6
+
+
+def is_ipv4(text):
+    try:
+        socket.inet_aton(text)
+        return text.count(".") == 3
+    except OSError:
+        return False
 
 
 def own_mac(iface):
@@ -101,10 +111,10 @@ def speaker(iface):
                 if parts[0] == "quit":
                     return
                 if parts[0] == "vips":
-                    vips = set(parts[1:])
+                    vips = {v for v in parts[1:] if is_ipv4(v)}
                     garps = [g for g in garps if g[0] in vips]
                 elif parts[0] == "garp":
-                    for vip in parts[1:]:
+                    for vip in [v for v in parts[1:] if is_ipv4(v)]:
                         send_garp(vip)
                         t = time.monotonic()
                         garps = [g for g in garps if g[0] != vip] + [[vip, t + 1.1, t + 5.0]]
