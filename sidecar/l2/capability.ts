@@ -27,8 +27,9 @@ import {
   step,
   vipsOf,
 } from './core.ts';
+import { eligibleFor, type MetalLbConfig, metallbConfigFrom, readyEndpointNodes } from './eligibility.ts';
 import { type FenceSpec, fenceTablesIn, parseFence, renderFence, renderUnfence } from './fence.ts';
-import { routeDevice } from './routes.ts';
+import { ownAddresses, routeDevice } from './routes.ts';
 
 interface ServiceL2Status extends KubeObject {
   status?: {
@@ -39,7 +40,7 @@ interface ServiceL2Status extends KubeObject {
   };
 }
 interface Service extends KubeObject {
-  spec?: { type?: string };
+  spec?: { type?: string; externalTrafficPolicy?: string };
   status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
 }
 
@@ -81,7 +82,14 @@ class L2Handover implements Capability {
   private readonly services = new Map<string, ServiceVips>();
   private allLbServices: ServiceVips[] = [];
   private candidates: string[] | undefined;
+  /** Per service, the candidates MetalLB would let announce it (read with the candidates). */
+  private serviceCandidates: Record<string, string[]> | undefined;
   private candidatesAt = 0;
+  /** Services with externalTrafficPolicy: Local (only nodes with a ready endpoint announce them). */
+  private readonly localServices = new Set<string>();
+  /** discovery.k8s.io version the API serves EndpointSlices in (v1beta1 before Kubernetes 1.21). */
+  private sliceVersion: 'v1' | 'v1beta1' = 'v1';
+  private warnedMetalLbConfig = false;
   /** The link each VIP's route goes out of (`ip route get`), resolved when a handover needs it. */
   private readonly routeDevs = new Map<string, string | undefined>();
   private readonly seenInterfaces = new Set<string>();
@@ -305,13 +313,14 @@ class L2Handover implements Capability {
    * started, by a node that could announce (a candidate: same DaemonSet, Ready, schedulable,
    * not excluded).
    */
-  private confirms(o: KubeObject, node: string): boolean {
+  private confirms(o: KubeObject, node: string, service: string): boolean {
     const started = this.mem.handoverStartedAt;
     if (started === undefined) return true;
     const written = this.statusWrittenAt.get(`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`);
     // Server timestamps (the first list after a restart) have second precision.
     if (!written || written.at < started - (written.server ? 1_000 : 0)) return false;
-    return this.candidates === undefined || this.candidates.includes(node);
+    const eligible = this.serviceCandidates?.[service] ?? this.candidates;
+    return eligible === undefined || eligible.includes(node);
   }
 
   private currentNode(): Node | undefined {
@@ -337,7 +346,7 @@ class L2Handover implements Capability {
           const svc = this.services.get(key);
           if (svc) own.push(svc);
           for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
-        } else if (st.node && this.confirms(o, st.node)) newOwners[key] = st.node;
+        } else if (st.node && this.confirms(o, st.node, key)) newOwners[key] = st.node;
       }
     }
     const interfaces = config.l2Interfaces.length > 0 ? config.l2Interfaces : [...this.seenInterfaces];
@@ -358,6 +367,7 @@ class L2Handover implements Capability {
       announced: crd === false ? this.allLbServices : own,
       newOwners,
       otherCandidates: this.candidates,
+      ...(this.serviceCandidates ? { serviceCandidates: this.serviceCandidates } : {}),
       interfaces: [...interfaces].sort(),
       fence: this.fence,
     };
@@ -372,22 +382,49 @@ class L2Handover implements Capability {
   private async observeWithRoutes(): Promise<L2Observation> {
     const obs = this.observe();
     if (this.mem.phase === 'idle' && !obs.draining && !obs.terminating) this.routeDevs.clear();
-    if (obs.interfaces.length > 0) return obs;
+    // The fail-safe fence is due (or about to be): it needs the node's own addresses, and covers
+    // VIPs this node never announced, so the default route's link joins the VIPs' links.
+    const failsafe =
+      (obs.draining || obs.terminating) &&
+      obs.apiDownSince !== undefined &&
+      obs.now - obs.apiDownSince >= this.settings.failsafeGraceMs &&
+      this.mem.phase !== 'fenced' &&
+      this.mem.phase !== 'failsafe-fenced';
+    const own = failsafe ? await this.ownAddresses() : undefined;
+    const withOwn = own ? { ...obs, ownAddresses: own } : obs;
+    if (obs.interfaces.length > 0) return withOwn;
     const vips = vipsOf([...this.mem.services, ...obs.announced]);
-    for (const vip of vips)
-      if (!this.routeDevs.has(vip)) this.routeDevs.set(vip, await this.routeDevice(vip));
-    const devs = new Set(vips.map((v) => this.routeDevs.get(v)).filter((d): d is string => d !== undefined));
-    return { ...obs, interfaces: [...devs].sort() };
+    const targets = failsafe ? [...vips, 'default'] : vips;
+    for (const t of targets) if (!this.routeDevs.has(t)) this.routeDevs.set(t, await this.routeDevice(t));
+    const devs = new Set(
+      targets.map((v) => this.routeDevs.get(v)).filter((d): d is string => d !== undefined),
+    );
+    return { ...withOwn, interfaces: [...devs].sort() };
   }
 
+  /** The link a VIP's route (or, for 'default', the default route) goes out of. */
   private async routeDevice(vip: string): Promise<string | undefined> {
+    const args = vip === 'default' ? ['-j', 'route', 'show', 'default'] : ['-j', 'route', 'get', vip];
     try {
-      const out = await this.ctx.runner.run('ip', ['-j', 'route', 'get', vip]);
+      const out = await this.ctx.runner.run('ip', args);
       return routeDevice(out.stdout);
     } catch (e) {
       this.ctx.log.warn(
         { vip, err: (e as Error).message },
         'no route to the VIP: cannot tell which link to fence',
+      );
+      return undefined;
+    }
+  }
+
+  private async ownAddresses(): Promise<string[] | undefined> {
+    try {
+      const own = ownAddresses((await this.ctx.runner.run('ip', ['-j', 'addr', 'show'])).stdout);
+      return own.length > 0 ? own : undefined;
+    } catch (e) {
+      this.ctx.log.warn(
+        { err: (e as Error).message },
+        "cannot read the node's addresses: the fail-safe fence covers only the VIPs known here",
       );
       return undefined;
     }
@@ -649,6 +686,7 @@ class L2Handover implements Capability {
       .then(
         (svc) => {
           this.services.set(key, { service: key, ips: lbIPs(svc).sort() });
+          this.noteTrafficPolicy(key, svc);
           this.unreadServices.delete(key);
           this.schedule();
         },
@@ -668,20 +706,33 @@ class L2Handover implements Capability {
         retries: 2,
         timeoutMs: 10_000,
       });
-      this.allLbServices = (list.items ?? [])
-        .filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0)
-        .map((s) => ({ service: `${s.metadata?.namespace}/${s.metadata?.name}`, ips: lbIPs(s).sort() }));
+      const lbs = (list.items ?? []).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
+      const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;
+      for (const s of lbs) this.noteTrafficPolicy(key(s), s);
+      this.allLbServices = lbs.map((s) => ({ service: key(s), ips: lbIPs(s).sort() }));
     } catch (e) {
       this.ctx.log.warn({ err: (e as Error).message }, 'cannot list LoadBalancer Services');
     }
   }
 
+  private noteTrafficPolicy(key: string, svc: Service): void {
+    if (svc.spec?.externalTrafficPolicy === 'Local') this.localServices.add(key);
+    else this.localServices.delete(key);
+  }
+
+  /**
+   * Reads wide, only around a handover: the Nodes, the speaker pods, MetalLB's pools and
+   * L2Advertisements, and the EndpointSlices of the Local services announced here (by the
+   * service-name label) — then who could take each service over.
+   */
   private async refreshCandidates(fresh: boolean): Promise<void> {
     const { ctx } = this;
     if (!fresh && ctx.clock.now() - this.candidatesAt < 2_000 && this.candidates !== undefined) return;
     try {
       const ownerUid = ctx.drain.pod?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
-      const [nodes, pods] = await Promise.all([
+      const services = [...this.mem.services, ...this.observe().announced];
+      const keys = [...new Set(services.map((s) => s.service))];
+      const [nodes, pods, metallb, slices] = await Promise.all([
         ctx.client.get<KubeList<Node>>('/api/v1/nodes', { retries: 2, timeoutMs: 10_000 }),
         ownerUid
           ? ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, {
@@ -689,11 +740,112 @@ class L2Handover implements Capability {
               timeoutMs: 10_000,
             })
           : Promise.resolve({ items: [] } as KubeList<Pod>),
+        this.readMetalLbConfig(),
+        Promise.all(
+          keys
+            .filter((k) => this.localServices.has(k))
+            .map(async (k) => [k, await this.readyNodesOf(k)] as const),
+        ),
       ]);
-      this.candidates = otherCandidates(nodes.items ?? [], pods.items ?? [], ctx.config.nodeName, ownerUid);
+      const candidates = otherCandidates(nodes.items ?? [], pods.items ?? [], ctx.config.nodeName, ownerUid);
+      const labels = new Map(
+        (nodes.items ?? []).map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]),
+      );
+      const ready = new Map(slices);
+      const perService: Record<string, string[]> = {};
+      for (const s of services) {
+        const local = this.localServices.has(s.service);
+        // A Local service with no ready endpoint here is not announced here: not ours to move.
+        if (local && !(ready.get(s.service) ?? []).includes(ctx.config.nodeName)) continue;
+        perService[s.service] = eligibleFor(
+          {
+            service: s.service,
+            ips: s.ips,
+            local,
+            readyEndpointNodes: ready.get(s.service) ?? [],
+          },
+          candidates,
+          labels,
+          metallb,
+        );
+      }
+      this.candidates = candidates;
+      this.serviceCandidates = perService;
       this.candidatesAt = ctx.clock.now();
     } catch (e) {
-      ctx.log.warn({ err: (e as Error).message }, 'cannot list candidate nodes; keeping the last known');
+      // A handover about to start must not act on an old read (an earlier drain's "nobody else"
+      // would refuse the fail-safe; its "node-b" might be gone): unknown, until the API answers.
+      const stale = fresh || ctx.clock.now() - this.candidatesAt > 10_000;
+      if (stale) {
+        this.candidates = undefined;
+        this.serviceCandidates = undefined;
+      }
+      ctx.log.warn(
+        { err: (e as Error).message },
+        stale
+          ? 'cannot list candidate nodes; not known'
+          : 'cannot list candidate nodes; keeping the last known',
+      );
+    }
+  }
+
+  /** Nodes with a ready endpoint of a service; a failed read fails the whole candidate read. */
+  private async readyNodesOf(key: string): Promise<string[]> {
+    const [ns, name] = key.split('/') as [string, string];
+    const q = `labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${name}`)}`;
+    const get = (v: string) =>
+      this.ctx.client.get<KubeList<KubeObject>>(
+        `/apis/discovery.k8s.io/${v}/namespaces/${ns}/endpointslices?${q}`,
+        { retries: 2, timeoutMs: 10_000 },
+      );
+    let list: KubeList<KubeObject>;
+    try {
+      try {
+        list = await get(this.sliceVersion);
+      } catch (e) {
+        if (!isApiError(e, 404) || this.sliceVersion === 'v1beta1') throw e;
+        this.sliceVersion = 'v1beta1';
+        list = await get('v1beta1');
+      }
+    } catch (e) {
+      if (!isApiError(e, 403)) throw e;
+      // Without the grant nobody can be shown to have an endpoint: the service stays here.
+      this.ctx.log.error(
+        { service: key, err: (e as Error).message },
+        'cannot read EndpointSlices (grant missing?): this externalTrafficPolicy: Local service cannot be handed over',
+      );
+      return [];
+    }
+    return readyEndpointNodes((list.items ?? []) as Parameters<typeof readyEndpointNodes>[0]);
+  }
+
+  /**
+   * MetalLB's IPAddressPools and L2Advertisements. Unreadable (no such CRDs before MetalLB 0.13,
+   * or no grant): undefined, and L2Advertisement node selectors do not narrow the candidates.
+   */
+  private async readMetalLbConfig(): Promise<MetalLbConfig | undefined> {
+    const base = `/apis/metallb.io/v1beta1/namespaces/${this.ctx.config.metallbNamespace}`;
+    try {
+      const [pools, ads] = await Promise.all([
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, {
+          retries: 2,
+          timeoutMs: 10_000,
+        }),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, {
+          retries: 2,
+          timeoutMs: 10_000,
+        }),
+      ]);
+      return metallbConfigFrom(pools.items ?? [], ads.items ?? []);
+    } catch (e) {
+      if (!isApiError(e, 404) && !isApiError(e, 403)) throw e;
+      if (!this.warnedMetalLbConfig)
+        this.ctx.log.warn(
+          { err: (e as Error).message },
+          'cannot read IPAddressPools/L2Advertisements: L2Advertisement node selectors are not taken into account',
+        );
+      this.warnedMetalLbConfig = true;
+      return undefined;
     }
   }
 }

@@ -54,8 +54,19 @@ export interface L2Observation {
   newOwners: Record<string, string>;
   /** Nodes other than this one that could announce; undefined = not known (API down). */
   otherCandidates: string[] | undefined;
+  /**
+   * Per service announced here, the other nodes MetalLB would let announce it (eligibility.ts:
+   * ready endpoints for `externalTrafficPolicy: Local`, L2Advertisement node selectors). A
+   * service missing here is judged by `otherCandidates`.
+   */
+  serviceCandidates?: Record<string, string[]>;
   /** Interfaces to fence. */
   interfaces: string[];
+  /**
+   * The node's own addresses (`ip addr`), read while the fail-safe is due or on; undefined when
+   * not read. The fail-safe fence drops every ARP/NA not from them.
+   */
+  ownAddresses?: string[] | undefined;
   /** The fence installed now (read back from nft), or undefined. */
   fence: FenceSpec | undefined;
 }
@@ -121,6 +132,7 @@ export function fenceFor(
   services: ServiceVips[],
   interfaces: string[],
   memberlistPorts: number[],
+  ownAddresses?: string[],
 ): FenceSpec {
   const vips = vipsOf(services);
   return normalizeFence({
@@ -128,6 +140,7 @@ export function fenceFor(
     vips6: vips.filter((v) => v.includes(':')),
     interfaces,
     memberlistPorts,
+    ...(ownAddresses ? { ownAddresses } : {}),
   });
 }
 
@@ -187,7 +200,9 @@ export function step(
     !(obs.otherCandidates !== undefined && obs.otherCandidates.length === 0);
   if (failsafeDue && mem.phase !== 'failsafe-fenced' && !(mem.phase === 'fenced' && mem.confirmed)) {
     const services = mergeServices(mem.services, obs.announced);
-    const spec = fenceFor(services, obs.interfaces, cfg.memberlistPorts);
+    // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
+    // drop every ARP/NA not from the node's own addresses, not only the VIPs it had.
+    const spec = fenceFor(services, obs.interfaces, cfg.memberlistPorts, obs.ownAddresses);
     mem = {
       ...enter(mem, 'failsafe-fenced', now),
       services,
@@ -198,7 +213,7 @@ export function step(
     event(
       'Warning',
       'L2FailsafeFence',
-      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced VIPs ${vipsOf(services).join(', ') || '(none known)'} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
+      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced ${spec.ownAddresses ? "every ARP/NA not from this node's own addresses (VIPs announced here: " : 'VIPs '}${vipsOf(services).join(', ') || '(none known)'}${spec.ownAddresses ? ')' : ''} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
     );
     return { mem, actions };
   }
@@ -213,12 +228,13 @@ export function step(
       }
       if (!obs.synced && !obs.terminating) return { mem, actions };
       if (obs.otherCandidates === undefined) return { mem, actions };
-      if (obs.otherCandidates.length === 0) {
+      const stuck = nowhereToGo(obs.announced, obs);
+      if (stuck !== undefined) {
         if (!mem.stranded) {
           event(
             'Warning',
             'L2HandoverImpossible',
-            `${why}, but no other node could announce VIPs ${vipsOf(obs.announced).join(', ') || '(none)'}: not labelling, not fencing (never strand a VIP)`,
+            `${why}, but ${stuck}: not labelling, not fencing (never strand a VIP)`,
           );
           mem = { ...mem, stranded: true };
         }
@@ -279,6 +295,19 @@ export function step(
   }
 }
 
+/**
+ * Why the exclude label would strand a VIP: no other node could announce at all, or some service
+ * announced here could go nowhere (its own eligibility). Undefined when every one can move.
+ */
+export function nowhereToGo(services: ServiceVips[], obs: L2Observation): string | undefined {
+  const others = obs.otherCandidates ?? [];
+  if (others.length === 0)
+    return `no other node could announce VIPs ${vipsOf(services).join(', ') || '(none)'}`;
+  const stuck = services.filter((s) => (obs.serviceCandidates?.[s.service] ?? others).length === 0);
+  if (stuck.length === 0) return undefined;
+  return `no other node could announce ${stuck.map((s) => `${s.service} (${s.ips.join(', ')})`).join(', ')} (MetalLB's eligibility per service: a Ready speaker, selected by an L2Advertisement of its pool, a ready endpoint for externalTrafficPolicy: Local)`;
+}
+
 function confirmations(services: ServiceVips[], obs: L2Observation): Record<string, string> {
   const out: Record<string, string> = {};
   for (const s of services) {
@@ -314,12 +343,13 @@ function awaiting(
   const took = secs(now - started);
   // Re-checked after the label: another node cordoned at the same moment counted this one and
   // this one counted it; now neither could announce. Take the label back (never strand a VIP).
-  if (obs.otherCandidates !== undefined && obs.otherCandidates.length === 0) {
+  const stuck = obs.otherCandidates === undefined ? undefined : nowhereToGo(services, obs);
+  if (stuck !== undefined) {
     takeLabelBack(actions, obs);
     event(
       'Warning',
       'L2HandoverImpossible',
-      `no other node can announce VIPs ${vipsOf(services).join(', ') || '(none)'} any more (another one was excluded meanwhile): ${obs.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
+      `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${obs.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
     );
     return { mem: { ...initialMemory(now), stranded: true }, actions };
   }
@@ -498,9 +528,10 @@ export function resume(status: L2Status | undefined, fence: FenceSpec | undefine
 // --- who else could announce (never strand a VIP) ------------------------------------------
 
 /**
- * Nodes other than `self` where a speaker of the same DaemonSet runs (every node when the own
- * pod has no controller) and that MetalLB would consider: schedulable, no exclude label,
- * Ready, network available. L2Advertisement node selectors are not evaluated.
+ * Nodes other than `self` where a Ready speaker of the same DaemonSet runs (every node when the
+ * own pod has no controller) and that MetalLB would consider: schedulable, no exclude label,
+ * Ready, network available. Per-service narrowing (L2Advertisement node selectors, endpoints of
+ * Local services) is eligibility.ts's.
  */
 export function otherCandidates(
   nodes: Node[],
@@ -508,10 +539,11 @@ export function otherCandidates(
   self: string,
   ownerUid: string | undefined,
 ): string[] {
+  const ready = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
   const speakerNodes = ownerUid
     ? new Set(
         speakerPods
-          .filter((p) => !p.metadata?.deletionTimestamp)
+          .filter((p) => !p.metadata?.deletionTimestamp && ready(p))
           .filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === ownerUid))
           .map((p) => p.spec?.nodeName),
       )

@@ -14,6 +14,12 @@ export interface FenceSpec {
   interfaces: string[];
   /** Memberlist ports cut on output (fail-safe only); empty = no cut. */
   memberlistPorts: number[];
+  /**
+   * Fail-safe: the node's own addresses. When set, the fence drops every ARP whose sender and
+   * every NA whose target is NOT one of them, not just the VIPs: a speaker cut off from
+   * memberlist hears no peer, believes it is alone and announces every VIP its pools allow.
+   */
+  ownAddresses?: string[];
 }
 
 const IFNAME = /^[A-Za-z][A-Za-z0-9_.-]{0,14}$/;
@@ -31,19 +37,30 @@ export function validateFence(spec: FenceSpec): string[] {
   for (const p of spec.memberlistPorts)
     if (!Number.isInteger(p) || p < 1 || p > 65535)
       problems.push(`memberlistPorts: ${p} is not a port 1-65535`);
+  for (const a of spec.ownAddresses ?? [])
+    if (!isIPv4(a) && !isIPv6(a)) problems.push(`ownAddresses: ${JSON.stringify(a)} is not an IP address`);
   return problems;
 }
 
 /** Canonical, sorted, de-duplicated: two specs that mean the same fence compare equal. */
 export function normalizeFence(spec: FenceSpec): FenceSpec {
   const uniq = <T>(xs: T[], cmp?: (a: T, b: T) => number) => [...new Set(xs)].sort(cmp);
+  const canon = (a: string) => (isIPv6(a) ? hexToIpv6(ipv6ToHex(a)) : a);
+  // Dropping everything foreign covers every VIP: none are listed, so a read-back compares equal.
+  const foreign = spec.ownAddresses !== undefined;
   return {
-    vips4: uniq(spec.vips4),
-    vips6: uniq(spec.vips6.map((v) => hexToIpv6(ipv6ToHex(v)))),
+    vips4: foreign ? [] : uniq(spec.vips4),
+    vips6: foreign ? [] : uniq(spec.vips6.map(canon)),
     interfaces: uniq(spec.interfaces),
     memberlistPorts: uniq(spec.memberlistPorts, (a, b) => a - b),
+    ...(spec.ownAddresses ? { ownAddresses: uniq(spec.ownAddresses.map(canon)) } : {}),
   };
 }
+
+/** Whether the fence drops everything not sent from the node's own addresses (fail-safe). */
+export const fencesForeign = (spec: FenceSpec): boolean => spec.ownAddresses !== undefined;
+const own4 = (spec: FenceSpec) => (spec.ownAddresses ?? []).filter((a) => isIPv4(a));
+const own6 = (spec: FenceSpec) => (spec.ownAddresses ?? []).filter((a) => isIPv6(a));
 
 export function sameFence(a: FenceSpec | undefined, b: FenceSpec | undefined): boolean {
   if (!a || !b) return a === b;
@@ -54,7 +71,8 @@ export function fenceIsEmpty(spec: FenceSpec): boolean {
   return (
     (spec.vips4.length === 0 || spec.interfaces.length === 0) &&
     spec.vips6.length === 0 &&
-    spec.memberlistPorts.length === 0
+    spec.memberlistPorts.length === 0 &&
+    !fencesForeign(spec)
   );
 }
 
@@ -119,21 +137,33 @@ export function renderFence(input: FenceSpec): string {
   if (problems.length > 0) throw new Error(`invalid fence: ${problems.join('; ')}`);
   const spec = normalizeFence(input);
   const lines = [...REMOVE];
-  if (spec.vips4.length > 0 && spec.interfaces.length > 0) {
+  const foreign = fencesForeign(spec);
+  if ((spec.vips4.length > 0 || foreign) && spec.interfaces.length > 0) {
     lines.push(`table netdev ${FENCE_TABLE} {`);
-    lines.push(`  set vip4 { type ipv4_addr; elements = { ${spec.vips4.join(', ')} } }`);
+    if (foreign) {
+      // 0.0.0.0: the kernel's own duplicate-address probes.
+      lines.push(`  set own4 { type ipv4_addr; elements = { ${['0.0.0.0', ...own4(spec)].join(', ')} } }`);
+    } else lines.push(`  set vip4 { type ipv4_addr; elements = { ${spec.vips4.join(', ')} } }`);
     for (const dev of spec.interfaces) {
       lines.push(`  chain egress-${dev} {`);
       lines.push(`    type filter hook egress device "${dev}" priority 0; policy accept;`);
       // Replies and gratuitous ARP (sent by MetalLB as request and reply) all carry the VIP as sender.
-      lines.push('    arp saddr ip @vip4 counter drop');
+      lines.push(foreign ? '    arp saddr ip != @own4 counter drop' : '    arp saddr ip @vip4 counter drop');
       lines.push('  }');
     }
     lines.push('}');
   }
-  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0) {
+  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0 || foreign) {
     lines.push(`table inet ${FENCE_TABLE} {`);
-    if (spec.vips6.length > 0) {
+    if (foreign) {
+      // :: is the unspecified address; the set is never empty, so the set declaration is valid.
+      const own = ['::', ...own6(spec)].map(ipv6ToHex);
+      lines.push(`  set own6 { typeof @th,64,128; elements = { ${own.join(', ')} } }`);
+      lines.push('  chain output {');
+      lines.push('    type filter hook output priority 0; policy accept;');
+      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 != @own6 counter drop');
+      lines.push('  }');
+    } else if (spec.vips6.length > 0) {
       lines.push(`  set vip6 { typeof @th,64,128; elements = { ${spec.vips6.map(ipv6ToHex).join(', ')} } }`);
       lines.push('  chain output {');
       lines.push('    type filter hook output priority 0; policy accept;');
@@ -182,6 +212,8 @@ const elems = (set: Record<string, unknown>): unknown[] => (Array.isArray(set.el
 export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
   let found = false;
   const spec: FenceSpec = { vips4: [], vips6: [], interfaces: [], memberlistPorts: [] };
+  const own: string[] = [];
+  let foreign = false;
   for (const text of listTableJsons) {
     const doc = JSON.parse(text) as { nftables?: NftItem[] };
     for (const item of doc.nftables ?? []) {
@@ -192,11 +224,19 @@ export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
         if (set.name === 'vip4') spec.vips4.push(...elems(set).map(String));
         if (set.name === 'vip6') spec.vips6.push(...elems(set).map((e) => hexToIpv6(String(e))));
         if (set.name === 'memberlist') spec.memberlistPorts.push(...elems(set).map(Number));
+        if (set.name === 'own4' || set.name === 'own6') {
+          foreign = true;
+          const xs = elems(set).map(String);
+          own.push(
+            ...(set.name === 'own6' ? xs.map(hexToIpv6) : xs).filter((a) => a !== '0.0.0.0' && a !== '::'),
+          );
+        }
       }
       const chain = item.chain as { table?: string; name?: string; hook?: string } | undefined;
       if (chain?.table === FENCE_TABLE && chain.hook === 'egress' && chain.name?.startsWith('egress-'))
         spec.interfaces.push(chain.name.slice('egress-'.length));
     }
   }
+  if (foreign) spec.ownAddresses = own;
   return found ? normalizeFence(spec) : undefined;
 }

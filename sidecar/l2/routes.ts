@@ -13,3 +13,15 @@ export function routeDevice(json: string): string | undefined {
     return undefined;
   }
 }
+
+/** Every address on the node's links, from `ip -j addr show` (the fail-safe fence lets these through). */
+export function ownAddresses(json: string): string[] {
+  try {
+    const links = JSON.parse(json) as { addr_info?: { local?: unknown }[] }[];
+    if (!Array.isArray(links)) return [];
+    const out = links.flatMap((l) => (l.addr_info ?? []).map((a) => a.local));
+    return [...new Set(out.filter((a): a is string => typeof a === 'string' && a !== ''))].sort();
+  } catch {
+    return [];
+  }
+}

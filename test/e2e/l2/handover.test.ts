@@ -31,11 +31,11 @@ describe('L2 handover (metallb-speaker profile)', () => {
   };
   const hasFenceTable = async (n: string) =>
     (await w.bed.node(n).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;
-  const answeredOnlyBy = async (n: string) => {
+  const answeredOnlyBy = async (n: string, vip = w.vip) => {
     await waitFor(
-      `only ${n} answers ARP for the VIP`,
+      `only ${n} answers ARP for ${vip}`,
       async () => {
-        const rounds = await w.probe(6);
+        const rounds = await w.probeVip(vip, 6);
         const macs = macsIn(rounds);
         return rounds.every((r) => r.macs.length === 1) && macs.length === 1 && macs[0] === mac(n);
       },
@@ -349,8 +349,9 @@ describe('L2 handover (metallb-speaker profile)', () => {
       assert.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
       const ruleset = await w.nft(a, ['list', 'ruleset']);
       assert.match(ruleset, /th dport @memberlist/);
-      assert.match(ruleset, /arp saddr ip @vip4/);
-      // Peers lose this speaker's heartbeats, declare it dead and re-elect: b answers, a is fenced.
+      // Cut off, its speaker hears no peer: the fence drops every ARP not from the node's addresses.
+      assert.match(ruleset, /arp saddr ip != @own4/);
+      // Peers' probes of this speaker go unanswered, they declare it dead and re-elect: b answers, a is fenced.
       await answeredOnlyBy(b);
     } finally {
       await w.cp.startApiServer();
@@ -527,7 +528,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
       );
       assert.equal(await hasFenceTable(a), false);
       assert.ok(
-        (await events('L2HandoverImpossible')).some((m) => m.includes('another one was excluded meanwhile')),
+        (await events('L2HandoverImpossible')).some((m) => m.includes('no longer selected meanwhile')),
       );
       await answeredOnlyBy(a);
     } finally {
@@ -571,6 +572,88 @@ describe('L2 handover (metallb-speaker profile)', () => {
     const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
     assert.match(metrics, /drainguard_l2_handover_impossible 1/);
     await answeredOnlyBy(a);
+    await settleIdle();
+  });
+
+  /** A second VIP of the pool, and who announces it with every node eligible. */
+  const secondVip = (notOwnedBy: string) => {
+    for (let i = 1; i < 20; i++) {
+      const vip = w.vipAt(i);
+      if (w.ownerAmong(names, vip) !== notOwnedBy) return vip;
+    }
+    throw new Error('no VIP in the pool owned by another node');
+  };
+  const removeService = async (name: string) => {
+    await w.client.delete(`/api/v1/namespaces/web/services/${name}`).catch(() => undefined);
+    await w.setEndpoints(name, []).catch(() => undefined);
+  };
+
+  test('fail-safe with a second VIP owned by another node: the cut-off speaker elects itself for both, the fenced node answers neither', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    const vip2 = secondVip(a);
+    const c = w.ownerAmong(names, vip2);
+    await w.addService({ name: 'second', vip: vip2, endpointNodes: names });
+    try {
+      await answeredOnlyBy(c, vip2);
+      await w.cp.stopApiServer();
+      try {
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+        const summary = (await res.json()) as Record<string, { outcome?: string }>;
+        assert.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+        // Memberlist is probe/ack: a's speaker hears no peer any more and announces every VIP.
+        await waitFor(
+          `${a}'s speaker, cut off, announces ${vip2} too`,
+          () => w.speakers.get(a)?.announced.includes(vip2),
+          T,
+        );
+        // Yet on the wire only the peers answer, each for its own VIP.
+        await answeredOnlyBy(c, vip2);
+        await answeredOnlyBy(b);
+      } finally {
+        await w.cp.startApiServer();
+      }
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a);
+      await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+    } finally {
+      await removeService('second');
+    }
+    await settleIdle();
+  });
+
+  test('a Local service whose only ready endpoint is on the cordoned node: no label, its VIP keeps answering; handed over once an endpoint is ready elsewhere', async () => {
+    const a = w.initialOwner;
+    const b = w.ownerAmong(names.filter((n) => n !== a));
+    const y = names.find((n) => n !== a) as string;
+    const vip3 = w.vipAt(19);
+    await w.addService({ name: 'local', vip: vip3, local: true, endpointNodes: [a] });
+    try {
+      await answeredOnlyBy(a, vip3);
+      await waitFor(
+        `${a}'s ServiceL2Status for the Local service`,
+        async () => (await w.l2Statuses()).some((s) => s.service === 'local' && s.node === a),
+        T,
+      );
+      await w.cordon(a, true);
+      await waitFor(
+        'refusal naming the Local service',
+        async () => (await events('L2HandoverImpossible')).some((m) => m.includes(`web/local (${vip3})`)),
+        T,
+      );
+      assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+      assert.equal(await hasFenceTable(a), false);
+      await answeredOnlyBy(a, vip3);
+      await answeredOnlyBy(a);
+      // The endpoint is ready on another node now (its pod rescheduled): MetalLB moves the Local
+      // VIP there, and the re-check lets the rest of the handover run.
+      await w.setEndpoints('local', [y]);
+      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+      await answeredOnlyBy(y, vip3);
+      await answeredOnlyBy(b);
+    } finally {
+      await removeService('local');
+    }
     await settleIdle();
   });
 });

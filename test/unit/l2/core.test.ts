@@ -246,6 +246,58 @@ test('fail-safe: API down while draining fences after the grace and cuts memberl
   assert.deepEqual(kinds(w.run({ now: T0 + 7_100 })), ['unlabel']);
 });
 
+test('fail-safe fence covers every foreign ARP/NA when the own addresses are known (the cut-off speaker announces every VIP)', () => {
+  const own = ['192.0.2.1', 'fe80::1'];
+  const w = new World(
+    obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined, ownAddresses: own }),
+  );
+  const a = w.run();
+  const fence = a[0] as Extract<L2Action, { kind: 'fence' }>;
+  assert.equal(fence.kind, 'fence');
+  assert.deepEqual(fence.spec.ownAddresses, own);
+  assert.deepEqual(fence.spec.memberlistPorts, [7946]);
+  assert.match(
+    (a[1] as { message: string }).message,
+    /every ARP\/NA not from this node's own addresses \(VIPs announced here: 192\.0\.2\.10\)/,
+  );
+  // Confirmed once the API is back: the fence narrows to the VIPs handed over.
+  w.run({ now: T0 + 1000, apiDownSince: undefined, ownAddresses: undefined });
+  const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+  const narrowed = done[0] as Extract<L2Action, { kind: 'fence' }>;
+  assert.equal(narrowed.spec.ownAddresses, undefined);
+  assert.deepEqual(narrowed.spec.vips4, ['192.0.2.10']);
+});
+
+test('per service: a service no other node may announce blocks the label; the Event names it', () => {
+  const local = { service: 'web/local', ips: ['192.0.2.20'] };
+  const w = new World(
+    obs({ announced: [svc, local], serviceCandidates: { 'web/www': ['node-b', 'node-c'], 'web/local': [] } }),
+  );
+  const a = w.run({ draining: true, drainReason: 'cordoned' });
+  assert.deepEqual(kinds(a), ['event']);
+  assert.deepEqual(events(a), ['L2HandoverImpossible']);
+  assert.match((a[0] as { message: string }).message, /web\/local \(192\.0\.2\.20\)/);
+  assert.doesNotMatch((a[0] as { message: string }).message, /web\/www/);
+  assert.ok(w.mem.stranded);
+  // Its endpoint moved to node-c: now the handover starts.
+  const b = w.run({
+    now: T0 + 2_000,
+    serviceCandidates: { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] },
+  });
+  assert.deepEqual(kinds(b), ['label', 'event']);
+});
+
+test('per service: eligibility lost after the label takes the label back', () => {
+  const w = new World(obs({ serviceCandidates: { 'web/www': ['node-b'] } }));
+  w.run({ draining: true, drainReason: 'cordoned' });
+  assert.equal(w.o.excludeLabel, true);
+  const a = w.run({ now: T0 + 500, serviceCandidates: { 'web/www': [] } });
+  assert.deepEqual(kinds(a), ['unlabel', 'event']);
+  assert.deepEqual(events(a), ['L2HandoverImpossible']);
+  assert.equal(w.mem.phase, 'idle');
+  assert.ok(w.mem.stranded);
+});
+
 test('fail-safe with the API back while still draining: confirmed handover lifts the memberlist cut', () => {
   const w = new World(obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined }));
   const a = w.run();
@@ -359,15 +411,19 @@ test('candidates: same DaemonSet, schedulable, not excluded, Ready, network avai
     }),
     node('node-g'),
   ];
-  const pod = (n: string, uid = 'ds'): Pod => ({
+  const pod = (n: string, uid = 'ds', ready = 'True'): Pod => ({
     metadata: {
       name: `speaker-${n}`,
       ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'speaker', uid }],
     },
     spec: { nodeName: n },
+    status: { conditions: [{ type: 'Ready', status: ready }] },
   });
   const pods = ['node-a', 'node-b', 'node-c', 'node-d', 'node-e', 'node-f'].map((n) => pod(n));
   pods.push(pod('node-g', 'other'));
   assert.deepEqual(otherCandidates(nodes, pods, 'node-a', 'ds'), ['node-b']);
   assert.deepEqual(otherCandidates(nodes, [], 'node-a', undefined), ['node-b', 'node-g']);
+  // A speaker that is not Ready (crash-looping, starting) cannot take a VIP over.
+  const notReady = pods.map((p) => (p.spec?.nodeName === 'node-b' ? pod('node-b', 'ds', 'False') : p));
+  assert.deepEqual(otherCandidates(nodes, notReady, 'node-a', 'ds'), []);
 });

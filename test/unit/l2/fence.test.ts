@@ -85,3 +85,39 @@ test('reads the installed fence back from nft -j output (real nft 1.0.6 shapes)'
     [],
   );
 });
+
+const failsafe: FenceSpec = {
+  vips4: ['192.0.2.10'],
+  vips6: [],
+  interfaces: ['eth0'],
+  memberlistPorts: [7946],
+  ownAddresses: ['192.0.2.1', '2001:DB8::1', 'fe80::1c2:3ff:fe04:506'],
+};
+
+test('fail-safe fence: drops every ARP/NA not from the own addresses, lists no VIP', () => {
+  const text = renderFence(failsafe);
+  golden('fence-failsafe.nft', text);
+  assert.match(text, /arp saddr ip != @own4 counter drop/);
+  assert.match(text, /@th,64,128 != @own6 counter drop/);
+  // The kernel's duplicate-address probes (sender 0.0.0.0) and the unspecified :: pass.
+  assert.match(text, /set own4 \{ type ipv4_addr; elements = \{ 0\.0\.0\.0, 192\.0\.2\.1 \} \}/);
+  assert.doesNotMatch(text, /@vip4|@vip6/);
+  assert.deepEqual(validateFence({ ...failsafe, ownAddresses: ['192.0.2.1; flush ruleset'] }), [
+    'ownAddresses: "192.0.2.1; flush ruleset" is not an IP address',
+  ]);
+});
+
+test('fail-safe fence reads back equal to what was asked (real nft 1.0.6 output), so it is not re-applied', () => {
+  const netdev = readFileSync(new URL('../../golden/l2/list-netdev-failsafe.json', import.meta.url), 'utf8');
+  const inet = readFileSync(new URL('../../golden/l2/list-inet-failsafe.json', import.meta.url), 'utf8');
+  const spec = parseFence([netdev, inet]);
+  assert.deepEqual(spec, {
+    vips4: [],
+    vips6: [],
+    interfaces: ['eth0'],
+    memberlistPorts: [7946],
+    ownAddresses: ['192.0.2.1', '2001:db8::1', 'fe80::1c2:3ff:fe04:506'],
+  });
+  assert.ok(sameFence(spec, failsafe));
+  assert.ok(!sameFence(spec, { ...failsafe, ownAddresses: undefined }));
+});

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { routeDevice } from '../../../sidecar/l2/routes.ts';
+import { ownAddresses, routeDevice } from '../../../sidecar/l2/routes.ts';
 
 test('routeDevice: the link of `ip -j route get`, none for local, unreachable or garbage', () => {
   assert.equal(
@@ -17,4 +17,27 @@ test('routeDevice: the link of `ip -j route get`, none for local, unreachable or
   assert.equal(routeDevice('[]'), undefined);
   assert.equal(routeDevice(''), undefined);
   assert.equal(routeDevice('{"dev":"eth0"}'), undefined);
+});
+
+test('ownAddresses: every address of every link from `ip -j addr show`, link-local included', () => {
+  const json = JSON.stringify([
+    {
+      ifname: 'lo',
+      addr_info: [
+        { family: 'inet', local: '127.0.0.1' },
+        { family: 'inet6', local: '::1' },
+      ],
+    },
+    {
+      ifname: 'eth0',
+      addr_info: [
+        { family: 'inet', local: '198.51.100.1', prefixlen: 24 },
+        { family: 'inet6', local: 'fe80::1', scope: 'link' },
+      ],
+    },
+    { ifname: 'veth1', addr_info: [] },
+  ]);
+  assert.deepEqual(ownAddresses(json), ['127.0.0.1', '198.51.100.1', '::1', 'fe80::1']);
+  assert.deepEqual(ownAddresses('not json'), []);
+  assert.deepEqual(ownAddresses('{}'), []);
 });

@@ -1,0 +1,132 @@
+// Which other nodes MetalLB would let announce a given service (its `ShouldAnnounce`, per
+// service), pure. Read when a handover starts, so the exclude label is added only when every
+// service announced here has somewhere to go, and only such a node's ServiceL2Status confirms.
+import { type LabelSelector, selectorMatches } from '../../shared/kube/selector.ts';
+import { inAddresses } from '../../shared/net/address-pool.ts';
+
+export interface AddressPool {
+  name: string;
+  labels: Record<string, string>;
+  addresses: string[];
+}
+
+export interface L2Advertisement {
+  name: string;
+  ipAddressPools: string[];
+  ipAddressPoolSelectors: LabelSelector[];
+  nodeSelectors: LabelSelector[];
+}
+
+/** MetalLB's configuration as read at the handover's start; undefined when it cannot be read. */
+export interface MetalLbConfig {
+  pools: AddressPool[];
+  l2Advertisements: L2Advertisement[];
+}
+
+export interface ServiceFacts {
+  /** namespace/name */
+  service: string;
+  ips: string[];
+  /** externalTrafficPolicy: Local — only nodes with a ready endpoint may announce. */
+  local: boolean;
+  /** Nodes with a ready endpoint (read for Local services only). */
+  readyEndpointNodes?: string[];
+}
+
+/**
+ * The candidates (other nodes: Ready, schedulable, not excluded, a Ready speaker) that may
+ * announce this service: for `externalTrafficPolicy: Local` only those with a ready endpoint, and
+ * only those an L2Advertisement of the VIP's pool selects. Where MetalLB's configuration is not
+ * known, or the VIP is in no known pool (then it is not announced by this configuration either),
+ * the node selectors do not narrow the list.
+ */
+export function eligibleFor(
+  svc: ServiceFacts,
+  candidates: readonly string[],
+  nodeLabels: ReadonlyMap<string, Record<string, string>>,
+  metallb: MetalLbConfig | undefined,
+): string[] {
+  let out = [...candidates];
+  if (svc.local) {
+    const ready = new Set(svc.readyEndpointNodes ?? []);
+    out = out.filter((n) => ready.has(n));
+  }
+  const ads = metallb ? advertisementsFor(svc.ips, metallb) : undefined;
+  if (ads && ads.length > 0)
+    out = out.filter((n) =>
+      ads.some(
+        (ad) =>
+          ad.nodeSelectors.length === 0 ||
+          ad.nodeSelectors.some((s) => selectorMatches(s, nodeLabels.get(n))),
+      ),
+    );
+  return out.sort();
+}
+
+/** The L2Advertisements that advertise the pool the VIPs belong to; undefined when no pool holds them. */
+export function advertisementsFor(
+  ips: readonly string[],
+  metallb: MetalLbConfig,
+): L2Advertisement[] | undefined {
+  const ip = ips[0];
+  const pool = ip === undefined ? undefined : metallb.pools.find((p) => inAddresses(ip, p.addresses));
+  if (!pool) return undefined;
+  return metallb.l2Advertisements.filter((ad) => {
+    if (ad.ipAddressPools.length === 0 && ad.ipAddressPoolSelectors.length === 0) return true;
+    return (
+      ad.ipAddressPools.includes(pool.name) ||
+      ad.ipAddressPoolSelectors.some((s) => selectorMatches(s, pool.labels))
+    );
+  });
+}
+
+interface EndpointSliceLike {
+  endpoints?: {
+    nodeName?: string;
+    topology?: Record<string, string>;
+    conditions?: { ready?: boolean | null; serving?: boolean | null };
+  }[];
+}
+
+/**
+ * Nodes with an endpoint that can serve in these EndpointSlices, as MetalLB's `EndpointCanServe`:
+ * `ready` true or absent (the API's rule), or `serving` true (a terminating endpoint); the node is `nodeName` (discovery/v1) or the `kubernetes.io/hostname` topology key of
+ * discovery/v1beta1, which equals the node name where the kubelet sets it.
+ */
+export function readyEndpointNodes(slices: readonly EndpointSliceLike[]): string[] {
+  const nodes = new Set<string>();
+  for (const s of slices)
+    for (const e of s.endpoints ?? []) {
+      // MetalLB's EndpointCanServe: ready (or not said), or else serving.
+      if (e.conditions?.ready === false && e.conditions.serving !== true) continue;
+      const node = e.nodeName ?? e.topology?.['kubernetes.io/hostname'];
+      if (node) nodes.add(node);
+    }
+  return [...nodes].sort();
+}
+
+interface KubeObjectLike {
+  metadata?: { name?: string; labels?: Record<string, string> };
+  spec?: Record<string, unknown>;
+}
+
+/** Reads IPAddressPool and L2Advertisement objects (metallb.io/v1beta1) into plain data. */
+export function metallbConfigFrom(
+  pools: readonly KubeObjectLike[],
+  ads: readonly KubeObjectLike[],
+): MetalLbConfig {
+  const list = <T>(v: unknown) => (Array.isArray(v) ? (v as T[]) : []);
+  return {
+    pools: pools.map((p) => ({
+      name: p.metadata?.name ?? '',
+      labels: p.metadata?.labels ?? {},
+      addresses: list<string>(p.spec?.addresses).filter((a) => typeof a === 'string'),
+    })),
+    l2Advertisements: ads.map((a) => ({
+      name: a.metadata?.name ?? '',
+      ipAddressPools: list<string>(a.spec?.ipAddressPools),
+      ipAddressPoolSelectors: list<LabelSelector>(a.spec?.ipAddressPoolSelectors),
+      nodeSelectors: list<LabelSelector>(a.spec?.nodeSelectors),
+    })),
+  };
+}
