@@ -4,7 +4,7 @@ import { VERSION } from '../cli/version.ts';
 import { systemClock } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import { Informer } from '../shared/kube/informer.ts';
-import type { Node } from '../shared/kube/types.ts';
+import type { Node, Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
 import { SIDECAR_MODES, type SidecarMode } from './planner.ts';
@@ -16,7 +16,10 @@ export interface WebhookConfig {
   host: string;
   tlsCertDir?: string;
   tlsSelfManaged: boolean;
+  /** Empty: the image of the webhook's own container, read from its pod (podName) at start. */
   sidecarImage: string;
+  /** The webhook's own pod (downward API metadata.name). */
+  podName?: string;
   sidecarMode: SidecarMode;
   kubeconfig?: string;
   context?: string;
@@ -47,7 +50,16 @@ const OPTIONS = {
     'false',
     'generate a CA and serving cert, keep them in a Secret, patch caBundle',
   ],
-  'sidecar-image': ['DRAINGUARD_SIDECAR_IMAGE', '', 'image of the injected sidecar (required)'],
+  'sidecar-image': [
+    'DRAINGUARD_SIDECAR_IMAGE',
+    '',
+    "image of the injected sidecar (default: the webhook's own image, read from --pod-name)",
+  ],
+  'pod-name': [
+    'DRAINGUARD_WEBHOOK_POD_NAME',
+    '',
+    'own pod (downward API): its webhook container image is injected unless --sidecar-image is given',
+  ],
   'sidecar-mode': ['DRAINGUARD_SIDECAR_MODE', 'auto', 'auto | native | classic'],
   kubeconfig: [
     'KUBECONFIG',
@@ -163,7 +175,11 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
   const kubeconfig = (values as Record<string, unknown>).kubeconfig;
   if (typeof kubeconfig === 'string' && kubeconfig) cfg.kubeconfig = kubeconfig;
   if (get('context')) cfg.context = get('context');
-  if (!cfg.sidecarImage) throw new ConfigError('--sidecar-image (or DRAINGUARD_SIDECAR_IMAGE) is required');
+  if (get('pod-name')) cfg.podName = get('pod-name');
+  if (!cfg.sidecarImage && !cfg.podName)
+    throw new ConfigError(
+      '--sidecar-image (or DRAINGUARD_SIDECAR_IMAGE) is required unless --pod-name (DRAINGUARD_WEBHOOK_POD_NAME, from the downward API) names the webhook pod, whose own image is then injected',
+    );
   if (!cfg.tlsCertDir === !cfg.tlsSelfManaged)
     throw new ConfigError('give exactly one of --tls-cert-dir DIR and --tls-self-managed');
   return cfg;
@@ -181,10 +197,34 @@ export interface RunningWebhook {
   close(): Promise<void>;
 }
 
+/** The webhook container's image in the webhook's own pod (the container named webhook, or the only one). */
+export async function readOwnImage(client: KubeClient, namespace: string, podName: string): Promise<string> {
+  let pod: Pod;
+  try {
+    pod = await client.get<Pod>(`/api/v1/namespaces/${namespace}/pods/${podName}`, {
+      retries: 5,
+      timeoutMs: 10_000,
+    });
+  } catch (e) {
+    throw new ConfigError(
+      `cannot read the own pod ${namespace}/${podName} to learn the sidecar image (${(e as Error).message}); grant get on pods in ${namespace} or set --sidecar-image`,
+    );
+  }
+  const containers = (pod.spec?.containers ?? []) as { name: string; image?: string }[];
+  const own =
+    containers.find((c) => c.name === 'webhook') ?? (containers.length === 1 ? containers[0] : undefined);
+  if (!own?.image)
+    throw new ConfigError(
+      `pod ${namespace}/${podName} has no container named webhook with an image; set --sidecar-image`,
+    );
+  return own.image;
+}
+
 export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<RunningWebhook> {
   const logger = log ?? createLogger('drainguard-webhook', cfg.logLevel);
   const metrics = new Registry();
-  const needsCluster = cfg.tlsSelfManaged || cfg.sidecarMode === 'auto';
+  const ownImage = !cfg.sidecarImage;
+  const needsCluster = cfg.tlsSelfManaged || cfg.sidecarMode === 'auto' || ownImage;
   let client: KubeClient | undefined;
   if (needsCluster) {
     try {
@@ -193,13 +233,18 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
         userAgent: `drainguard-webhook/${VERSION}`,
       });
     } catch (e) {
-      if (cfg.tlsSelfManaged) throw e;
+      if (cfg.tlsSelfManaged || ownImage) throw e;
       logger.warn(
         { err: (e as Error).message },
         'no cluster access: --sidecar-mode auto injects classic sidecars',
       );
     }
   }
+  // The sidecar is this very image unless told otherwise: one tag to set (kustomize's image
+  // transformer rewrites the container, never an env value), and injected pods never drift from it.
+  const sidecarImage = ownImage
+    ? await readOwnImage(client as KubeClient, cfg.namespace, cfg.podName ?? '')
+    : cfg.sidecarImage;
 
   let pair: ServingPair;
   let reloader: CertDirReloader | undefined;
@@ -275,7 +320,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     metrics,
     https: pair,
     planner: () => ({
-      image: cfg.sidecarImage,
+      image: sidecarImage,
       mode: cfg.sidecarMode,
       version: VERSION,
       ...(versions ? { kubeletVersions: versions } : {}),
@@ -341,7 +386,8 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       port,
       tls: cfg.tlsCertDir ? 'cert-dir' : 'self-managed',
       sidecarMode: cfg.sidecarMode,
-      image: cfg.sidecarImage,
+      image: sidecarImage,
+      imageFrom: ownImage ? 'own pod' : 'configuration',
     },
     'webhook serving',
   );

@@ -39,11 +39,7 @@ export function writeOverlay(dir: string): string {
     '      - op: replace',
     '        path: /apiVersion',
     '        value: policy/v1beta1',
-    '  - target: {kind: Deployment, name: drainguard-webhook}',
-    '    patch: |-',
-    '      - op: add',
-    '        path: /spec/template/spec/containers/0/env/-',
-    '        value: {name: DRAINGUARD_SIDECAR_IMAGE, value: drainguard:dev}',
+    // No sidecar image to set: the webhook injects its own (the image set above).
   ]);
 }
 

@@ -39,6 +39,8 @@ before(async () => {
     crd('Certificate', 'certificates'),
     // MetalLB's kind, so `kubectl auth can-i` can resolve it.
     crd('ServiceL2Status', 'servicel2statuses', 'metallb.io', 'v1beta1'),
+    crd('IPAddressPool', 'ipaddresspools', 'metallb.io', 'v1beta1'),
+    crd('L2Advertisement', 'l2advertisements', 'metallb.io', 'v1beta1'),
   ]
     .map((d) => YAML.stringify(d))
     .join('---\n');
@@ -48,7 +50,9 @@ before(async () => {
     'cert-manager CRDs served',
     async () =>
       (await cp.kubectl(['get', 'certificates.cert-manager.io', '-A'])).code === 0 &&
-      (await cp.kubectl(['get', 'servicel2statuses.metallb.io', '-A'])).code === 0,
+      (await cp.kubectl(['get', 'servicel2statuses.metallb.io', '-A'])).code === 0 &&
+      (await cp.kubectl(['get', 'l2advertisements.metallb.io', '-A'])).code === 0 &&
+      (await cp.kubectl(['get', 'ipaddresspools.metallb.io', '-A'])).code === 0,
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   for (const ns of ['drainguard-system', 'metallb-system', 'site-a', 'site-b'])
@@ -107,11 +111,28 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
         replicas: number;
         template: {
           metadata: { labels: Record<string, string> };
-          spec: { priorityClassName?: string; terminationGracePeriodSeconds?: number };
+          spec: {
+            priorityClassName?: string;
+            terminationGracePeriodSeconds?: number;
+            containers: {
+              name: string;
+              env?: { name: string; valueFrom?: { fieldRef?: { fieldPath?: string } } }[];
+            }[];
+          };
         };
       };
     };
     assert.equal(dep.spec.replicas, 2);
+    // The injected image is the webhook's own (read from its pod): one image setting, no env copy.
+    const env = dep.spec.template.spec.containers.find((c) => c.name === 'webhook')?.env ?? [];
+    assert.equal(
+      env.find((e) => e.name === 'DRAINGUARD_SIDECAR_IMAGE'),
+      undefined,
+    );
+    assert.equal(
+      env.find((e) => e.name === 'DRAINGUARD_WEBHOOK_POD_NAME')?.valueFrom?.fieldRef?.fieldPath,
+      'metadata.name',
+    );
     // Scheduled ahead of the workloads it admits; graceful drain (15 s) fits in the grace period.
     const pc = docs.find((d) => d.kind === 'PriorityClass') as { metadata: { name: string } };
     assert.equal(dep.spec.template.spec.priorityClassName, pc.metadata.name);
@@ -182,6 +203,10 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
     ['update', 'mutatingwebhookconfigurations.admissionregistration.k8s.io/drainguard', undefined, true],
     ['update', 'mutatingwebhookconfigurations.admissionregistration.k8s.io/other', undefined, false],
     ['list', 'pods', 'default', false],
+    // Its own pod, for the image it injects; nothing more on pods.
+    ['get', 'pods', 'drainguard-system', true],
+    ['list', 'pods', 'drainguard-system', false],
+    ['get', 'pods', 'default', false],
   ]);
   for (const sa of ['speaker', 'metallb-speaker'])
     await expect(`system:serviceaccount:metallb-system:${sa}`, [
@@ -194,6 +219,12 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
       ['list', 'pods', 'default', false],
       ['delete', 'servicel2statuses.metallb.io', 'metallb-system', false],
       ['list', 'services', 'default', true],
+      // Per-service eligibility, read when a handover starts.
+      ['list', 'endpointslices.discovery.k8s.io', 'default', true],
+      ['watch', 'endpointslices.discovery.k8s.io', 'default', false],
+      ['list', 'ipaddresspools.metallb.io', 'metallb-system', true],
+      ['list', 'l2advertisements.metallb.io', 'metallb-system', true],
+      ['update', 'l2advertisements.metallb.io', 'metallb-system', false],
       ['create', 'events', 'default', true],
       ['get', 'secrets', 'metallb-system', false],
       ['update', 'leases.coordination.k8s.io', 'metallb-system', false],

@@ -82,6 +82,7 @@ const names = (p: Pod, field: 'containers' | 'initContainers') =>
 
 async function certDirWebhook(
   mode: 'auto' | 'classic' = 'auto',
+  imageArgs: string[] = ['--sidecar-image', 'drainguard:e2e'],
 ): Promise<{ hook: RunningWebhook; caBundle: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'dg-wh-'));
   const ca = createCA('e2e-webhook-ca', 2);
@@ -96,8 +97,7 @@ async function certDirWebhook(
       '127.0.0.1',
       '--tls-cert-dir',
       dir,
-      '--sidecar-image',
-      'drainguard:e2e',
+      ...imageArgs,
       '--sidecar-mode',
       mode,
       '--kubeconfig',
@@ -190,6 +190,40 @@ test('the API server calls the webhook: labelled namespace injected, unlabelled 
   } finally {
     await hook.close().catch(() => undefined);
     await client.delete(`${MWC}/drainguard-e2e`);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('without --sidecar-image the webhook injects its own image, read from its pod; an unreadable pod stops it with a clear error', async () => {
+  const own = 'drainguard-own';
+  await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: own } });
+  await client.create(`/api/v1/namespaces/${own}/pods`, {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'drainguard-webhook-7d9f-x2k4' },
+    spec: { containers: [{ name: 'webhook', image: 'registry.example/drainguard:1.2.3' }] },
+  });
+  const { hook, caBundle, dir } = await certDirWebhook('classic', [
+    '--pod-name',
+    'drainguard-webhook-7d9f-x2k4',
+    '--namespace',
+    own,
+  ]);
+  await client.create(MWC, webhookConfig('drainguard-own-image', hook.port, caBundle));
+  try {
+    const on = await namespace(true);
+    const pod = await createPod(on, speakerOn('node-old'));
+    const sidecar = ((pod.spec?.containers ?? []) as { name: string; image?: string }[]).find(
+      (c) => c.name === 'drainguard',
+    );
+    assert.equal(sidecar?.image, 'registry.example/drainguard:1.2.3');
+    await assert.rejects(
+      certDirWebhook('classic', ['--pod-name', 'no-such-pod', '--namespace', own]),
+      /cannot read the own pod drainguard-own\/no-such-pod .*set --sidecar-image/,
+    );
+  } finally {
+    await hook.close();
+    await client.delete(`${MWC}/drainguard-own-image`);
     rmSync(dir, { recursive: true, force: true });
   }
 });

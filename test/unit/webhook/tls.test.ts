@@ -161,7 +161,13 @@ test('cert-dir mode reloads the pair under load without a failed handshake; a br
 });
 
 test('config errors name the flag and the accepted values', () => {
-  assert.throws(() => parseConfig(['--tls-cert-dir', '/x'], {}), /--sidecar-image/);
+  assert.throws(() => parseConfig(['--tls-cert-dir', '/x'], {}), /--sidecar-image .*unless --pod-name/);
+  // The Deployment's way: the image comes from its own pod, named by the downward API.
+  const own = parseConfig(['--tls-cert-dir', '/x'], {
+    DRAINGUARD_WEBHOOK_POD_NAME: 'drainguard-webhook-abc',
+  });
+  assert.equal(own.podName, 'drainguard-webhook-abc');
+  assert.equal(own.sidecarImage, '');
   assert.throws(
     () => parseConfig(['--sidecar-image', 'i'], {}),
     /exactly one of --tls-cert-dir DIR and --tls-self-managed/,
