@@ -101,11 +101,30 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
     assert.equal(hook.reinvocationPolicy, 'IfNeeded');
     assert.equal(hook.timeoutSeconds, 5);
     assert.equal(hook.matchPolicy, 'Equivalent');
-    if (overlay.endsWith('cert-manager'))
+    if (overlay.endsWith('cert-manager')) {
+      // selfSigned Issuer -> CA Certificate -> CA Issuer -> serving Certificate; the caBundle is
+      // the CA, so renewing the serving pair never changes what the API server trusts.
+      type Cert = {
+        metadata: { name: string };
+        spec: { isCA?: boolean; secretName: string; issuerRef: { name: string } };
+      };
+      type Issuer = {
+        metadata: { name: string };
+        spec: { selfSigned?: object; ca?: { secretName: string } };
+      };
+      const certs = docs.filter((d) => d.kind === 'Certificate') as Cert[];
+      const issuers = docs.filter((d) => d.kind === 'Issuer') as Issuer[];
+      const issuer = (name: string) => issuers.find((i) => i.metadata.name === name);
+      const ca = certs.find((c) => c.spec.isCA);
+      const serving = certs.find((c) => !c.spec.isCA);
+      assert.ok(ca && serving, 'a CA Certificate and a serving Certificate');
+      assert.ok(issuer(ca.spec.issuerRef.name)?.spec.selfSigned, 'the CA is self-signed');
+      assert.equal(issuer(serving.spec.issuerRef.name)?.spec.ca?.secretName, ca.spec.secretName);
       assert.equal(
         mwc.metadata.annotations?.['cert-manager.io/inject-ca-from'],
-        'drainguard-system/drainguard-webhook',
+        `drainguard-system/${ca.metadata.name}`,
       );
+    }
     const dep = docs.find((d) => d.kind === 'Deployment') as {
       spec: {
         replicas: number;

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -16,6 +17,7 @@ import { createLogger } from '../../../shared/log.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
 import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
+import { mountLikeKubelet } from '../../unit/webhook/helpers.ts';
 
 const silent = createLogger('test', 'silent');
 let cp: ControlPlane;
@@ -224,6 +226,81 @@ test('without --sidecar-image the webhook injects its own image, read from its p
   } finally {
     await hook.close();
     await client.delete(`${MWC}/drainguard-own-image`);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('cert-manager renewal from a CA Issuer under steady admissions: none fails; a pair from another CA (a renewed self-signed leaf) fails them', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'dg-cm-'));
+  const ca = createCA('drainguard-webhook-ca', 10);
+  const pairOf = (issuer: typeof ca) => createServingCert(issuer, { ipAddresses: ['127.0.0.1'], days: 1 });
+  mountLikeKubelet(dir, pairOf(ca));
+  const hook = await startWebhook(
+    parseConfig(
+      [
+        ...['--port', '0', '--host', '127.0.0.1', '--tls-cert-dir', dir, '--cert-poll-seconds', '1'],
+        ...['--sidecar-image', 'drainguard:e2e', '--sidecar-mode', 'classic'],
+      ],
+      {},
+    ),
+    silent,
+  );
+  // cainjector's caBundle: the CA (what the cert-manager overlay injects), not the serving leaf.
+  await client.create(
+    MWC,
+    webhookConfig('drainguard-renewal', hook.port, Buffer.from(ca.certPem).toString('base64')),
+  );
+  try {
+    const on = await namespace(true);
+    let stop = false;
+    let ok = 0;
+    const failed: string[] = [];
+    const load = (async () => {
+      while (!stop)
+        await createPod(on, speakerOn('node-old')).then(
+          () => ok++,
+          (e: unknown) => failed.push((e as Error).message),
+        );
+    })();
+    try {
+      await waitFor('admissions flowing', () => ok >= 5, { timeoutMs: 20_000 });
+      // Renewal: a new key and certificate from the same CA, swapped in as the kubelet does.
+      const renewed = pairOf(ca);
+      mountLikeKubelet(dir, renewed);
+      await waitFor('renewed pair served', () => hook.serving().cert === renewed.certPem, {
+        timeoutMs: 20_000,
+      });
+      const at = ok;
+      await waitFor('admissions after the renewal', () => ok >= at + 10, { timeoutMs: 20_000 });
+    } finally {
+      stop = true;
+      await load;
+    }
+    assert.deepEqual(failed, [], 'no admission failed across the renewal');
+    // The old overlay's failure: a self-signed serving certificate is its own CA, so its renewal
+    // is a pair the caBundle does not hold yet.
+    const foreign = pairOf(createCA('drainguard-webhook-selfsigned', 10));
+    mountLikeKubelet(dir, foreign);
+    await waitFor('foreign pair served', () => hook.serving().cert === foreign.certPem, {
+      timeoutMs: 20_000,
+    });
+    // Open connections keep their session; every new one (as the API server opens them, trusting
+    // only the caBundle) fails the handshake.
+    const handshake = () =>
+      new Promise<void>((resolve, reject) => {
+        const req = https.get(
+          { host: '127.0.0.1', port: hook.port, path: '/healthz', ca: ca.certPem, agent: false },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve());
+          },
+        );
+        req.on('error', reject);
+      });
+    await assert.rejects(handshake(), /certificate/);
+  } finally {
+    await hook.close();
+    await client.delete(`${MWC}/drainguard-renewal`);
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,6 +1,9 @@
+import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
+import type { CertPair } from '../../../shared/pki.ts';
 import { applyPatch, type PatchOp } from '../../../webhook/patch.ts';
 import type { PlannerOptions } from '../../../webhook/planner.ts';
 import { createWebhookApp } from '../../../webhook/server.ts';
@@ -59,3 +62,21 @@ export function validatePod(pod: unknown): void {
 }
 
 export { applyPatch };
+
+let gen = 0;
+/** Puts a serving pair in `dir` the way the kubelet updates a mounted Secret (AtomicWriter). */
+export function mountLikeKubelet(dir: string, pair: CertPair): void {
+  // A fresh timestamped dir, then ..data flipped by rename; the files are symlinks through it.
+  const ts = join(dir, `..${Date.now()}_${gen++}`);
+  mkdirSync(ts);
+  writeFileSync(join(ts, 'tls.crt'), pair.certPem);
+  writeFileSync(join(ts, 'tls.key'), pair.keyPem);
+  symlinkSync(ts, join(dir, '..data_tmp'));
+  renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+  for (const f of ['tls.crt', 'tls.key'])
+    try {
+      symlinkSync(join('..data', f), join(dir, f));
+    } catch {
+      // already linked through ..data
+    }
+}

@@ -2,7 +2,7 @@
 // flip) while clients keep opening new TLS connections; none may fail, and the new cert is served.
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,24 +12,7 @@ import { waitFor } from '../../../shared/clock.ts';
 import { type CertPair, createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, startWebhook } from '../../../webhook/main.ts';
 import { review, speakerPod } from './fixtures.ts';
-import { silent } from './helpers.ts';
-
-let gen = 0;
-function mount(dir: string, pair: CertPair): void {
-  // kubelet AtomicWriter: a fresh timestamped dir, then ..data flipped by rename, files are symlinks.
-  const ts = join(dir, `..${Date.now()}_${gen++}`);
-  mkdirSync(ts);
-  writeFileSync(join(ts, 'tls.crt'), pair.certPem);
-  writeFileSync(join(ts, 'tls.key'), pair.keyPem);
-  symlinkSync(ts, join(dir, '..data_tmp'));
-  renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
-  for (const f of ['tls.crt', 'tls.key'])
-    try {
-      symlinkSync(join('..data', f), join(dir, f));
-    } catch {
-      // already linked through ..data
-    }
-}
+import { mountLikeKubelet as mount, silent } from './helpers.ts';
 
 function call(port: number, ca: string, agent: https.Agent | false, path = '/healthz', body?: string) {
   return new Promise<{ status: number; fingerprint: string; body: string }>((resolve, reject) => {
