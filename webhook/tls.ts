@@ -194,6 +194,8 @@ export class SelfManagedTls {
 
   private fromSecret(s: SecretObj): TlsMaterial | undefined {
     const d = s.data ?? {};
+    // The overlay ships the Secret empty (so the webhook needs no `create`): nothing stored yet.
+    if (Object.keys(d).length === 0) return undefined;
     const m = {
       ca: { certPem: unb64(d['ca.crt']), keyPem: unb64(d['ca.key']) },
       caBundle: unb64(d['ca-bundle.crt']) || unb64(d['ca.crt']),

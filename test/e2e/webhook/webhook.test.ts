@@ -355,6 +355,13 @@ test('self-managed TLS: Secret created once and shared, caBundle patched, API se
   const ns = 'drainguard-system';
   await client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const port = await freePort();
+  // The overlay ships the Secret empty (the webhook has no create on Secrets): it fills it in.
+  await client.create(`/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: { name: 'drainguard-webhook-tls', namespace: ns },
+  });
   // The configuration starts without a caBundle: the webhook fills it in.
   await client.create(MWC, webhookConfig('drainguard-self', port, undefined));
   const args = (p: number) => [
