@@ -53,7 +53,7 @@ export async function installNetfilterCleanup(c: Cluster): Promise<void> {
     'rollout',
     'status',
     '-n',
-    'drainguard-system',
+    'drainguard-netfilter',
     'daemonset/drainguard-netfilter-cleanup',
     '--timeout=180s',
   ]);

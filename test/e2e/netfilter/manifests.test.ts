@@ -5,7 +5,7 @@ import { before, describe, it } from 'node:test';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 
 const overlay = 'manifests/overlays/netfilter-cleanup-daemonset';
-const sa = 'system:serviceaccount:drainguard-system:drainguard-netfilter-cleanup';
+const sa = 'system:serviceaccount:drainguard-netfilter:drainguard-netfilter-cleanup';
 
 describe('manifests/overlays/netfilter-cleanup-daemonset', () => {
   let cp: ControlPlane;
@@ -26,6 +26,11 @@ describe('manifests/overlays/netfilter-cleanup-daemonset', () => {
     assert.match(rendered, /host: 127\.0\.0\.1/);
     assert.doesNotMatch(rendered, /privileged: true/);
     assert.match(rendered, /drainguard\.io\/inject: disabled/);
+    // The one privileged workload, in a namespace of its own that Pod Security admits it to.
+    assert.match(rendered, /kind: Namespace\n {2}metadata:|kind: Namespace\nmetadata:/);
+    assert.match(rendered, /name: drainguard-netfilter\n/);
+    assert.match(rendered, /pod-security\.kubernetes\.io\/enforce: privileged/);
+    assert.doesNotMatch(rendered, /namespace: drainguard-system/);
   });
 
   it('is accepted by the API server, and RBAC grants exactly what the sidecar needs', async () => {

@@ -162,6 +162,25 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
     assert.deepEqual(np.spec.policyTypes, ['Ingress']);
     assert.deepEqual(np.spec.ingress, [{ ports: [{ port: 8443, protocol: 'TCP' }] }]);
     assert.equal(dep.spec.template.metadata.labels['drainguard.io/inject'], 'disabled');
+    // Pod Security `restricted` on the webhook's namespace, and the webhook's pod meets it.
+    const ns = docs.find((d) => d.kind === 'Namespace') as { metadata: { labels: Record<string, string> } };
+    assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
+    const podSpec = dep.spec.template.spec as unknown as {
+      securityContext: { runAsNonRoot?: boolean; seccompProfile?: { type?: string } };
+      containers: {
+        securityContext?: {
+          allowPrivilegeEscalation?: boolean;
+          capabilities?: { drop?: string[]; add?: string[] };
+        };
+      }[];
+    };
+    assert.equal(podSpec.securityContext.runAsNonRoot, true);
+    assert.equal(podSpec.securityContext.seccompProfile?.type, 'RuntimeDefault');
+    for (const ctr of podSpec.containers) {
+      assert.equal(ctr.securityContext?.allowPrivilegeEscalation, false);
+      assert.deepEqual(ctr.securityContext?.capabilities?.drop, ['ALL']);
+      assert.equal(ctr.securityContext?.capabilities?.add, undefined);
+    }
   });
 }
 
