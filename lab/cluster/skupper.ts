@@ -3,11 +3,14 @@
 // the client-go candidate simulator from the lab image (skupper's Go binary cannot run here),
 // electing through the Lease `skupper-site-leader`. With `inject`, the namespace is labelled and
 // the README's bindings for drainguard's sidecar are created first.
+import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { Lease } from '../../shared/kube/types.ts';
 import type { Cluster } from './cluster.ts';
 import { followEvents } from './logs.ts';
 import { deployment, IDLE_ARGS } from './manifests.ts';
+
+const REPO = join(import.meta.dirname, '..', '..');
 
 export const SKUPPER_LEASE = 'skupper-site-leader';
 /** The router pods' labels (plus `lab.drainguard.io/site: <namespace>`, for `kubectl drain --pod-selector`). */
@@ -37,14 +40,16 @@ export async function installSkupperSite(c: Cluster, ns: string, opts: { inject:
     `--serviceaccount=${ns}:skupper-router`,
   ]);
   if (opts.inject) {
-    // The README's per-site one-liners: drainguard's Lease role and its node reader.
+    // The README's per-site commands: drainguard's Lease role (writes to skupper's Lease only)
+    // and its node reader.
+    await k(['apply', '-n', ns, '-f', join(REPO, 'manifests', 'sidecar-rbac', 'skupper-site', 'role.yaml')]);
     await k([
       'create',
       'rolebinding',
       '-n',
       ns,
       'drainguard-sidecar-lease',
-      '--clusterrole=drainguard-sidecar-lease',
+      '--role=drainguard-sidecar-skupper',
       `--serviceaccount=${ns}:skupper-router`,
     ]);
     await k([

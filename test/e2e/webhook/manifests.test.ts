@@ -199,15 +199,16 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
     input: rbac.map((d) => YAML.stringify(d)).join('---\n'),
   });
   assert.equal(r.code, 0, r.stderr);
-  // The documented per-site one-liners for skupper (docs/webhook.md).
+  // The documented per-site commands for skupper (docs/webhook.md).
   for (const args of [
+    ['apply', '-n', 'site-a', '-f', join(manifests, 'sidecar-rbac/skupper-site/role.yaml')],
     [
       'create',
       'rolebinding',
       'drainguard-sidecar-lease',
       '-n',
       'site-a',
-      '--clusterrole=drainguard-sidecar-lease',
+      '--role=drainguard-sidecar-skupper',
       '--serviceaccount=site-a:skupper-router',
     ],
     [
@@ -269,7 +270,10 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
       ['update', 'leases.coordination.k8s.io', 'metallb-system', false],
     ]);
   await expect('system:serviceaccount:site-a:skupper-router', [
-    ['update', 'leases.coordination.k8s.io', 'site-a', true],
+    // Writes only to skupper's own Lease.
+    ['update', 'leases.coordination.k8s.io/skupper-site-leader', 'site-a', true],
+    ['update', 'leases.coordination.k8s.io/other-leader', 'site-a', false],
+    ['get', 'leases.coordination.k8s.io/other-leader', 'site-a', true],
     ['watch', 'leases.coordination.k8s.io', 'site-a', true],
     ['create', 'leases.coordination.k8s.io', 'site-a', false],
     ['patch', 'leases.coordination.k8s.io', 'site-a', false],
