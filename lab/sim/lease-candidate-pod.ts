@@ -1,6 +1,8 @@
 // The lease candidate simulator as a container's process, for pods on the lab cluster: skupper's
 // kube-adaptor runs client-go leader election with its hostname (the pod name) as identity and the
-// pod's service account, and exits on SIGTERM without releasing (ReleaseOnCancel is not set).
+// pod's service account, with ReleaseOnCancel set but a context that is never cancelled: on SIGTERM
+// it exits without releasing. A leader that loses the Lease releases it if it still sees itself as
+// holder, then runs the election again after skupper's backoff (the simulator's defaults).
 //   node lab/sim/lease-candidate-pod.ts <lease name>
 // stdout: JSON lines {"ev":"leading"|"stopped-leading","identity","t"} (epoch ms), for tests.
 import { hostname } from 'node:os';
