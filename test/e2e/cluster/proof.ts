@@ -375,4 +375,51 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
       assert.doesNotMatch(logs, /"level":50/, 'no error in the sidecar log');
       mkdirSync(join(c.dir, 'done'), { recursive: true });
     }));
+
+  test('a rollout of the two webhook replicas under steady admissions fails none (readiness off first, served through the drain period)', () =>
+    withLogs(c, async () => {
+      await installed(c);
+      await c.k(['create', 'namespace', 'admit-load']);
+      await c.k(['label', 'namespace', 'admit-load', 'drainguard.io/inject=enabled']);
+      // failurePolicy Fail: an admission that reaches no webhook endpoint is a failed pod creation.
+      // Server-side dry runs are admitted like real creations (the webhook has no side effects).
+      const pod = JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { generateName: 'admit-', namespace: 'admit-load' },
+        spec: { containers: [{ name: 'main', image: LAB_IMAGE, args: idle }] },
+      });
+      const before = await pods('drainguard-system', 'app.kubernetes.io/component=webhook');
+      assert.equal(before.length, 2, 'two webhook replicas');
+      let stop = false;
+      let ok = 0;
+      const failed: string[] = [];
+      const load = (async () => {
+        while (!stop) {
+          const r = await c.kubectl(['create', '--dry-run=server', '-o', 'name', '-f', '-'], { input: pod });
+          if (r.code === 0) ok++;
+          else failed.push(r.stderr.trim());
+        }
+      })();
+      try {
+        await waitFor('admissions flowing', () => ok >= 5, T);
+        await c.k(['rollout', 'restart', '-n', 'drainguard-system', 'deployment/drainguard-webhook']);
+        await rollout('drainguard-system', 'deployment/drainguard-webhook');
+        await waitFor(
+          'the old replicas gone',
+          async () =>
+            (await pods('drainguard-system', 'app.kubernetes.io/component=webhook')).every(
+              (p) => !before.some((b) => b.metadata.uid === p.metadata.uid),
+            ),
+          T,
+        );
+        const at = ok;
+        await waitFor('admissions by the new replicas', () => ok >= at + 5, T);
+      } finally {
+        stop = true;
+        await load;
+      }
+      assert.deepEqual(failed, [], `${failed.length} of ${ok + failed.length} admissions failed`);
+      process.stdout.write(`# webhook rollout: ${ok} admissions, 0 failed\n`);
+    }));
 });
