@@ -1,0 +1,79 @@
+// What the sidecar guards: the container whose stop it waits for, the Leases it hands over, the
+// memberlist ports its fail-safe may cut.
+import type { Feature, Profile } from '../../shared/contract.ts';
+import { A, PROFILE_SPECS } from '../profiles.ts';
+import { checkLeases, checkMemberlistPorts } from '../validate.ts';
+import { declaredPorts } from './port.ts';
+import { type ContainerLike, type Denial, denial, type Step, skip } from './step.ts';
+
+export interface Guarded {
+  /** The guarded container's name; none for a profile that guards nothing (netfilter cleanup). */
+  guarded: string | undefined;
+  warnings: string[];
+}
+
+/** The container the annotation names, the profile's, or the only one; a skupper pod without its own is skipped. */
+export function findGuardedContainer(
+  profile: Profile,
+  features: ReadonlySet<Feature>,
+  annotations: Record<string, string>,
+  containers: ContainerLike[],
+): Step<Guarded> {
+  const names = containers.map((c) => String(c.name));
+  const preferred = PROFILE_SPECS[profile].guardedContainer;
+  const key = profile === 'metallb-speaker' ? A.guardedContainer : A.leaderContainer;
+  const raw = annotations[key] ?? annotations[A.guardedContainer] ?? annotations[A.leaderContainer];
+  if (raw !== undefined)
+    return names.includes(raw)
+      ? { guarded: raw, warnings: [] }
+      : denial(`${key}=${JSON.stringify(raw)}: no such container; containers are ${names.join(', ')}`);
+  if (preferred && names.includes(preferred)) return { guarded: preferred, warnings: [] };
+  if (profile === 'skupper-router')
+    return skip('no-profile', [
+      `drainguard: not injected: skupper router pod has no container ${preferred}; set ${A.leaderContainer}`,
+    ]);
+  if (!features.has('lease-handover') && !features.has('l2-handover'))
+    return { guarded: undefined, warnings: [] };
+  if (names.length !== 1)
+    return denial(`${key} is required: the pod has several containers (${names.join(', ')})`);
+  const only = names[0] as string;
+  const warnings =
+    profile === 'metallb-speaker' ? [`drainguard: no container named speaker; guarding ${only}`] : [];
+  return { guarded: only, warnings };
+}
+
+/** The Leases the annotation names, else the profile's own (if any). */
+export function resolveLeases(
+  profile: Profile,
+  annotations: Record<string, string>,
+): Step<string[] | undefined> {
+  const raw = annotations[A.leases];
+  if (raw === undefined) return PROFILE_SPECS[profile].leases;
+  const checked = checkLeases(raw);
+  return checked.leases ?? denial(`${A.leases}=${JSON.stringify(raw)}: ${checked.problem}`);
+}
+
+const ML_ANNOTATION = 'drainguard.io/memberlist-ports';
+
+/** The annotated memberlist ports must be ports the guarded container declares. */
+export function checkMemberlistAnnotation(
+  annotations: Record<string, string>,
+  guarded: string | undefined,
+  containers: ContainerLike[],
+): Denial | undefined {
+  const raw = annotations[ML_ANNOTATION];
+  if (raw === undefined) return undefined;
+  const c = guarded === undefined ? undefined : containers.find((x) => String(x.name) === guarded);
+  const problem = checkMemberlistPorts(raw, guarded ?? '(none)', c ? [...declaredPorts([c]).keys()] : []);
+  return problem === undefined ? undefined : denial(`${ML_ANNOTATION}=${JSON.stringify(raw)}: ${problem}`);
+}
+
+/** Lease handover needs at least one Lease to hand over. */
+export function requireLeases(
+  profile: Profile,
+  features: ReadonlySet<Feature>,
+  leases: readonly string[] | undefined,
+): Denial | undefined {
+  if (!features.has('lease-handover') || (leases ?? []).length > 0) return undefined;
+  return denial(`${A.leases} is required for profile ${profile}: name the Lease(s) to hand over`);
+}

@@ -1,0 +1,78 @@
+// The sidecar container and its /tmp volume.
+import type { EnvVar, Feature } from '../../shared/contract.ts';
+import { NETFILTER_FEATURES, SIDECAR_NAME } from '../profiles.ts';
+import { type Endpoint, httpGet } from './port.ts';
+import { isObj, type Obj } from './step.ts';
+
+/** The image keeps the bundle at /app/drainguard.mjs (Dockerfile). */
+export const SIDECAR_COMMAND = [
+  'node',
+  '--max-semi-space-size=1',
+  '--max-old-space-size=64',
+  '/app/drainguard.mjs',
+  'sidecar',
+] as const;
+
+export interface SidecarInputs {
+  image: string;
+  env: EnvVar[];
+  endpoint: Endpoint;
+  hostNetwork: boolean;
+  native: boolean;
+  features: ReadonlySet<Feature>;
+  /** The pod's spec.volumes, for a volume name of its own. */
+  volumes: unknown;
+}
+
+export interface Sidecar {
+  container: Obj;
+  volume: Obj;
+}
+
+function uniqueName(base: string, taken: Set<string>): string {
+  if (!taken.has(base)) return base;
+  for (let i = 1; ; i++) if (!taken.has(`${base}-${i}`)) return `${base}-${i}`;
+}
+
+/** The container to inject: probes on its endpoint, root with NET_ADMIN only for netfilter features. */
+export function buildSidecar(i: SidecarInputs): Sidecar {
+  const { endpoint } = i;
+  const needsNetAdmin = [...i.features].some((f) => NETFILTER_FEATURES.includes(f));
+  const probe = (path: string, extra: Obj) => ({ httpGet: httpGet(path, endpoint), ...extra });
+  const volumeNames = new Set(
+    (Array.isArray(i.volumes) ? i.volumes : []).map((v) => (isObj(v) ? String(v.name) : '')),
+  );
+  const tmpVolume = uniqueName('drainguard-tmp', volumeNames);
+  const container: Obj = {
+    name: SIDECAR_NAME,
+    image: i.image,
+    imagePullPolicy: 'IfNotPresent',
+    // The sidecar runs on every node: a small V8 heap keeps its footprint down (see docs/l2-handover.md).
+    command: [...SIDECAR_COMMAND],
+    env: i.env,
+    ...(i.hostNetwork
+      ? {}
+      : { ports: [{ name: 'drainguard', containerPort: endpoint.port, protocol: 'TCP' }] }),
+    // Readiness is "configured and running", never API health: API trouble must not make the pod NotReady.
+    readinessProbe: probe('/readyz', { periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 3 }),
+    livenessProbe: probe('/healthz', { periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 6 }),
+    resources: {
+      requests: { cpu: '10m', memory: '48Mi' },
+      limits: { cpu: '200m', memory: '128Mi' },
+    },
+    securityContext: {
+      seccompProfile: { type: 'RuntimeDefault' },
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      // Netfilter needs root with NET_ADMIN (no ambient capabilities for non-root in Kubernetes).
+      ...(needsNetAdmin
+        ? { runAsUser: 0, runAsNonRoot: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] } }
+        : { runAsUser: 65532, runAsNonRoot: true, capabilities: { drop: ['ALL'] } }),
+    },
+    volumeMounts: [{ name: tmpVolume, mountPath: '/tmp' }],
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+    ...(i.native ? { restartPolicy: 'Always' } : {}),
+  };
+  return { container, volume: { name: tmpVolume, emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } } };
+}
