@@ -1,6 +1,6 @@
 // The pure half of the MetalLB layer-2 speaker simulator: what each speaker decides from its own
 // view, as metallb/metallb v0.14–v0.16 does it. No network, no API: plain data in, decisions out,
-// so every rule is unit-tested (test/unit/sim-speaker*.test.ts, each test named after the
+// so every rule is unit-tested (test/unit/sim/speaker-*.test.ts, each test named after the
 // upstream function it follows).
 //
 // Election, per service: `ShouldAnnounce` (speaker/layer2_controller.go) with what it calls —

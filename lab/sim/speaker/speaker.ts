@@ -4,7 +4,7 @@
 // account, in-cluster), the node from $NODE_NAME (downward API), as MetalLB's own DaemonSet does.
 //
 // Modelled (metallb/metallb v0.14–v0.16; the rules themselves are in election.ts, pure and
-// unit-tested in test/unit/sim-speaker*.test.ts):
+// unit-tested in test/unit/sim/speaker-*.test.ts):
 // - memberlist liveness by SWIM probe/ack on UDP 7946: every probe interval a ping to each peer,
 //   an ack back to the sender of each ping received, a peer alive while an ack to one of our own
 //   pings came within deadMs; `leave` sent on SIGTERM removes a member at once. So a node whose
@@ -27,10 +27,12 @@
 //   1.1 s for 5 s) through wire.py on an AF_PACKET socket;
 // - stdin "freeze" / "unfreeze": stop seeing API updates (a stale local apiserver), keep
 //   announcing what it last decided, re-elect from the stale view, write nothing.
-// Out of scope for now (separate work): ServiceL2Status per-version modes beyond `noCrd` and
-// `noStatusWrites` (0.14.4–0.14.5 naming, 0.14.6–0.15.x reuse of other nodes' objects, metadata
-// and status written on separate reconciles); gratuitous ARP re-armed on every resync of an owned
-// VIP; NDP for IPv6 VIPs (elected, not answered on the wire); L2Advertisement `interfaces` beyond
+// Not modelled yet (the simulator issue stays open for them; results hold for v0.16's status
+// lifecycle and for 0.14.4–0.14.5 defaults): ServiceL2Status per-version modes beyond `noCrd` and
+// `noStatusWrites` (0.14.4–0.14.5 naming with the flag on, 0.14.6–0.15.x reuse of other nodes'
+// objects, metadata and status written on separate reconciles); gratuitous ARP re-armed on every
+// resync of an owned VIP (it only adds more GARPs from the owner, so it cannot hide a dual or
+// missing answer in the probes); NDP for IPv6 VIPs (elected, not answered on the wire); L2Advertisement `interfaces` beyond
 // the reported status; MetalLB refusing an invalid configuration as a whole (here an invalid pool
 // range or selector just matches nothing); the allow-shared-ip checks; memberlist-disabled mode.
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
@@ -330,15 +332,16 @@ createInterface({ input: process.stdin }).on('line', (line) => {
 });
 
 async function shutdown(): Promise<void> {
-  // Like the real speaker: answers ARP until it exits, then leaves memberlist; no goodbye ARP.
+  // Like the real speaker: its controllers stop first (ARP answering ends, no goodbye ARP), and
+  // only then does it leave memberlist, so peers take over a moment after the answers stop.
   emit({ ev: 'sigterm', node: cfg.node, t: Date.now() });
   stopping = true;
-  for (const p of cfg.peers)
-    if (p.node !== cfg.node) send({ type: 'leave', node: cfg.node, inc: incarnation }, p.ip);
-  clearInterval(probeTimer);
   clearInterval(tick);
   await running;
   toWire('quit');
+  for (const p of cfg.peers)
+    if (p.node !== cfg.node) send({ type: 'leave', node: cfg.node, inc: incarnation }, p.ip);
+  clearInterval(probeTimer);
   await Promise.all(informers.map((i) => i.stop()));
   sock.close();
   client.close();
