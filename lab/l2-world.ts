@@ -97,6 +97,8 @@ export async function createL2World(
     noCrd?: boolean;
     /** The CRD installed, but the speakers write nothing (MetalLB 0.14.4–0.14.5 by default). */
     noStatusWrites?: boolean;
+    /** The speakers' ServiceL2Status lifecycle (lab/sim/speaker/speaker.ts); default 0.16. */
+    statusVersion?: '0.14.4' | '0.15' | '0.16';
   } = {},
 ): Promise<L2World> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
@@ -121,6 +123,7 @@ export async function createL2World(
       opts.sidecarEnv ?? {},
       opts.noCrd ?? false,
       opts.noStatusWrites ?? false,
+      opts.statusVersion,
     );
   } catch (e) {
     await cp?.stop();
@@ -138,6 +141,7 @@ async function populate(
   sidecarEnv: Record<string, string>,
   noCrd: boolean,
   noStatusWrites: boolean,
+  statusVersion: '0.14.4' | '0.15' | '0.16' | undefined,
 ): Promise<L2World> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
@@ -304,6 +308,7 @@ async function populate(
         deadMs: 5000,
         noCrd,
         noStatusWrites,
+        ...(statusVersion ? { statusVersion } : {}),
       };
       const proc = node.spawn(
         [process.execPath, join(ROOT, 'lab/sim/speaker/speaker.ts'), JSON.stringify(cfg)],

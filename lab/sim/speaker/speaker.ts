@@ -27,13 +27,14 @@
 //   1.1 s for 5 s) through wire.py on an AF_PACKET socket;
 // - stdin "freeze" / "unfreeze": stop seeing API updates (a stale local apiserver), keep
 //   announcing what it last decided, re-elect from the stale view, write nothing.
-// Not modelled yet (the simulator issue stays open for them; results hold for v0.16's status
-// lifecycle and for 0.14.4–0.14.5 defaults): ServiceL2Status per-version modes beyond `noCrd` and
-// `noStatusWrites` (0.14.4–0.14.5 naming with the flag on, 0.14.6–0.15.x reuse of other nodes'
-// objects, metadata and status written on separate reconciles); gratuitous ARP re-armed on every
-// resync of an owned VIP (it only adds more GARPs from the owner, so it cannot hide a dual or
-// missing answer in the probes); NDP for IPv6 VIPs (elected, not answered on the wire); L2Advertisement `interfaces` beyond
-// the reported status; MetalLB refusing an invalid configuration as a whole (here an invalid pool
+// - ServiceL2Status per MetalLB version (`statusVersion`, see SpeakerSimConfig): 0.14.4–0.14.5
+//   with the flag on, 0.14.6–0.15.x (reuse of other nodes' objects, others left in place), 0.16
+//   (the default); `noStatusWrites` for 0.14.4–0.14.5 defaults, `noCrd` for < 0.14.4.
+// Not modelled (the reason with each): metadata and status written on separate reconciles (here
+// back to back: drainguard reads only objects with a status, so the split changes no decision);
+// gratuitous ARP re-armed on every resync of an owned VIP (it only adds more GARPs from the owner,
+// so it cannot hide a dual or missing answer in the probes); NDP for IPv6 VIPs (elected, not
+// answered on the wire); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing an invalid configuration as a whole (here an invalid pool
 // range or selector just matches nothing); the allow-shared-ip checks; memberlist-disabled mode.
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -80,6 +81,17 @@ export interface SpeakerSimConfig {
   l2AdvertisementInterfaces?: string[];
   /** MetalLB 0.14.4–0.14.5 without --enable-l2-service-status: the CRD exists, nothing is written. */
   noStatusWrites?: boolean;
+  /**
+   * ServiceL2Status lifecycle of a MetalLB version (speaker/layer2_status_controller.go):
+   * '0.14.4': 0.14.4–0.14.5 with --enable-l2-service-status: `<svc>-<node>` objects, status with
+   *   `node` and `interfaces` only (no serviceName), other nodes' objects left alone;
+   * '0.15': 0.14.6–0.15.x: `generateName: l2-`, the three labels, full status; a node that starts
+   *   announcing reuses (relabels and rewrites) an object another node left for the service, else
+   *   creates one; other nodes' objects are left in place;
+   * '0.16' (default): as 0.15, but the new owner deletes other nodes' objects for the service.
+   * In every version a node that stops announcing deletes its own object.
+   */
+  statusVersion?: '0.14.4' | '0.15' | '0.16';
 }
 
 interface L2Status extends KubeObject {
@@ -88,6 +100,7 @@ interface L2Status extends KubeObject {
 
 const parsed = JSON.parse(process.argv[2] ?? '{}') as Partial<SpeakerSimConfig>;
 const cfg = { ...parsed, node: parsed.node || process.env.NODE_NAME || '' } as SpeakerSimConfig;
+const statusVersion = cfg.statusVersion ?? '0.16';
 if (!cfg.node) throw new Error('speaker-sim: no node name (config "node" or $NODE_NAME)');
 const port = cfg.port ?? 7946;
 const probeIntervalMs = cfg.probeIntervalMs ?? cfg.heartbeatMs ?? 200;
@@ -262,57 +275,83 @@ async function reconcile(): Promise<void> {
 async function syncStatuses(mine: Map<string, Service>): Promise<void> {
   const base = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`;
   const mineKeys = new Set(mine.keys());
+  const labelsOf = (o: L2Status) => o.metadata?.labels ?? {};
+  const serviceOf = (o: L2Status) =>
+    statusVersion === '0.14.4'
+      ? // No serviceName in 0.14.4–0.14.5: the object's name says it.
+        [...mineKeys].find((k) => o.metadata?.name === statusName(k.split('/')[1] ?? '', cfg.node))
+      : `${o.status?.serviceNamespace}/${o.status?.serviceName}`;
+  const writeStatus = async (obj: L2Status, ns: string, name: string) =>
+    client.replace(
+      `${base}/${obj.metadata?.name}/status`,
+      {
+        ...obj,
+        status: {
+          node: cfg.node,
+          ...(statusVersion === '0.14.4' ? {} : { serviceName: name, serviceNamespace: ns }),
+          // MetalLB lists interfaces only when the L2Advertisement names them; its default names none.
+          interfaces: (cfg.l2AdvertisementInterfaces ?? []).map((i) => ({ name: i })),
+        },
+      },
+      { retries: 3 },
+    );
   for (const s of mine.values()) {
     const ns = s.metadata?.namespace ?? '';
     const name = s.metadata?.name ?? '';
-    const objName = statusName(name, cfg.node);
-    const existing = statuses.get(`${cfg.namespace}/${objName}`);
-    if (!existing?.status?.node) {
-      const body = {
-        apiVersion: 'metallb.io/v1beta1',
-        kind: 'ServiceL2Status',
-        metadata: {
-          name: objName,
-          namespace: cfg.namespace,
-          labels: {
-            'metallb.io/node': cfg.node,
-            'metallb.io/service-name': name,
-            'metallb.io/service-namespace': ns,
-          },
-        },
-        spec: {},
+    const forService = [...statuses.values()].filter((o) =>
+      statusVersion === '0.14.4'
+        ? o.metadata?.name === statusName(name, cfg.node)
+        : labelsOf(o)['metallb.io/service-name'] === name &&
+          labelsOf(o)['metallb.io/service-namespace'] === ns,
+    );
+    const own = forService.find((o) => o.status?.node === cfg.node);
+    if (!own) {
+      const labels = {
+        'metallb.io/node': cfg.node,
+        'metallb.io/service-name': name,
+        'metallb.io/service-namespace': ns,
       };
+      // 0.14.6–0.15.x reuse an object another node left for the service (#2712, #2930).
+      const reuse = statusVersion === '0.15' ? forService[0] : undefined;
       let obj: L2Status;
-      try {
-        obj = await client.create<L2Status>(base, body, { retries: 3 });
-      } catch (e) {
-        obj = await client.get<L2Status>(`${base}/${objName}`);
-        if (!obj) throw e;
-      }
-      await client.replace(
-        `${base}/${objName}/status`,
-        {
-          ...obj,
-          status: {
-            node: cfg.node,
-            serviceName: name,
-            serviceNamespace: ns,
-            // MetalLB lists interfaces only when the L2Advertisement names them; its default names none.
-            interfaces: (cfg.l2AdvertisementInterfaces ?? []).map((name) => ({ name })),
+      if (reuse) {
+        obj = await client.replace<L2Status>(`${base}/${reuse.metadata?.name}`, {
+          ...reuse,
+          metadata: { ...reuse.metadata, labels: { ...labelsOf(reuse), ...labels } },
+        });
+      } else {
+        const objName = statusName(name, cfg.node);
+        const named = statusVersion === '0.14.4' || statusVersion === '0.16';
+        const body = {
+          apiVersion: 'metallb.io/v1beta1',
+          kind: 'ServiceL2Status',
+          metadata: {
+            ...(named ? { name: objName } : { generateName: 'l2-' }),
+            namespace: cfg.namespace,
+            ...(statusVersion === '0.14.4' ? {} : { labels }),
           },
-        },
-        { retries: 3 },
-      );
+          spec: {},
+        };
+        try {
+          obj = await client.create<L2Status>(base, body, { retries: 3 });
+        } catch (e) {
+          if (!named) throw e;
+          obj = await client.get<L2Status>(`${base}/${objName}`);
+        }
+      }
+      await writeStatus(obj, ns, name);
     }
     // v0.16: other nodes' objects for a service this node now announces are removed.
-    for (const o of statuses.values())
-      if (o.status?.serviceName === name && o.status.serviceNamespace === ns && o.status.node !== cfg.node)
-        await client.delete(`${base}/${o.metadata?.name}`).catch(() => undefined);
+    if (statusVersion === '0.16')
+      for (const o of forService)
+        if (o.status?.node && o.status.node !== cfg.node)
+          await client.delete(`${base}/${o.metadata?.name}`).catch(() => undefined);
   }
+  // A node that stops announcing deletes its own objects (every version since 0.14.4).
   for (const o of statuses.values()) {
-    const key = `${o.status?.serviceNamespace}/${o.status?.serviceName}`;
-    if (o.status?.node === cfg.node && !mineKeys.has(key))
-      await client.delete(`${base}/${o.metadata?.name}`).catch(() => undefined);
+    if (o.status?.node !== cfg.node) continue;
+    const key = serviceOf(o);
+    if (!key || !mineKeys.has(key)) await client.delete(`${base}/${o.metadata?.name}`).catch(() => undefined);
   }
 }
 

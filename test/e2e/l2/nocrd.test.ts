@@ -1,7 +1,8 @@
 // MetalLB < 0.14.4 has no ServiceL2Status, and 0.14.4–0.14.5 install the CRD but write nothing
 // into it by default: in both, drainguard takes every LoadBalancer VIP, labels, and fences after
 // the settle time, saying the handover is unconfirmed. (With the CRD present and empty, it used to
-// read "no VIPs announced here", fence nothing and report the handover done.)
+// read "no VIPs announced here", fence nothing and report the handover done.) The same holds when
+// 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
@@ -13,6 +14,10 @@ const T = { timeoutMs: 20_000, intervalMs: 50 };
 for (const [what, world] of [
   ['without the ServiceL2Status CRD (MetalLB < 0.14.4)', { noCrd: true }],
   ['with the CRD but nothing written in it (MetalLB 0.14.4–0.14.5)', { noStatusWrites: true }],
+  [
+    'with 0.14.4–0.14.5 objects (--enable-l2-service-status: <svc>-<node>, no serviceName)',
+    { statusVersion: '0.14.4' },
+  ],
 ] as const)
   describe(`L2 handover ${what}`, () => {
     let w: L2World;
