@@ -527,8 +527,12 @@ describe('L2 handover (metallb-speaker profile)', () => {
         T,
       );
       assert.equal(await hasFenceTable(a), false);
-      assert.ok(
-        (await events('L2HandoverImpossible')).some((m) => m.includes('no longer selected meanwhile')),
+      // Events are written after the action, without holding it up: wait for it.
+      await waitFor(
+        'the refusal Event',
+        async () =>
+          (await events('L2HandoverImpossible')).some((m) => m.includes('no longer selected meanwhile')),
+        T,
       );
       await answeredOnlyBy(a);
     } finally {
