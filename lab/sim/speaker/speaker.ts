@@ -30,12 +30,16 @@
 // - ServiceL2Status per MetalLB version (`statusVersion`, see SpeakerSimConfig): 0.14.4–0.14.5
 //   with the flag on, 0.14.6–0.15.x (reuse of other nodes' objects, others left in place), 0.16
 //   (the default); `noStatusWrites` for 0.14.4–0.14.5 defaults, `noCrd` for < 0.14.4.
+// - gratuitous ARP re-armed when an API change makes it reprocess VIPs it already owns; any
+//   request for an owned VIP answered, gratuitous ones (sender = target) included.
 // Not modelled (the reason with each): metadata and status written on separate reconciles (here
 // back to back: drainguard reads only objects with a status, so the split changes no decision);
-// gratuitous ARP re-armed on every resync of an owned VIP (it only adds more GARPs from the owner,
-// so it cannot hide a dual or missing answer in the probes); NDP for IPv6 VIPs (elected, not
-// answered on the wire); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing an invalid configuration as a whole (here an invalid pool
-// range or selector just matches nothing); the allow-shared-ip checks; memberlist-disabled mode.
+// memberlist's suspicion timeout growing with the cluster size (deadMs 5 s is its 3-node timing,
+// ~5–7 s; every test world has 3 nodes); NDP for IPv6 VIPs (elected, not answered on the wire:
+// the tests probe IPv4); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing
+// an invalid configuration as a whole (here an invalid pool range or selector just matches
+// nothing); the allow-shared-ip checks; memberlist-disabled mode (none of these is configured in
+// any test world).
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
 import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
@@ -192,6 +196,8 @@ const copyInto = (objs: ReadonlyMap<string, KubeObject>, into: Map<string, KubeO
   for (const [k, o] of objs) into.set(k, o);
 };
 const views: [Informer, Map<string, KubeObject>][] = [];
+/** An API change reached this speaker: MetalLB reprocesses its services and re-arms their GARP. */
+let resyncPending = false;
 const informer = (path: string, into: Map<string, KubeObject>) => {
   const inf = new Informer(client, {
     path,
@@ -200,6 +206,7 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
     onChange: (objs) => {
       if (frozen) return;
       copyInto(objs, into);
+      resyncPending = true;
       schedule();
     },
   });
@@ -267,7 +274,12 @@ async function reconcile(): Promise<void> {
     toWire(`vips ${v4(next).join(' ')}`);
     if (v4(added).length > 0) toWire(`garp ${v4(added).join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
+  } else if (resyncPending && next.size > 0) {
+    // A resync of VIPs it already owns re-arms their gratuitous ARP (once, then every 1.1 s for 5 s).
+    const v4 = [...next].filter((ip) => isIP(ip) === 4);
+    if (v4.length > 0) toWire(`garp ${v4.join(' ')}`);
   }
+  resyncPending = false;
   if (frozen || cfg.noCrd || cfg.noStatusWrites) return;
   await syncStatuses(new Map([...mine].map(([k, m]) => [k, m.svc])));
 }

@@ -125,7 +125,9 @@ def speaker(iface):
                 except BlockingIOError:
                     break
                 a = parse_arp(frame)
-                if not a or a["op"] != 1 or a["src"] == mac or a["tpa"] not in vips or a["spa"] == a["tpa"]:
+                # Any request for an owned VIP is answered, gratuitous ones (sender = target, another
+                # speaker's takeover) included, as MetalLB's responder does; never its own frames.
+                if not a or a["op"] != 1 or a["src"] == mac or a["tpa"] not in vips:
                     continue
                 send(s, arp_frame(a["sha"], mac, 2, mac, a["tpa"], a["sha"], a["spa"]))
         now = time.monotonic()
