@@ -72,6 +72,8 @@ export interface L2World {
   /** Replaces that Service's endpoints: one ready endpoint per given node (none: no endpoint). */
   setEndpoints(name: string, nodes: string[], namespace?: string): Promise<void>;
   startSpeaker(name: string): Promise<Speaker>;
+  /** A speaker on every node, then a sidecar on every node. */
+  startAll(): Promise<void>;
   stopSpeaker(name: string, signal?: NodeJS.Signals): Promise<void>;
   startSidecar(name: string, env?: Record<string, string>): Promise<Sidecar>;
   stopSidecar(name: string, signal?: NodeJS.Signals): Promise<void>;
@@ -339,6 +341,10 @@ async function populate(
       await waitFor(`speaker ${name} ready`, () => ready || proc.exitCode !== null, { timeoutMs: 30_000 });
       if (proc.exitCode !== null) throw new Error(`speaker ${name} exited with ${proc.exitCode}`);
       return sp;
+    },
+    async startAll() {
+      for (const n of nodes) await world.startSpeaker(n.name);
+      for (const n of nodes) await world.startSidecar(n.name);
     },
     async stopSpeaker(name, signal = 'SIGTERM') {
       const sp = speakers.get(name);

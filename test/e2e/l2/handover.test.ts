@@ -75,8 +75,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
   before(async () => {
     w = await createL2World();
     names = w.nodes.map((n) => n.name);
-    for (const n of names) await w.startSpeaker(n);
-    for (const n of names) await w.startSidecar(n);
+    await w.startAll();
     await answeredOnlyBy(w.initialOwner);
   });
   after(async () => {

@@ -23,8 +23,7 @@ for (const [what, world] of [
     let w: L2World;
     before(async () => {
       w = await createL2World({ ...world, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
-      for (const n of w.nodes) await w.startSpeaker(n.name);
-      for (const n of w.nodes) await w.startSidecar(n.name);
+      await w.startAll();
     });
     after(async () => {
       await w?.destroy();

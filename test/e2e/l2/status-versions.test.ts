@@ -29,8 +29,7 @@ describe('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, other
   before(async () => {
     w = await createL2World({ statusVersion: '0.15' });
     names = w.nodes.map((n) => n.name);
-    for (const n of names) await w.startSpeaker(n);
-    for (const n of names) await w.startSidecar(n);
+    await w.startAll();
     await answeredOnlyBy(w.initialOwner);
   });
   after(async () => {
