@@ -9,6 +9,7 @@ import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import {
   EXCLUDE_LABEL,
+  failsafeDue,
   initialMemory,
   L2_PHASES,
   type L2Action,
@@ -382,14 +383,9 @@ class L2Handover implements Capability {
   private async observeWithRoutes(): Promise<L2Observation> {
     const obs = this.observe();
     if (this.mem.phase === 'idle' && !obs.draining && !obs.terminating) this.routeDevs.clear();
-    // The fail-safe fence is due (or about to be): it needs the node's own addresses, and covers
-    // VIPs this node never announced, so the default route's link joins the VIPs' links.
-    const failsafe =
-      (obs.draining || obs.terminating) &&
-      obs.apiDownSince !== undefined &&
-      obs.now - obs.apiDownSince >= this.settings.failsafeGraceMs &&
-      this.mem.phase !== 'fenced' &&
-      this.mem.phase !== 'failsafe-fenced';
+    // The fail-safe fence is due: it needs the node's own addresses, and covers VIPs this node
+    // never announced, so the default route's link joins the VIPs' links.
+    const failsafe = failsafeDue(this.mem, obs, this.settings);
     const own = failsafe ? await this.ownAddresses() : undefined;
     const withOwn = own ? { ...obs, ownAddresses: own } : obs;
     if (obs.interfaces.length > 0) return withOwn;

@@ -193,12 +193,7 @@ export function step(
   }
 
   // --- draining or terminating -----------------------------------------------------------
-  const failsafeDue =
-    obs.apiDownSince !== undefined &&
-    now - obs.apiDownSince >= cfg.failsafeGraceMs &&
-    // Known single speaker: cutting it off would strand the VIP; unknown counts as "others exist".
-    !(obs.otherCandidates !== undefined && obs.otherCandidates.length === 0);
-  if (failsafeDue && mem.phase !== 'failsafe-fenced' && !(mem.phase === 'fenced' && mem.confirmed)) {
+  if (failsafeDue(mem, obs, cfg)) {
     const services = mergeServices(mem.services, obs.announced);
     // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
     // drop every ARP/NA not from the node's own addresses, not only the VIPs it had.
@@ -210,10 +205,14 @@ export function step(
       handoverStartedAt: mem.handoverStartedAt ?? now,
     };
     ensureFence(spec);
+    const vips = vipsOf(services).join(', ') || '(none known)';
+    const fenced = spec.ownAddresses
+      ? `every ARP/NA not from this node's own addresses (VIPs announced here: ${vips})`
+      : `VIPs ${vips}`;
     event(
       'Warning',
       'L2FailsafeFence',
-      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced ${spec.ownAddresses ? "every ARP/NA not from this node's own addresses (VIPs announced here: " : 'VIPs '}${vipsOf(services).join(', ') || '(none known)'}${spec.ownAddresses ? ')' : ''} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
+      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced ${fenced} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
     );
     return { mem, actions };
   }
@@ -293,6 +292,27 @@ export function step(
       return { mem, actions };
     }
   }
+}
+
+/**
+ * The fail-safe fence is to be installed now: draining or terminating, the API unreachable for the
+ * grace period, not already fail-safe or confirmed-fenced, and not a known single speaker (cutting
+ * it off would strand the VIP; unknown counts as "others exist"). The edge asks it too, to read the
+ * node's own addresses only when they are needed.
+ */
+export function failsafeDue(
+  mem: L2Memory,
+  obs: Pick<L2Observation, 'now' | 'draining' | 'terminating' | 'apiDownSince' | 'otherCandidates'>,
+  cfg: Pick<L2Settings, 'failsafeGraceMs'>,
+): boolean {
+  return (
+    (obs.draining || obs.terminating) &&
+    obs.apiDownSince !== undefined &&
+    obs.now - obs.apiDownSince >= cfg.failsafeGraceMs &&
+    !(obs.otherCandidates !== undefined && obs.otherCandidates.length === 0) &&
+    mem.phase !== 'failsafe-fenced' &&
+    !(mem.phase === 'fenced' && mem.confirmed)
+  );
 }
 
 /**

@@ -80,4 +80,22 @@ for (const [what, world] of [
         T,
       );
     });
+
+    test('API lost while fenced unconfirmed: the fail-safe fence drops every ARP not from the node', async () => {
+      // Still cordoned and fenced (after the settle time, unconfirmed) from the test above.
+      const a = w.initialOwner;
+      await w.cp.stopApiServer();
+      try {
+        await waitFor(
+          'fail-safe fence with the memberlist cut',
+          async () => {
+            const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
+            return r.stdout.includes('th dport @memberlist') && r.stdout.includes('arp saddr ip != @own4');
+          },
+          T,
+        );
+      } finally {
+        await w.cp.startApiServer();
+      }
+    });
   });
