@@ -4,9 +4,10 @@ SHELL := /bin/bash
 NODE_BIN_DIR = $(shell dirname "$$(bash scripts/node24.sh)")
 RUN = PATH="$(NODE_BIN_DIR):$$PATH"
 
-.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e build image cluster cluster-down
+.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e coverage build image cluster cluster-down
 help:
-	@echo "make test          bootstrap, lint, typecheck, unit and end-to-end tests"
+	@echo "make test          bootstrap, lint, typecheck, unit and end-to-end tests (tap)"
+	@echo "make coverage      the main lane with tap's coverage; line coverage of webhook/ sidecar/ shared/ cli/"
 	@echo "make build         bundle the CLI (./bin/drainguard)"
 	@echo "make image         build the pause, node stand-in, drainguard:dev and drainguard-lab:dev images (buildah)"
 	@echo "make cluster       a local cluster: control plane + node-a..c (kubelet, containerd); prints KUBECONFIG=..."
@@ -23,14 +24,20 @@ typecheck: bootstrap
 	$(RUN) npx tsc --noEmit
 
 test-unit: bootstrap
-	$(RUN) node --test --test-reporter=spec --test-reporter-destination=stdout 'test/unit/**/*.test.ts'
+	$(RUN) node scripts/test.ts --lane main test/unit/
 
-test-e2e: bootstrap
-	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/e2e/**/*.test.ts'
+test-e2e: bootstrap build
+	$(RUN) node scripts/test.ts test/e2e/
 
-# Two lanes side by side (scripts/test.ts): the lab-cluster tests beside everything else.
+# tap runs every test, in two lanes side by side (scripts/test.ts): the lab-cluster tests beside
+# everything else; one summary counts every test.
 test: bootstrap lint typecheck build
 	$(RUN) node scripts/test.ts
+
+# The main lane again with tap's coverage on, then line coverage per product directory.
+coverage: bootstrap build
+	$(RUN) node scripts/test.ts --coverage
+	$(RUN) node scripts/coverage.ts
 
 build: bootstrap
 	$(RUN) node scripts/bundle.ts

@@ -5,8 +5,7 @@
 ## make bench-sidecar sidecar footprint (RSS, time to ready) next to a bare node; last line JSON
 
 test-l2: bootstrap
-	$(RUN) node --test --test-reporter=spec --test-reporter-destination=stdout 'test/unit/l2/*.test.ts'
-	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/e2e/l2/*.test.ts'
+	$(RUN) node scripts/test.ts --lane main test/unit/l2/ test/e2e/l2/
 
 bench-l2: bootstrap
 	$(RUN) node test/e2e/l2/bench-l2.ts

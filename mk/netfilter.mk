@@ -6,4 +6,4 @@ bench-cleanup: bootstrap
 
 ## make test-netfilter    netfilter cleanup unit and end-to-end tests only (root: real network namespaces)
 test-netfilter: bootstrap
-	$(RUN) node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout 'test/unit/netfilter/*.test.ts' 'test/e2e/netfilter/*.test.ts'
+	$(RUN) node scripts/test.ts --lane main test/unit/netfilter/ test/e2e/netfilter/

@@ -42,4 +42,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   (cd "$here" && PATH="$(dirname "$node_bin"):$PATH" npm ci --no-audit --no-fund --loglevel=error)
   echo "$want" >"$stamp"
 fi
+# tap builds its Test class from the plugins .taprc names; build it here, once per change, rather
+# than in whichever of the two test lanes starts first (both would rebuild at once).
+tap_stamp="$here/node_modules/.drainguard-tap-build"
+tap_want=$(cat "$here/package-lock.json" "$here/.taprc" | sha256sum | cut -d' ' -f1)
+if [ ! -f "$tap_stamp" ] || [ "$(cat "$tap_stamp")" != "$tap_want" ]; then
+  log "tap build"
+  (cd "$here" && "$node_bin" node_modules/tap/dist/esm/run.mjs build >/dev/null)
+  echo "$tap_want" >"$tap_stamp"
+fi
 log "ready"

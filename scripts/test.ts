@@ -1,80 +1,217 @@
-// `make test`'s runner: two lanes side by side, each a serial `node --test` (end-to-end files share
-// machine state within a lane): the lab-cluster lane (test/e2e/cluster, test/e2e/demo: one lab
-// cluster at a time) and the main lane (unit tests, then the bare-harness end-to-end tests). The
-// cluster lane mostly waits on kubelets and controllers, so running it beside the other halves the
-// wall time on two cores. Lines are prefixed with their lane; one summary counts every test.
-//   node scripts/test.ts [--lane main|cluster]
+// `make test`'s runner: tap runs two lanes side by side, and this prints one summary that counts
+// every test. The lab-cluster lane (test/e2e/cluster, test/e2e/demo: one lab cluster at a time) and
+// the main lane (unit files side by side, then the bare-harness end-to-end files one at a time, as
+// `.taprc` says). The cluster lane mostly waits on kubelets and controllers, so running it beside
+// the other halves the wall time on two cores. Each lane's TAP stream is parsed here: lines are
+// printed as a tree prefixed with their lane, and every failed assertion is printed again at the
+// end with its test's path, so the last lines of a CI log say what failed.
+//   node scripts/test.ts [--lane main|cluster] [--coverage] [path-substring ...]
+// Path substrings keep only the matching files (for a quick run of one area).
+// --coverage (make coverage) runs the main lane only with tap's coverage on; the cluster lane's
+// product code runs inside containers, where tap cannot measure it.
 import { spawn } from 'node:child_process';
 import { globSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { Parser, type Result } from 'tap-parser';
+import YAML from 'yaml';
 
 const ROOT = new URL('..', import.meta.url).pathname;
+const TAP = `${ROOT}node_modules/tap/dist/esm/run.mjs`;
 const CLUSTER_DIRS = ['test/e2e/cluster/', 'test/e2e/demo/'];
 
 const files = (pattern: string) => globSync(pattern, { cwd: ROOT }).sort();
 const e2e = files('test/e2e/**/*.test.ts');
-const LANES: Record<string, string[]> = {
-  main: [
-    ...files('test/unit/**/*.test.ts'),
-    ...e2e.filter((f) => !CLUSTER_DIRS.some((d) => f.startsWith(d))),
-  ],
-  cluster: e2e.filter((f) => CLUSTER_DIRS.some((d) => f.startsWith(d))),
+const LANES: Record<string, { files: string[]; args: string[] }> = {
+  main: {
+    files: [
+      ...files('test/unit/**/*.test.ts'),
+      ...e2e.filter((f) => !CLUSTER_DIRS.some((d) => f.startsWith(d))),
+    ],
+    args: ['--jobs=2'],
+  },
+  // One process at a time, and a file runs long: the cluster file is every suite on one cluster.
+  cluster: {
+    files: e2e.filter((f) => CLUSTER_DIRS.some((d) => f.startsWith(d))),
+    args: ['--jobs=1', '--timeout=2400'],
+  },
 };
 
+interface Failure {
+  lane: string;
+  path: string;
+  diag: unknown;
+}
 interface Summary {
   lane: string;
-  counts: Record<string, number>;
+  files: number;
+  tests: number;
+  pass: number;
+  fail: number;
+  skip: number;
+  todo: number;
+  asserts: number;
+  failures: Failure[];
   code: number | null;
   ms: number;
 }
 
-function runLane(lane: string, testFiles: string[]): Promise<Summary> {
+/** The parts of a failed point's diagnostic a reader needs, as indented YAML. */
+function brief(diag: unknown, pad: string): string {
+  const d = (diag ?? {}) as Record<string, unknown>;
+  const at = d.at as { fileName?: string; lineNumber?: number } | undefined;
+  const out: Record<string, unknown> = {};
+  if (at?.fileName) out.at = `${at.fileName}:${at.lineNumber ?? '?'}`;
+  for (const k of ['message', 'found', 'wanted', 'pattern', 'diff', 'tapCaught', 'exitCode', 'signal'])
+    if (d[k] !== undefined) out[k] = typeof d[k] === 'string' ? (d[k] as string).slice(0, 2000) : d[k];
+  if (out.diff === undefined && typeof d.stack === 'string') out.stack = d.stack.slice(0, 2000);
+  if (Object.keys(out).length === 0) return `${pad}(no diagnostic: the lines printed for this file say why)`;
+  return YAML.stringify(out, { lineWidth: 0 })
+    .trimEnd()
+    .split('\n')
+    .map((l) => `${pad}${l}`)
+    .join('\n');
+}
+
+function runLane(lane: string, testFiles: string[], args: string[]): Promise<Summary> {
   const started = Date.now();
-  const child = spawn(
-    process.execPath,
-    [
-      '--test',
-      '--test-concurrency=1',
-      '--test-reporter=spec',
-      '--test-reporter-destination=stdout',
-      ...testFiles,
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const counts: Record<string, number> = {};
+  const child = spawn(process.execPath, [TAP, '--reporter=tap', '--no-color', ...args, ...testFiles], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const s: Summary = {
+    lane,
+    files: 0,
+    tests: 0,
+    pass: 0,
+    fail: 0,
+    skip: 0,
+    todo: 0,
+    asserts: 0,
+    failures: [],
+    code: null,
+    ms: 0,
+  };
   const prefix = `[${lane}] `.padEnd(10);
-  for (const stream of [child.stdout, child.stderr])
-    createInterface({ input: stream }).on('line', (line) => {
-      const m = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)$/.exec(line);
-      if (m) counts[m[1] as string] = Number(m[2]);
-      process.stdout.write(`${prefix}${line}\n`);
+  const print = (depth: number, text: string) =>
+    process.stdout.write(
+      text
+        .split('\n')
+        .map((l) => `${prefix}${'  '.repeat(Math.max(0, depth))}${l}\n`)
+        .join(''),
+    );
+  // depth 0: the runner's stream, whose points are files; depth 1: a file; deeper: tests.
+  const attach = (p: Parser, depth: number, path: string[]) => {
+    let pendingChild: string | undefined;
+    p.on('child', (c: Parser) => {
+      pendingChild = c.name;
+      if (depth === 0) print(0, `▶ ${c.name}`);
+      attach(c, depth + 1, [...path, c.name]);
     });
+    p.on('comment', (line: string) => {
+      if (!/^# (time=|Subtest:|\{ total|No coverage generated)/.test(line.trim()))
+        print(Math.max(0, depth - 1), line.trimEnd());
+    });
+    p.on('extra', (data: string) => {
+      const text = data.trimEnd();
+      if (text) print(Math.max(0, depth - 1), text);
+    });
+    p.on('assert', (res: Result) => {
+      const isTest = pendingChild !== undefined && pendingChild === res.name;
+      pendingChild = undefined;
+      const time = res.time === null ? '' : ` (${Math.round(res.time)} ms)`;
+      if (isTest && depth === 0) {
+        s.files++;
+        print(0, `${res.ok ? '✔' : '✖'} ${res.name}${time}`);
+        // a file that failed to load or crashed outside any test shows up only here
+        if (!res.ok && !s.failures.some((f) => f.path.startsWith(`${res.name} › `)))
+          s.failures.push({ lane, path: res.name, diag: res.diag });
+        return;
+      }
+      if (isTest) {
+        s.tests++;
+        if (res.todo) s.todo++;
+        else if (res.skip) s.skip++;
+        else if (res.ok) s.pass++;
+        else s.fail++;
+        print(
+          depth - 1,
+          `${res.ok ? '✔' : '✖'} ${res.name}${time}${res.skip ? ' # SKIP' : ''}${res.todo ? ' # TODO' : ''}`,
+        );
+        return;
+      }
+      s.asserts++;
+      if (!res.ok && !res.todo) {
+        print(depth - 1, `✖ ${res.name}`);
+        if (res.diag) print(depth, brief(res.diag, ''));
+        s.failures.push({ lane, path: [...path, res.name].join(' › '), diag: res.diag });
+      }
+    });
+  };
+  const parser = new Parser();
+  attach(parser, 0, []);
+  createInterface({ input: child.stdout }).on('line', (line) => parser.write(`${line}\n`));
+  createInterface({ input: child.stderr }).on('line', (line) => process.stdout.write(`${prefix}${line}\n`));
   return new Promise((resolve) =>
-    child.once('close', (code) => resolve({ lane, counts, code, ms: Date.now() - started })),
+    child.once('close', (code) => {
+      parser.end();
+      resolve({ ...s, code, ms: Date.now() - started });
+    }),
   );
 }
 
-const only = process.argv.includes('--lane') ? process.argv[process.argv.indexOf('--lane') + 1] : undefined;
+const argv = process.argv.slice(2);
+const coverage = argv.includes('--coverage');
+const only = coverage ? 'main' : argv.includes('--lane') ? argv[argv.indexOf('--lane') + 1] : undefined;
 if (only !== undefined && !(only in LANES)) {
   process.stderr.write(`--lane: "${only}" is not a lane; lanes are ${Object.keys(LANES).join(', ')}\n`);
   process.exit(2);
 }
-const lanes = Object.entries(LANES).filter(([name]) => only === undefined || name === only);
-for (const [name, f] of lanes) process.stdout.write(`lane ${name}: ${f.length} files\n`);
-const results = await Promise.all(lanes.map(([name, f]) => runLane(name, f)));
+const picks = argv.filter((a, i) => !a.startsWith('--') && argv[i - 1] !== '--lane');
+const lanes = Object.entries(LANES)
+  .filter(([name]) => only === undefined || name === only)
+  .map(
+    ([name, l]) =>
+      [
+        name,
+        { ...l, files: l.files.filter((f) => picks.length === 0 || picks.some((p) => f.includes(p))) },
+      ] as const,
+  )
+  .filter(([, l]) => l.files.length > 0);
+for (const [name, l] of lanes) process.stdout.write(`lane ${name}: ${l.files.length} files\n`);
+const extra = coverage
+  ? ['--no-disable-coverage', '--allow-incomplete-coverage', '--coverage-report=none']
+  : [];
+const results = await Promise.all(lanes.map(([name, l]) => runLane(name, l.files, [...l.args, ...extra])));
 
-const sum = (k: string) => results.reduce((n, r) => n + (r.counts[k] ?? 0), 0);
+const sum = (k: 'files' | 'tests' | 'pass' | 'fail' | 'skip' | 'todo' | 'asserts') =>
+  results.reduce((n, r) => n + r[k], 0);
+const failures = results.flatMap((r) => r.failures);
 process.stdout.write('\n');
+if (failures.length > 0) {
+  process.stdout.write(`failed (${failures.length}):\n`);
+  for (const f of failures) {
+    process.stdout.write(`[${f.lane}] ✖ ${f.path}\n`);
+    process.stdout.write(`${brief(f.diag, '    ')}\n`);
+  }
+  process.stdout.write('\n');
+}
 for (const r of results)
   process.stdout.write(
-    `lane ${r.lane}: tests ${r.counts.tests ?? '?'}, pass ${r.counts.pass ?? '?'}, fail ${r.counts.fail ?? '?'}, ` +
-      `skipped ${r.counts.skipped ?? '?'}, ${(r.ms / 1000).toFixed(0)} s, exit ${r.code}\n`,
+    `lane ${r.lane}: files ${r.files}, tests ${r.tests}, pass ${r.pass}, fail ${r.fail}, skipped ${r.skip}, ` +
+      `todo ${r.todo}, assertions ${r.asserts}, ${(r.ms / 1000).toFixed(0)} s, exit ${r.code}\n`,
   );
 process.stdout.write(
-  `all: tests ${sum('tests')}, pass ${sum('pass')}, fail ${sum('fail')}, cancelled ${sum('cancelled')}, ` +
-    `skipped ${sum('skipped')}, todo ${sum('todo')}\n`,
+  `all: files ${sum('files')}, tests ${sum('tests')}, pass ${sum('pass')}, fail ${sum('fail')}, ` +
+    `skipped ${sum('skip')}, todo ${sum('todo')}, assertions ${sum('asserts')}\n`,
 );
-const ok = results.every((r) => r.code === 0 && r.counts.tests !== undefined) && sum('fail') === 0;
+const expectedFiles = lanes.reduce((n, [, l]) => n + l.files.length, 0);
+const ok =
+  results.every((r) => r.code === 0) &&
+  sum('fail') === 0 &&
+  failures.length === 0 &&
+  sum('files') === expectedFiles;
+if (sum('files') !== expectedFiles)
+  process.stdout.write(`only ${sum('files')} of ${expectedFiles} files reported\n`);
 // A skipped test is a test that did not run: CI provides what every test needs.
-if (sum('skipped') + sum('todo') > 0) process.stdout.write('skipped or todo tests are not allowed\n');
-process.exit(ok && sum('skipped') + sum('todo') === 0 ? 0 : 1);
+if (sum('skip') + sum('todo') > 0) process.stdout.write('skipped or todo tests are not allowed\n');
+process.exit(ok && sum('skip') + sum('todo') === 0 ? 0 : 1);

@@ -1,13 +1,11 @@
 // Kubeconfigs as operators have them (exec credential plugins, several files in KUBECONFIG,
 // certificate paths relative to the file, several contexts) against a real API server, through
 // the CLI process a user runs; the cluster's TLS and proxy fields through the client in-process.
-import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { stringify } from 'yaml';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { sh } from '../../../lab/proc.ts';
@@ -78,86 +76,94 @@ const singleContext = (name: string, u: ReturnType<typeof execUser>) =>
     contexts: [{ name, context: { cluster: 'lab', user: u.user.name } }],
   });
 
-before(async () => {
+t.before(async () => {
   cp = await sharedControlPlane();
   token = cp.target.token as string;
-  dir = mkdtempSync(join(tmpdir(), 'drainguard-kubeconfig-'));
+  dir = t.testdir();
 });
-after(() => rmSync(dir, { recursive: true, force: true }));
 
-test('status authenticates through an exec plugin (v1): env and args passed, called once', async () => {
+t.test('status authenticates through an exec plugin (v1): env and args passed, called once', async (t) => {
   const u = execUser('exec-v1', { expiry: new Date(Date.now() + 3_600_000).toISOString() });
   const kc = singleContext('exec', u);
   const r = await cli(['status', '--kubeconfig', kc, '-o', 'json'], {});
-  assert.equal(r.code, 0, r.stderr);
-  assert.ok(Array.isArray(JSON.parse(r.stdout).nodes));
+  t.equal(r.code, 0, r.stderr);
+  t.ok(Array.isArray(JSON.parse(r.stdout).nodes));
   // status makes several requests; the credential is valid for an hour: one plugin run.
-  assert.equal(u.calls().length, 1);
+  t.equal(u.calls().length, 1);
   const info = JSON.parse(u.calls()[0] as string);
-  assert.equal(info.kind, 'ExecCredential');
-  assert.equal(info.apiVersion, V1);
-  assert.equal(info.spec.interactive, false);
+  t.equal(info.kind, 'ExecCredential');
+  t.equal(info.apiVersion, V1);
+  t.equal(info.spec.interactive, false);
 });
 
-test('exec plugin (v1beta1) with an expired credential is run again, per request', async () => {
+t.test('exec plugin (v1beta1) with an expired credential is run again, per request', async (t) => {
   const u = execUser('exec-beta', { apiVersion: V1BETA1, expiry: '2000-01-01T00:00:00Z' });
   const kc = singleContext('beta', u);
   const r = await cli(['status', '-o', 'json'], { KUBECONFIG: kc });
-  assert.equal(r.code, 0, r.stderr);
-  assert.ok(u.calls().length > 1, `plugin ran ${u.calls().length} times`);
+  t.equal(r.code, 0, r.stderr);
+  t.ok(u.calls().length > 1, `plugin ran ${u.calls().length} times`);
 });
 
-test('a token the API server rejects: 401, naming the context and user', async () => {
+t.test('a token the API server rejects: 401, naming the context and user', async (t) => {
   const u = execUser('exec-wrong', { token: 'not-a-token' });
   const kc = singleContext('wrong', u);
   const r = await cli(['status', '--kubeconfig', kc], {});
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /401/);
-  assert.match(r.stderr, /context "wrong"/);
-  assert.match(r.stderr, /user "exec-wrong"/);
+  t.equal(r.code, 1);
+  t.match(r.stderr, /401/);
+  t.match(r.stderr, /context "wrong"/);
+  t.match(r.stderr, /user "exec-wrong"/);
 });
 
-test('a credential refused before its expiry: the plugin is run again once, as client-go does', async () => {
-  const u = execUser('exec-revoked', { firstToken: 'revoked-token' });
-  const r = await cli(['status', '--kubeconfig', singleContext('revoked', u), '-o', 'json'], {});
-  assert.equal(r.code, 0, r.stderr);
-  assert.equal(u.calls().length, 2);
-});
+t.test(
+  'a credential refused before its expiry: the plugin is run again once, as client-go does',
+  async (t) => {
+    const u = execUser('exec-revoked', { firstToken: 'revoked-token' });
+    const r = await cli(['status', '--kubeconfig', singleContext('revoked', u), '-o', 'json'], {});
+    t.equal(r.code, 0, r.stderr);
+    t.equal(u.calls().length, 2);
+  },
+);
 
-test('an exec plugin that fails: its stderr, command and user in the error', async () => {
+t.test('an exec plugin that fails: its stderr, command and user in the error', async (t) => {
   const u = execUser('exec-fail', { fail: 'please run az login' });
   const kc = singleContext('fail', u);
   const r = await cli(['status', '--kubeconfig', kc], {});
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /users\["exec-fail"\]\.exec/);
-  assert.match(r.stderr, /exec-plugin\.sh/);
-  assert.match(r.stderr, /please run az login/);
+  t.equal(r.code, 1);
+  t.match(r.stderr, /users\["exec-fail"\]\.exec/);
+  t.match(r.stderr, /exec-plugin\.sh/);
+  t.match(r.stderr, /please run az login/);
 });
 
-test('KUBECONFIG=a:b merges like kubectl: context in a, user in b with certificate paths relative to b', async () => {
-  // b lives in its own directory next to its client certificate (system:masters, signed by the lab CA).
-  mkdirSync(join(dir, 'b', 'pki'), { recursive: true });
-  copyFileSync(join(cp.dir, 'kubelet-client.crt'), join(dir, 'b', 'pki', 'client.crt'));
-  copyFileSync(join(cp.dir, 'kubelet-client.key'), join(dir, 'b', 'pki', 'client.key'));
-  copyFileSync(join(cp.dir, 'ca.crt'), join(dir, 'b', 'pki', 'ca.crt'));
-  const a = kubeconfig('a/config', {
-    'current-context': 'merged',
-    contexts: [{ name: 'merged', context: { cluster: 'lab-b', user: 'cert-user' } }],
-  });
-  const b = kubeconfig('b/config', {
-    // a's current-context wins: the first file that sets it.
-    'current-context': 'does-not-exist',
-    clusters: [{ name: 'lab-b', cluster: { server: cp.server, 'certificate-authority': 'pki/ca.crt' } }],
-    users: [
-      { name: 'cert-user', user: { 'client-certificate': 'pki/client.crt', 'client-key': 'pki/client.key' } },
-    ],
-  });
-  const r = await cli(['status', '-o', 'json'], { KUBECONFIG: `${a}:${b}` });
-  assert.equal(r.code, 0, r.stderr);
-  assert.ok(Array.isArray(JSON.parse(r.stdout).nodes));
-});
+t.test(
+  'KUBECONFIG=a:b merges like kubectl: context in a, user in b with certificate paths relative to b',
+  async (t) => {
+    // b lives in its own directory next to its client certificate (system:masters, signed by the lab CA).
+    mkdirSync(join(dir, 'b', 'pki'), { recursive: true });
+    copyFileSync(join(cp.dir, 'kubelet-client.crt'), join(dir, 'b', 'pki', 'client.crt'));
+    copyFileSync(join(cp.dir, 'kubelet-client.key'), join(dir, 'b', 'pki', 'client.key'));
+    copyFileSync(join(cp.dir, 'ca.crt'), join(dir, 'b', 'pki', 'ca.crt'));
+    const a = kubeconfig('a/config', {
+      'current-context': 'merged',
+      contexts: [{ name: 'merged', context: { cluster: 'lab-b', user: 'cert-user' } }],
+    });
+    const b = kubeconfig('b/config', {
+      // a's current-context wins: the first file that sets it.
+      'current-context': 'does-not-exist',
+      clusters: [{ name: 'lab-b', cluster: { server: cp.server, 'certificate-authority': 'pki/ca.crt' } }],
+      users: [
+        {
+          name: 'cert-user',
+          user: { 'client-certificate': 'pki/client.crt', 'client-key': 'pki/client.key' },
+        },
+      ],
+    });
+    const r = await cli(['status', '-o', 'json'], { KUBECONFIG: `${a}:${b}` });
+    t.equal(r.code, 0, r.stderr);
+    t.ok(Array.isArray(JSON.parse(r.stdout).nodes));
+  },
+);
 
-test('--context picks a context that is not current; an unknown one is named in the error', async () => {
+t.test('--context picks a context that is not current; an unknown one is named in the error', async (t) => {
   const u = execUser('ctx-user');
   const kc = kubeconfig('contexts.yaml', {
     'current-context': 'anonymous',
@@ -169,23 +175,23 @@ test('--context picks a context that is not current; an unknown one is named in 
     ],
   });
   const anon = await cli(['status', '--kubeconfig', kc], {});
-  assert.equal(anon.code, 1);
-  assert.match(anon.stderr, /403/);
+  t.equal(anon.code, 1);
+  t.match(anon.stderr, /403/);
   const ok = await cli(['status', '--kubeconfig', kc, '--context', 'admin', '-o', 'json'], {});
-  assert.equal(ok.code, 0, ok.stderr);
+  t.equal(ok.code, 0, ok.stderr);
   const missing = await cli(['status', '--kubeconfig', kc, '--context', 'prod'], {});
-  assert.equal(missing.code, 1);
-  assert.match(missing.stderr, /context "prod" \(--context\) is not in/);
-  assert.match(missing.stderr, /anonymous, admin/);
+  t.equal(missing.code, 1);
+  t.match(missing.stderr, /context "prod" \(--context\) is not in/);
+  t.match(missing.stderr, /anonymous, admin/);
 });
 
-test('a missing kubeconfig file is named', async () => {
+t.test('a missing kubeconfig file is named', async (t) => {
   const r = await cli(['status', '--kubeconfig', join(dir, 'nope.yaml')], {});
-  assert.equal(r.code, 1);
-  assert.match(r.stderr, /--kubeconfig .*nope\.yaml: no such file/);
+  t.equal(r.code, 1);
+  t.match(r.stderr, /--kubeconfig .*nope\.yaml: no such file/);
   const env = await cli(['status'], { KUBECONFIG: `${join(dir, 'x')}:${join(dir, 'y')}` });
-  assert.equal(env.code, 1);
-  assert.match(env.stderr, /KUBECONFIG=.*: none of these files exists/);
+  t.equal(env.code, 1);
+  t.match(env.stderr, /KUBECONFIG=.*: none of these files exists/);
 });
 
 /** GET /version through a kubeconfig whose only cluster has these fields (admin token). */
@@ -204,19 +210,22 @@ async function version(name: string, fields: Record<string, unknown>) {
   }
 }
 
-test('tls-server-name is the name checked in the certificate; insecure-skip-tls-verify skips the check', async () => {
-  const ca = { 'certificate-authority': join(cp.dir, 'ca.crt') };
-  // The serving certificate has the SAN "kubernetes", not "elsewhere.example".
-  assert.match((await version('sni-ok', { ...ca, 'tls-server-name': 'kubernetes' })).gitVersion, /^v1\.20/);
-  await assert.rejects(
-    version('sni-bad', { ...ca, 'tls-server-name': 'elsewhere.example' }),
-    /elsewhere\.example/,
-  );
-  await assert.rejects(version('no-ca', {}), /self.signed|unable to verify|self-signed/i);
-  assert.match((await version('insecure', { 'insecure-skip-tls-verify': true })).gitVersion, /^v1\.20/);
-});
+t.test(
+  'tls-server-name is the name checked in the certificate; insecure-skip-tls-verify skips the check',
+  async (t) => {
+    const ca = { 'certificate-authority': join(cp.dir, 'ca.crt') };
+    // The serving certificate has the SAN "kubernetes", not "elsewhere.example".
+    t.match((await version('sni-ok', { ...ca, 'tls-server-name': 'kubernetes' })).gitVersion, /^v1\.20/);
+    await t.rejects(
+      version('sni-bad', { ...ca, 'tls-server-name': 'elsewhere.example' }),
+      /elsewhere\.example/,
+    );
+    await t.rejects(version('no-ca', {}), /self.signed|unable to verify|self-signed/i);
+    t.match((await version('insecure', { 'insecure-skip-tls-verify': true })).gitVersion, /^v1\.20/);
+  },
+);
 
-test('proxy-url: requests go through the HTTP CONNECT proxy', async () => {
+t.test('proxy-url: requests go through the HTTP CONNECT proxy', async (t) => {
   const tunnels: string[] = [];
   const sockets: { destroy(): void }[] = [];
   const proxy = createServer();
@@ -239,8 +248,8 @@ test('proxy-url: requests go through the HTTP CONNECT proxy', async () => {
       'certificate-authority': join(cp.dir, 'ca.crt'),
       'proxy-url': `http://127.0.0.1:${port}`,
     });
-    assert.match(v.gitVersion, /^v1\.20/);
-    assert.deepEqual(tunnels, [new URL(cp.server).host]);
+    t.match(v.gitVersion, /^v1\.20/);
+    t.strictSame(tunnels, [new URL(cp.server).host]);
   } finally {
     // Tunnels are no longer the server's connections: close() would wait for them.
     for (const x of sockets) x.destroy();

@@ -4,8 +4,7 @@
 // of an announcing speaker: `kubectl drain` of its node (the DaemonSet pod is not evicted) and
 // `kubectl delete pod` (the kubelet runs the injected preStop hook, which holds the speaker until
 // the VIP has moved). ARP probes from a client namespace on the switch show who answers.
-import assert from 'node:assert/strict';
-import { before, describe, test } from 'node:test';
+import t from 'tap';
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { follow } from '../../../lab/cluster/logs.ts';
@@ -84,15 +83,15 @@ async function settle(): Promise<void> {
 /** A failing test carries the speakers' sidecar logs and every component's. */
 const logged = (fn: () => Promise<void>) => withLogs(c, fn, { namespace: NS, pods: speakerPods });
 
-describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
-  before(async () => {
+t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) => {
+  t.before(async () => {
     c = await cluster();
     vip = c.bed.addr4(100);
     await installed(c);
     await installMetalLbL2(c, vip, { inject: true });
   });
 
-  test('every speaker pod carries a Ready sidecar and one node answers the VIP', () =>
+  t.test('every speaker pod carries a Ready sidecar and one node answers the VIP', async (_t) =>
     logged(async () => {
       await waitFor(
         'three injected speaker pods, all containers Ready',
@@ -111,13 +110,14 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
         T,
       );
       await answeredOnlyBy(owner(NAMES, vip) as string);
-    }));
+    }),
+  );
 
-  test('kubectl drain: the VIP moves, the node is fenced, the speaker pod stays', () =>
+  t.test('kubectl drain: the VIP moves, the node is fenced, the speaker pod stays', async (t) =>
     logged(async () => {
       const [a, b] = ownerAndNext();
       const before = (await speakerPods()).find((p) => p.spec.nodeName === a);
-      assert.ok(before);
+      if (!before) throw new Error(`no speaker pod on ${a}`);
       const rounds: ProbeRound[] = [];
       const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
       try {
@@ -125,12 +125,12 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
         await k(['drain', a, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
         await waitFor('fenced', () => fenced(a), T);
         await answeredOnlyBy(b);
-        assert.ok(EXCLUDE_LABEL in (await labels(a)), 'the exclude label is on the drained node');
+        t.ok(EXCLUDE_LABEL in (await labels(a)), 'the exclude label is on the drained node');
         const after = (await speakerPods()).find((p) => p.spec.nodeName === a);
-        assert.equal(after?.metadata.uid, before.metadata.uid, 'the DaemonSet pod was not evicted');
+        t.equal(after?.metadata.uid, before.metadata.uid, 'the DaemonSet pod was not evicted');
         const during = rounds.filter((r) => r.t >= started);
         const firstB = during.find((r) => r.macs.includes(mac(b)));
-        assert.ok(firstB, `${b} answered during the drain`);
+        if (!firstB) throw new Error(`${b} did not answer during the drain`);
         process.stdout.write(
           `# drain: ${b} answered ${firstB.t - started} ms after kubectl drain started; ` +
             `rounds with no answer ${during.filter((r) => r.macs.length === 0).length}, ` +
@@ -140,58 +140,62 @@ describe('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, () => {
         await stopProcess(probe, 'SIGKILL');
       }
       await settle();
-    }));
+    }),
+  );
 
-  test('kubectl delete pod: the kubelet runs the preStop hook, which holds the speaker until the VIP has moved', () =>
-    logged(async () => {
-      const [a, b] = ownerAndNext();
-      const pod = (await speakerPods()).find((p) => p.spec.nodeName === a);
-      assert.ok(pod);
-      const speaker = follow(c, NS, pod.metadata.name, 'speaker');
-      const sidecar = follow(c, NS, pod.metadata.name, 'drainguard');
-      const rounds: ProbeRound[] = [];
-      const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
-      try {
-        await waitFor('log streams open', () => speaker.lines.length > 0 && sidecar.lines.length > 0, T);
-        const started = Date.now();
-        await k(['delete', 'pod', '-n', NS, pod.metadata.name, '--wait=false']);
-        const sigterm = await waitFor(
-          'the speaker got SIGTERM',
-          () =>
-            speaker.lines
-              .map((l) => {
-                try {
-                  return JSON.parse(l) as { ev?: string; t?: number };
-                } catch {
-                  return {};
-                }
-              })
-              .find((o) => o.ev === 'sigterm'),
-          T,
-        );
-        assert.ok(
-          sidecar.lines.some((l) => l.includes('prestop called')),
-          `the kubelet called the sidecar's preStop endpoint; sidecar log:\n${sidecar.lines.slice(-20).join('\n')}`,
-        );
-        const firstB = rounds.find((r) => r.t >= started && r.macs.includes(mac(b)));
-        assert.ok(firstB, `${b} answered`);
-        assert.ok(
-          firstB.t < (sigterm.t as number),
-          `${b} answered (${firstB.t - started} ms) before the speaker on ${a} was stopped (${(sigterm.t as number) - started} ms)`,
-        );
-        process.stdout.write(
-          `# delete pod: ${b} answered ${firstB.t - started} ms after the delete; the speaker was held until ` +
-            `${(sigterm.t as number) - started} ms; rounds with no answer ` +
-            `${rounds.filter((r) => r.t >= started && r.t <= (sigterm.t as number) && r.macs.length === 0).length}\n`,
-        );
-        await answeredOnlyBy(b);
-      } finally {
-        await stopProcess(probe, 'SIGKILL');
-        speaker.proc.kill();
-        sidecar.proc.kill();
-      }
-      // The DaemonSet re-creates the pod; its new sidecar undoes the withdrawal once it runs.
-      await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
-      await settle();
-    }));
+  t.test(
+    'kubectl delete pod: the kubelet runs the preStop hook, which holds the speaker until the VIP has moved',
+    async (t) =>
+      logged(async () => {
+        const [a, b] = ownerAndNext();
+        const pod = (await speakerPods()).find((p) => p.spec.nodeName === a);
+        if (!pod) throw new Error(`no speaker pod on ${a}`);
+        const speaker = follow(c, NS, pod.metadata.name, 'speaker');
+        const sidecar = follow(c, NS, pod.metadata.name, 'drainguard');
+        const rounds: ProbeRound[] = [];
+        const probe = startArpProbe(c.bed.node('client'), vip, 50, (r) => rounds.push(r));
+        try {
+          await waitFor('log streams open', () => speaker.lines.length > 0 && sidecar.lines.length > 0, T);
+          const started = Date.now();
+          await k(['delete', 'pod', '-n', NS, pod.metadata.name, '--wait=false']);
+          const sigterm = await waitFor(
+            'the speaker got SIGTERM',
+            () =>
+              speaker.lines
+                .map((l) => {
+                  try {
+                    return JSON.parse(l) as { ev?: string; t?: number };
+                  } catch {
+                    return {};
+                  }
+                })
+                .find((o) => o.ev === 'sigterm'),
+            T,
+          );
+          t.ok(
+            sidecar.lines.some((l) => l.includes('prestop called')),
+            `the kubelet called the sidecar's preStop endpoint; sidecar log:\n${sidecar.lines.slice(-20).join('\n')}`,
+          );
+          const firstB = rounds.find((r) => r.t >= started && r.macs.includes(mac(b)));
+          if (!firstB) throw new Error(`${b} did not answer`);
+          t.ok(
+            firstB.t < (sigterm.t as number),
+            `${b} answered (${firstB.t - started} ms) before the speaker on ${a} was stopped (${(sigterm.t as number) - started} ms)`,
+          );
+          process.stdout.write(
+            `# delete pod: ${b} answered ${firstB.t - started} ms after the delete; the speaker was held until ` +
+              `${(sigterm.t as number) - started} ms; rounds with no answer ` +
+              `${rounds.filter((r) => r.t >= started && r.t <= (sigterm.t as number) && r.macs.length === 0).length}\n`,
+          );
+          await answeredOnlyBy(b);
+        } finally {
+          await stopProcess(probe, 'SIGKILL');
+          speaker.proc.kill();
+          sidecar.proc.kill();
+        }
+        // The DaemonSet re-creates the pod; its new sidecar undoes the withdrawal once it runs.
+        await k(['rollout', 'status', '-n', NS, 'daemonset/speaker', '--timeout=180s']);
+        await settle();
+      }),
+  );
 });

@@ -4,8 +4,7 @@
 // `kubectl drain` of the leader's node: the real kubelet stops the leader container, its status
 // reaches the API, the sidecar hands the Lease to the Ready replica, and the ReplicaSet's
 // replacement pod joins as a candidate.
-import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { followEvents as followPodEvents } from '../../../lab/cluster/logs.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
@@ -57,14 +56,14 @@ async function setUp(): Promise<void> {
   await installSkupperSite(c, NS, { inject: true });
 }
 
-describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
-  before(setUp);
+t.test('Lease handover on real kubelets', { timeout: 900_000 }, async (t) => {
+  t.before(setUp);
   // The next suite schedules onto every node: leave none cordoned.
-  after(async () => {
+  t.teardown(async () => {
     if (drained) await c?.kubectl(['uncordon', drained]);
   });
 
-  test('both router pods carry a Ready sidecar; one of them holds the Lease', () =>
+  t.test('both router pods carry a Ready sidecar; one of them holds the Lease', async (t) =>
     logged(async () => {
       await waitFor(
         'two injected router pods on two nodes, all containers Ready',
@@ -84,79 +83,84 @@ describe('Lease handover on real kubelets', { timeout: 900_000 }, () => {
         T,
       );
       const h = await waitFor('a holder', holder, T);
-      assert.ok((await routers()).some((p) => p.metadata.name === h));
-    }));
+      t.ok((await routers()).some((p) => p.metadata.name === h));
+    }),
+  );
 
-  test('kubectl drain of the leader node: the Lease goes to the Ready replica, the replacement joins as a candidate', () =>
-    logged(async () => {
-      const pods = await routers();
-      const leaderName = await holder();
-      const leader = pods.find((p) => p.metadata.name === leaderName);
-      const successor = pods.find((p) => p.metadata.name !== leaderName);
-      assert.ok(leader && successor);
-      const oldLog = followEvents(leader.metadata.name);
-      const newLog = followEvents(successor.metadata.name);
-      const sidecarLog = followEvents(leader.metadata.name, 'drainguard');
-      try {
-        await waitFor('log streams open', () => oldLog.events.length > 0 && newLog.events.length > 0, T);
-        const node = leader.spec.nodeName as string;
-        drained = node;
-        await k(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
-        const stopped = await waitFor(
-          'the old leader stopped',
-          () => oldLog.events.find((e) => e.ev === 'stopped-leading'),
-          T,
-        );
-        const started = await waitFor(
-          'the successor leads',
-          () => newLog.events.find((e) => e.ev === 'leading'),
-          T,
-        );
-        assert.equal(await holder(), successor.metadata.name, 'the Lease names the Ready replica');
-        const finished = await waitFor(
-          "the leader's sidecar finished its handover",
-          () => sidecarLog.lines.find((l) => l.includes('Lease handover finished')),
-          T,
-        );
-        assert.match(
-          finished,
-          /"outcome":"handed-over"/,
-          `drainguard handed the Lease over:\n${sidecarLog.lines.join('\n')}`,
-        );
-        assert.ok(
-          started.t >= stopped.t,
-          `no split brain: new leader started ${started.t - stopped.t} ms after the old stopped`,
-        );
-        process.stdout.write(
-          `# drain: leaderless window ${started.t - stopped.t} ms (Lease duration 15 s)\n`,
-        );
-        const replacement = await waitFor(
-          'a replacement router pod Ready on another node',
-          async () =>
-            (await routers()).find(
-              (p) =>
-                p.metadata.uid !== leader.metadata.uid &&
-                p.metadata.uid !== successor.metadata.uid &&
-                p.status?.containerStatuses?.every((s) => s.ready),
-            ),
-          T,
-        );
-        assert.notEqual(replacement.spec.nodeName, node);
-        const joined = followEvents(replacement.metadata.name);
+  t.test(
+    'kubectl drain of the leader node: the Lease goes to the Ready replica, the replacement joins as a candidate',
+    async (t) =>
+      logged(async () => {
+        const pods = await routers();
+        const leaderName = await holder();
+        const leader = pods.find((p) => p.metadata.name === leaderName);
+        const successor = pods.find((p) => p.metadata.name !== leaderName);
+        if (!leader || !successor)
+          throw new Error(`no leader and successor among ${pods.length} router pods`);
+        const oldLog = followEvents(leader.metadata.name);
+        const newLog = followEvents(successor.metadata.name);
+        const sidecarLog = followEvents(leader.metadata.name, 'drainguard');
         try {
-          await waitFor(
-            'the replacement runs as a candidate',
-            () => joined.events.some((e) => e.ev === 'candidate'),
+          await waitFor('log streams open', () => oldLog.events.length > 0 && newLog.events.length > 0, T);
+          const node = leader.spec.nodeName as string;
+          drained = node;
+          await k(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s']);
+          const stopped = await waitFor(
+            'the old leader stopped',
+            () => oldLog.events.find((e) => e.ev === 'stopped-leading'),
             T,
           );
-          assert.equal(await holder(), successor.metadata.name, 'the replacement did not take the Lease');
+          const started = await waitFor(
+            'the successor leads',
+            () => newLog.events.find((e) => e.ev === 'leading'),
+            T,
+          );
+          t.equal(await holder(), successor.metadata.name, 'the Lease names the Ready replica');
+          const finished = await waitFor(
+            "the leader's sidecar finished its handover",
+            () => sidecarLog.lines.find((l) => l.includes('Lease handover finished')),
+            T,
+          );
+          t.match(
+            finished,
+            /"outcome":"handed-over"/,
+            `drainguard handed the Lease over:\n${sidecarLog.lines.join('\n')}`,
+          );
+          t.ok(
+            started.t >= stopped.t,
+            `no split brain: new leader started ${started.t - stopped.t} ms after the old stopped`,
+          );
+          process.stdout.write(
+            `# drain: leaderless window ${started.t - stopped.t} ms (Lease duration 15 s)\n`,
+          );
+          const replacement = await waitFor(
+            'a replacement router pod Ready on another node',
+            async () =>
+              (await routers()).find(
+                (p) =>
+                  p.metadata.uid !== leader.metadata.uid &&
+                  p.metadata.uid !== successor.metadata.uid &&
+                  p.status?.containerStatuses?.every((s) => s.ready),
+              ),
+            T,
+          );
+          t.not(replacement.spec.nodeName, node);
+          const joined = followEvents(replacement.metadata.name);
+          try {
+            await waitFor(
+              'the replacement runs as a candidate',
+              () => joined.events.some((e) => e.ev === 'candidate'),
+              T,
+            );
+            t.equal(await holder(), successor.metadata.name, 'the replacement did not take the Lease');
+          } finally {
+            joined.proc.kill();
+          }
         } finally {
-          joined.proc.kill();
+          oldLog.proc.kill();
+          newLog.proc.kill();
+          sidecarLog.proc.kill();
         }
-      } finally {
-        oldLog.proc.kill();
-        newLog.proc.kill();
-        sidecarLog.proc.kill();
-      }
-    }));
+      }),
+  );
 });

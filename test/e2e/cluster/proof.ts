@@ -1,10 +1,9 @@
 // Proof that the lab cluster is a real one: real kubelets on containerd run our images, controllers
 // replace pods, kubectl drain evicts, the kubelet runs preStop hooks before SIGTERM, and the webhook
 // installed from manifests/ injects a sidecar that reaches the API server in-cluster.
-import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { deployment, IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -33,12 +32,12 @@ const rollout = (ns: string, what: string) => c.k(['rollout', 'status', '-n', ns
 
 const idle = IDLE_ARGS;
 
-describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
-  before(async () => {
+t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
+  t.before(async () => {
     c = await cluster();
   });
   // The next suites drain nodes and install their own speakers: nothing of ours in the way.
-  after(async () => {
+  t.teardown(async () => {
     await c?.kubectl([
       'delete',
       '-n',
@@ -58,165 +57,179 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
     await c?.kubectl(['label', 'namespace', 'metallb-system', 'drainguard.io/inject-']);
   });
 
-  test('three Ready nodes on containerd', async () => {
+  t.test('three Ready nodes on containerd', async (t) => {
     const nodes = await json<{
       items: { metadata: { name: string }; status: { nodeInfo: { containerRuntimeVersion: string } } }[];
     }>(['get', 'nodes']);
-    assert.deepEqual(nodes.items.map((n) => n.metadata.name).sort(), ['node-a', 'node-b', 'node-c']);
-    for (const n of nodes.items)
-      assert.match(n.status.nodeInfo.containerRuntimeVersion, /^containerd:\/\/1\.6\./);
+    t.strictSame(nodes.items.map((n) => n.metadata.name).sort(), ['node-a', 'node-b', 'node-c']);
+    for (const n of nodes.items) t.match(n.status.nodeInfo.containerRuntimeVersion, /^containerd:\/\/1\.6\./);
   });
 
-  test('a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them', () =>
-    withLogs(c, async () => {
-      const labels = { app: 'proof' };
-      await apply(
-        deployment('proof', 'default', labels, 2, {
-          terminationGracePeriodSeconds: 5,
-          containers: [{ name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] }],
-        }),
-      );
-      const dsLabels = { app: 'proof-host' };
-      await apply({
-        apiVersion: 'apps/v1',
-        kind: 'DaemonSet',
-        metadata: { name: 'proof-host', namespace: 'default' },
-        spec: {
-          selector: { matchLabels: dsLabels },
-          // All nodes at once: the rollout itself is what is tested, not its pace.
-          updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 3 } },
-          template: {
-            metadata: { labels: dsLabels },
-            spec: {
-              hostNetwork: true,
-              terminationGracePeriodSeconds: 5,
-              containers: [
-                { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
-              ],
-            },
-          },
-        },
-      });
-      await rollout('default', 'deployment/proof');
-      await rollout('default', 'daemonset/proof-host');
-      const before = [...(await pods('default', 'app=proof')), ...(await pods('default', 'app=proof-host'))];
-      assert.equal(before.length, 5);
-      assert.deepEqual(
-        [...new Set((await pods('default', 'app=proof-host')).map((p) => p.spec.nodeName))].sort(),
-        ['node-a', 'node-b', 'node-c'],
-      );
-      // The runtime image runs as root with NET_ADMIN on every node: the tools the sidecar calls,
-      // and no package manager.
-      const tools = await c.k([
-        'exec',
-        '-n',
-        'default',
-        before[0]!.metadata.name,
-        '--',
-        'sh',
-        '-c',
-        'for t in node nft ebtables ip npm npx corepack yarn yarnpkg; do command -v $t || true; done; ls /usr/local/lib/node_modules 2>/dev/null || true',
-      ]);
-      const found = tools
-        .trim()
-        .split('\n')
-        .map((l) => l.split('/').pop());
-      for (const t of ['node', 'nft', 'ebtables', 'ip'])
-        assert.ok(found.includes(t), `${t} in the image:\n${tools}`);
-      for (const t of ['npm', 'npx', 'corepack', 'yarn', 'yarnpkg'])
-        assert.ok(!found.includes(t), `no ${t} in the runtime image:\n${tools}`);
-      await c.k(['rollout', 'restart', '-n', 'default', 'deployment/proof', 'daemonset/proof-host']);
-      await rollout('default', 'deployment/proof');
-      await rollout('default', 'daemonset/proof-host');
-      const old = new Set(before.map((p) => p.metadata.uid));
-      await waitFor(
-        'only replaced pods, all Running',
-        async () => {
-          const now = [...(await pods('default', 'app=proof')), ...(await pods('default', 'app=proof-host'))];
-          return (
-            now.length === 5 && now.every((p) => !old.has(p.metadata.uid) && p.status?.phase === 'Running')
-          );
-        },
-        T,
-      );
-    }));
-
-  test('kubectl drain evicts the Deployment pod, the ReplicaSet re-creates it elsewhere, DaemonSet pods stay', () =>
-    withLogs(c, async () => {
-      const labels = { app: 'drainee' };
-      await apply({
-        apiVersion: 'apps/v1',
-        kind: 'Deployment',
-        metadata: { name: 'drainee', namespace: 'default' },
-        spec: {
-          replicas: 1,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels },
-            spec: {
-              terminationGracePeriodSeconds: 5,
-              // Prefer node-c so there is something to evict; nothing forbids the other nodes.
-              affinity: {
-                nodeAffinity: {
-                  preferredDuringSchedulingIgnoredDuringExecution: [
-                    {
-                      weight: 100,
-                      preference: {
-                        matchExpressions: [
-                          { key: 'kubernetes.io/hostname', operator: 'In', values: ['node-c'] },
-                        ],
-                      },
-                    },
-                  ],
-                },
+  t.test(
+    'a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them',
+    async (t) =>
+      withLogs(c, async () => {
+        const labels = { app: 'proof' };
+        await apply(
+          deployment('proof', 'default', labels, 2, {
+            terminationGracePeriodSeconds: 5,
+            containers: [
+              { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
+            ],
+          }),
+        );
+        const dsLabels = { app: 'proof-host' };
+        await apply({
+          apiVersion: 'apps/v1',
+          kind: 'DaemonSet',
+          metadata: { name: 'proof-host', namespace: 'default' },
+          spec: {
+            selector: { matchLabels: dsLabels },
+            // All nodes at once: the rollout itself is what is tested, not its pace.
+            updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 3 } },
+            template: {
+              metadata: { labels: dsLabels },
+              spec: {
+                hostNetwork: true,
+                terminationGracePeriodSeconds: 5,
+                containers: [
+                  { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
+                ],
               },
-              volumes: [{ name: 'scratch', emptyDir: {} }],
-              containers: [
-                {
-                  name: 'main',
-                  image: LAB_IMAGE,
-                  imagePullPolicy: 'Never',
-                  args: idle,
-                  volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
-                },
-              ],
             },
           },
-        },
-      });
-      await rollout('default', 'deployment/drainee');
-      const [first] = await pods('default', 'app=drainee');
-      assert.equal(first?.spec.nodeName, 'node-c');
-      const dsOnC = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
-      assert.equal(dsOnC.length, 1);
-      try {
-        await c.k(['drain', 'node-c', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=120s']);
-        const moved = await waitFor(
-          'the evicted pod re-created on another node and Running',
+        });
+        await rollout('default', 'deployment/proof');
+        await rollout('default', 'daemonset/proof-host');
+        const before = [
+          ...(await pods('default', 'app=proof')),
+          ...(await pods('default', 'app=proof-host')),
+        ];
+        t.equal(before.length, 5);
+        t.strictSame(
+          [...new Set((await pods('default', 'app=proof-host')).map((p) => p.spec.nodeName))].sort(),
+          ['node-a', 'node-b', 'node-c'],
+        );
+        // The runtime image runs as root with NET_ADMIN on every node: the tools the sidecar calls,
+        // and no package manager.
+        const tools = await c.k([
+          'exec',
+          '-n',
+          'default',
+          before[0]!.metadata.name,
+          '--',
+          'sh',
+          '-c',
+          'for t in node nft ebtables ip npm npx corepack yarn yarnpkg; do command -v $t || true; done; ls /usr/local/lib/node_modules 2>/dev/null || true',
+        ]);
+        const found = tools
+          .trim()
+          .split('\n')
+          .map((l) => l.split('/').pop());
+        for (const tool of ['node', 'nft', 'ebtables', 'ip'])
+          t.ok(found.includes(tool), `${tool} in the image:\n${tools}`);
+        for (const tool of ['npm', 'npx', 'corepack', 'yarn', 'yarnpkg'])
+          t.ok(!found.includes(tool), `no ${tool} in the runtime image:\n${tools}`);
+        await c.k(['rollout', 'restart', '-n', 'default', 'deployment/proof', 'daemonset/proof-host']);
+        await rollout('default', 'deployment/proof');
+        await rollout('default', 'daemonset/proof-host');
+        const old = new Set(before.map((p) => p.metadata.uid));
+        await waitFor(
+          'only replaced pods, all Running',
           async () => {
-            const now = await pods('default', 'app=drainee');
-            return now.find(
-              (p) =>
-                p.metadata.uid !== first.metadata.uid &&
-                p.spec.nodeName !== 'node-c' &&
-                p.status?.phase === 'Running',
+            const now = [
+              ...(await pods('default', 'app=proof')),
+              ...(await pods('default', 'app=proof-host')),
+            ];
+            return (
+              now.length === 5 && now.every((p) => !old.has(p.metadata.uid) && p.status?.phase === 'Running')
             );
           },
           T,
         );
-        assert.ok(moved.spec.nodeName === 'node-a' || moved.spec.nodeName === 'node-b');
-        const after = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
-        assert.deepEqual(
-          after.map((p) => p.metadata.uid),
-          dsOnC.map((p) => p.metadata.uid),
-          'the DaemonSet pod on node-c was left in place',
-        );
-      } finally {
-        await c.k(['uncordon', 'node-c']);
-      }
-    }));
+      }),
+  );
 
-  test('the kubelet runs exec and httpGet preStop hooks before SIGTERM', () =>
+  t.test(
+    'kubectl drain evicts the Deployment pod, the ReplicaSet re-creates it elsewhere, DaemonSet pods stay',
+    async (t) =>
+      withLogs(c, async () => {
+        const labels = { app: 'drainee' };
+        await apply({
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: 'drainee', namespace: 'default' },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: labels },
+            template: {
+              metadata: { labels },
+              spec: {
+                terminationGracePeriodSeconds: 5,
+                // Prefer node-c so there is something to evict; nothing forbids the other nodes.
+                affinity: {
+                  nodeAffinity: {
+                    preferredDuringSchedulingIgnoredDuringExecution: [
+                      {
+                        weight: 100,
+                        preference: {
+                          matchExpressions: [
+                            { key: 'kubernetes.io/hostname', operator: 'In', values: ['node-c'] },
+                          ],
+                        },
+                      },
+                    ],
+                  },
+                },
+                volumes: [{ name: 'scratch', emptyDir: {} }],
+                containers: [
+                  {
+                    name: 'main',
+                    image: LAB_IMAGE,
+                    imagePullPolicy: 'Never',
+                    args: idle,
+                    volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+                  },
+                ],
+              },
+            },
+          },
+        });
+        await rollout('default', 'deployment/drainee');
+        const [first] = await pods('default', 'app=drainee');
+        t.equal(first?.spec.nodeName, 'node-c');
+        if (!first) throw new Error('no drainee pod');
+        const dsOnC = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+        t.equal(dsOnC.length, 1);
+        try {
+          await c.k(['drain', 'node-c', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=120s']);
+          const moved = await waitFor(
+            'the evicted pod re-created on another node and Running',
+            async () => {
+              const now = await pods('default', 'app=drainee');
+              return now.find(
+                (p) =>
+                  p.metadata.uid !== first.metadata.uid &&
+                  p.spec.nodeName !== 'node-c' &&
+                  p.status?.phase === 'Running',
+              );
+            },
+            T,
+          );
+          t.ok(moved.spec.nodeName === 'node-a' || moved.spec.nodeName === 'node-b');
+          const after = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+          t.strictSame(
+            after.map((p) => p.metadata.uid),
+            dsOnC.map((p) => p.metadata.uid),
+            'the DaemonSet pod on node-c was left in place',
+          );
+        } finally {
+          await c.k(['uncordon', 'node-c']);
+        }
+      }),
+  );
+
+  t.test('the kubelet runs exec and httpGet preStop hooks before SIGTERM', async (t) =>
     withLogs(c, async () => {
       // A hostPath the test can read after the pod is gone; the kubelet shares this mount namespace.
       const out = mkdtempSync(join(c.dir, 'hooks-'));
@@ -285,16 +298,17 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
       const events = lines().map((l) => l.split(' ').slice(1).join(' '));
       const at = (e: string) => {
         const i = events.indexOf(e);
-        assert.ok(i >= 0, `${e} observed; saw ${events.join(' | ')}`);
+        t.ok(i >= 0, `${e} observed; saw ${events.join(' | ')}`);
         return i;
       };
       // Kubelet 1.20 prepends a slash to the hook's path (kubernetes#86139, fixed in 1.26).
-      assert.ok(at('http httpGet //prestop-hook') < at('http SIGTERM'), events.join(' | '));
-      assert.ok(at('exec preStop') < at('exec SIGTERM'), events.join(' | '));
+      t.ok(at('http httpGet //prestop-hook') < at('http SIGTERM'), events.join(' | '));
+      t.ok(at('exec preStop') < at('exec SIGTERM'), events.join(' | '));
       rmSync(out, { recursive: true, force: true });
-    }));
+    }),
+  );
 
-  test('the webhook from manifests/ injects a Ready sidecar that reaches the API in-cluster', () =>
+  t.test('the webhook from manifests/ injects a Ready sidecar that reaches the API in-cluster', async (t) =>
     withLogs(c, async () => {
       await installed(c);
       const labels = { app: 'metallb', component: 'speaker' };
@@ -326,7 +340,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
       });
       await rollout('metallb-system', 'daemonset/speaker');
       const plain = await pods('metallb-system', 'component=speaker');
-      assert.ok(
+      t.ok(
         plain.every((p) => p.spec.containers.length === 1),
         'not injected before the label',
       );
@@ -361,7 +375,7 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
           },
           T,
         );
-        assert.match(metrics, /drainguard_l2_phase\{phase="idle"\} 1/);
+        t.match(metrics, /drainguard_l2_phase\{phase="idle"\} 1/);
       }
       // The sidecar's own log says it ran with the pod's service account, in-cluster.
       const logs = await c.k([
@@ -372,54 +386,60 @@ describe('lab cluster on real kubelets', { timeout: 900_000 }, () => {
         '-c',
         'drainguard',
       ]);
-      assert.doesNotMatch(logs, /"level":50/, 'no error in the sidecar log');
+      t.notMatch(logs, /"level":50/, 'no error in the sidecar log');
       mkdirSync(join(c.dir, 'done'), { recursive: true });
-    }));
+    }),
+  );
 
-  test('a rollout of the two webhook replicas under steady admissions fails none (readiness off first, served through the drain period)', () =>
-    withLogs(c, async () => {
-      await installed(c);
-      await c.k(['create', 'namespace', 'admit-load']);
-      await c.k(['label', 'namespace', 'admit-load', 'drainguard.io/inject=enabled']);
-      // failurePolicy Fail: an admission that reaches no webhook endpoint is a failed pod creation.
-      // Server-side dry runs are admitted like real creations (the webhook has no side effects).
-      const pod = JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { generateName: 'admit-', namespace: 'admit-load' },
-        spec: { containers: [{ name: 'main', image: LAB_IMAGE, args: idle }] },
-      });
-      const before = await pods('drainguard-system', 'app.kubernetes.io/component=webhook');
-      assert.equal(before.length, 2, 'two webhook replicas');
-      let stop = false;
-      let ok = 0;
-      const failed: string[] = [];
-      const load = (async () => {
-        while (!stop) {
-          const r = await c.kubectl(['create', '--dry-run=server', '-o', 'name', '-f', '-'], { input: pod });
-          if (r.code === 0) ok++;
-          else failed.push(r.stderr.trim());
+  t.test(
+    'a rollout of the two webhook replicas under steady admissions fails none (readiness off first, served through the drain period)',
+    async (t) =>
+      withLogs(c, async () => {
+        await installed(c);
+        await c.k(['create', 'namespace', 'admit-load']);
+        await c.k(['label', 'namespace', 'admit-load', 'drainguard.io/inject=enabled']);
+        // failurePolicy Fail: an admission that reaches no webhook endpoint is a failed pod creation.
+        // Server-side dry runs are admitted like real creations (the webhook has no side effects).
+        const pod = JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { generateName: 'admit-', namespace: 'admit-load' },
+          spec: { containers: [{ name: 'main', image: LAB_IMAGE, args: idle }] },
+        });
+        const before = await pods('drainguard-system', 'app.kubernetes.io/component=webhook');
+        t.equal(before.length, 2, 'two webhook replicas');
+        let stop = false;
+        let ok = 0;
+        const failed: string[] = [];
+        const load = (async () => {
+          while (!stop) {
+            const r = await c.kubectl(['create', '--dry-run=server', '-o', 'name', '-f', '-'], {
+              input: pod,
+            });
+            if (r.code === 0) ok++;
+            else failed.push(r.stderr.trim());
+          }
+        })();
+        try {
+          await waitFor('admissions flowing', () => ok >= 5, T);
+          await c.k(['rollout', 'restart', '-n', 'drainguard-system', 'deployment/drainguard-webhook']);
+          await rollout('drainguard-system', 'deployment/drainguard-webhook');
+          await waitFor(
+            'the old replicas gone',
+            async () =>
+              (await pods('drainguard-system', 'app.kubernetes.io/component=webhook')).every(
+                (p) => !before.some((b) => b.metadata.uid === p.metadata.uid),
+              ),
+            T,
+          );
+          const at = ok;
+          await waitFor('admissions by the new replicas', () => ok >= at + 5, T);
+        } finally {
+          stop = true;
+          await load;
         }
-      })();
-      try {
-        await waitFor('admissions flowing', () => ok >= 5, T);
-        await c.k(['rollout', 'restart', '-n', 'drainguard-system', 'deployment/drainguard-webhook']);
-        await rollout('drainguard-system', 'deployment/drainguard-webhook');
-        await waitFor(
-          'the old replicas gone',
-          async () =>
-            (await pods('drainguard-system', 'app.kubernetes.io/component=webhook')).every(
-              (p) => !before.some((b) => b.metadata.uid === p.metadata.uid),
-            ),
-          T,
-        );
-        const at = ok;
-        await waitFor('admissions by the new replicas', () => ok >= at + 5, T);
-      } finally {
-        stop = true;
-        await load;
-      }
-      assert.deepEqual(failed, [], `${failed.length} of ${ok + failed.length} admissions failed`);
-      process.stdout.write(`# webhook rollout: ${ok} admissions, 0 failed\n`);
-    }));
+        t.strictSame(failed, [], `${failed.length} of ${ok + failed.length} admissions failed`);
+        process.stdout.write(`# webhook rollout: ${ok} admissions, 0 failed\n`);
+      }),
+  );
 });

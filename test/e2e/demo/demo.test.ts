@@ -1,11 +1,10 @@
 // `make demo` end to end, as a user runs it: its own lab cluster (real kubelets, controllers,
 // containerd, our image), judged by what it prints and writes, and by what it leaves behind —
 // nothing, Ctrl-C included.
-import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { test } from 'node:test';
+import t from 'tap';
 import { type ClusterState, leftovers } from '../../../lab/cluster/teardown.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
@@ -58,69 +57,72 @@ interface Timeline {
   events: { source: string; text: string }[];
 }
 
-test('make demo on real kubelets: installs, injects by rollout, drains, measures against baselines, reports, leaves nothing behind', async () => {
-  const demo = startDemo();
-  const st = await demo.state();
-  const code = await demo.exited;
-  const out = demo.out();
-  assert.equal(code, 0, out.slice(-4000));
-  const last = out.trim().split('\n').at(-1) ?? '';
-  const m = /^report: (\/\S+\.html)$/.exec(last);
-  assert.ok(m, `last line is "report: <absolute path>": ${last}`);
-  const html = readFileSync(m[1] as string, 'utf8');
-  assert.match(html, /<svg[\s>]/, 'the report has an SVG timeline chart');
-  assert.match(html, /<td>MetalLB speaker<\/td><td>simulated<\/td>/);
-  assert.match(html, /<td>kubelet ×3 on containerd, runc, CNI bridge; kube-proxy<\/td><td>real<\/td>/);
-  const timeline = JSON.parse(
-    readFileSync(join(dirname(m[1] as string), 'timeline.json'), 'utf8'),
-  ) as Timeline;
-  const gap = (re: RegExp) => {
-    const g = timeline.gaps.find((x) => re.test(x.name));
-    assert.ok(g, `gap ${re} in the summary: ${timeline.gaps.map((x) => x.name).join('; ')}`);
-    return g;
-  };
-  const dark = gap(/unanswered/);
-  assert.ok(
-    dark.measuredMs !== null && dark.measuredMs <= 1000,
-    `VIP dark ${dark.measuredMs} ms with drainguard`,
-  );
-  assert.ok(dark.baselineMs !== null && dark.baselineMs > 2000, `baseline dark ${dark.baselineMs} ms`);
-  const leaderless = gap(/leaderless/);
-  assert.ok(
-    leaderless.measuredMs !== null &&
-      leaderless.baselineMs !== null &&
-      leaderless.measuredMs * 4 < leaderless.baselineMs,
-    `leaderless ${leaderless.measuredMs} ms vs baseline ${leaderless.baselineMs} ms`,
-  );
-  // The timeline was read from real components: the kubelet killing the evicted router, the
-  // ReplicaSet controller re-creating it, drainguard's own Events.
-  const sources = timeline.events.map((e) => `${e.source}: ${e.text}`);
-  for (const re of [
-    /Event from kubelet.*Killing/,
-    /Event from replicaset-controller.*SuccessfulCreate/,
-    /Event from drainguard/,
-  ])
-    assert.ok(
-      sources.some((s) => re.test(s)),
-      `${re} in the timeline:\n${sources.join('\n')}`,
+t.test(
+  'make demo on real kubelets: installs, injects by rollout, drains, measures against baselines, reports, leaves nothing behind',
+  async (t) => {
+    const demo = startDemo();
+    const st = await demo.state();
+    const code = await demo.exited;
+    const out = demo.out();
+    t.equal(code, 0, out.slice(-4000));
+    const last = out.trim().split('\n').at(-1) ?? '';
+    const m = /^report: (\/\S+\.html)$/.exec(last);
+    if (!m) throw new Error(`the last line is not "report: <absolute path>": ${last}`);
+    const html = readFileSync(m[1] as string, 'utf8');
+    t.match(html, /<svg[\s>]/, 'the report has an SVG timeline chart');
+    t.match(html, /<td>MetalLB speaker<\/td><td>simulated<\/td>/);
+    t.match(html, /<td>kubelet ×3 on containerd, runc, CNI bridge; kube-proxy<\/td><td>real<\/td>/);
+    const timeline = JSON.parse(
+      readFileSync(join(dirname(m[1] as string), 'timeline.json'), 'utf8'),
+    ) as Timeline;
+    const gap = (re: RegExp) => {
+      const g = timeline.gaps.find((x) => re.test(x.name));
+      if (!g) throw new Error(`no gap ${re} in the summary: ${timeline.gaps.map((x) => x.name).join('; ')}`);
+      return g;
+    };
+    const dark = gap(/unanswered/);
+    t.ok(
+      dark.measuredMs !== null && dark.measuredMs <= 1000,
+      `VIP dark ${dark.measuredMs} ms with drainguard`,
     );
-  assert.match(out, /drainguard\.io\/status/, 'the injection diff is shown');
-  assert.match(out, /reachable after the cleanup/, 'the netfilter step reached the pod with the reused IP');
-  // Killed processes can outlive the demo by a moment (reaped once their parent has gone).
-  await waitFor('nothing left behind', () => leftovers(st).length === 0, {
-    timeoutMs: 30_000,
-    intervalMs: 200,
-  });
-});
+    t.ok(dark.baselineMs !== null && dark.baselineMs > 2000, `baseline dark ${dark.baselineMs} ms`);
+    const leaderless = gap(/leaderless/);
+    t.ok(
+      leaderless.measuredMs !== null &&
+        leaderless.baselineMs !== null &&
+        leaderless.measuredMs * 4 < leaderless.baselineMs,
+      `leaderless ${leaderless.measuredMs} ms vs baseline ${leaderless.baselineMs} ms`,
+    );
+    // The timeline was read from real components: the kubelet killing the evicted router, the
+    // ReplicaSet controller re-creating it, drainguard's own Events.
+    const sources = timeline.events.map((e) => `${e.source}: ${e.text}`);
+    for (const re of [
+      /Event from kubelet.*Killing/,
+      /Event from replicaset-controller.*SuccessfulCreate/,
+      /Event from drainguard/,
+    ])
+      t.ok(
+        sources.some((s) => re.test(s)),
+        `${re} in the timeline:\n${sources.join('\n')}`,
+      );
+    t.match(out, /drainguard\.io\/status/, 'the injection diff is shown');
+    t.match(out, /reachable after the cleanup/, 'the netfilter step reached the pod with the reused IP');
+    // Killed processes can outlive the demo by a moment (reaped once their parent has gone).
+    await waitFor('nothing left behind', () => leftovers(st).length === 0, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+  },
+);
 
-test('make demo: Ctrl-C in the middle stops the cluster and prints no report', async () => {
+t.test('make demo: Ctrl-C in the middle stops the cluster and prints no report', async (t) => {
   const demo = startDemo();
   const st = await demo.state();
   await waitFor('the demo installs drainguard', () => demo.out().includes('== 2.'), T);
   demo.child.kill('SIGINT');
   const code = await demo.exited;
-  assert.notEqual(code, 0);
-  assert.ok(!demo.out().includes('report: '), 'an interrupted run prints no report');
+  t.not(code, 0);
+  t.ok(!demo.out().includes('report: '), 'an interrupted run prints no report');
   await waitFor('nothing left behind', () => leftovers(st).length === 0, {
     timeoutMs: 30_000,
     intervalMs: 200,

@@ -2,12 +2,11 @@
 // the API server's own certificate (so clients verify it as usual) and can (a) black-hole every
 // established connection — sockets stay open, nothing more is forwarded, as when a NAT entry or
 // a load balancer drops the flow without a FIN — and (b) answer 429 with Retry-After.
-import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
@@ -104,86 +103,96 @@ async function apiProxy(cp: ControlPlane) {
 
 let cp: ControlPlane;
 let proxy: Awaited<ReturnType<typeof apiProxy>>;
-before(async () => {
+t.before(async () => {
   cp = await sharedControlPlane();
   proxy = await apiProxy(cp);
 });
-after(() => proxy?.close());
+t.teardown(() => proxy?.close());
 
-test('a black-holed watch is re-opened after the idle limit: a cordon is seen, and no "API down" is reported', async () => {
-  const admin = cp.client();
-  await admin.create('/api/v1/nodes', {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: 'blackhole-node' },
-  });
-  let failures = 0;
-  const client = proxy.client((ok) => {
-    if (!ok) failures++;
-  });
-  let latest: Node | undefined;
-  const informer = new Informer(client, {
-    path: '/api/v1/nodes',
-    fieldSelector: 'metadata.name=blackhole-node',
-    log: createLogger('test', 'silent'),
-    idleTimeoutMs: 3_000,
-    onChange: (objs) => {
-      latest = objs.values().next().value as Node | undefined;
-    },
-  });
-  informer.start();
-  try {
-    await waitFor('synced', () => latest !== undefined, { timeoutMs: 10_000 });
-    await waitFor('watch open', () => proxy.seen.some((s) => s.url.includes('watch=1') && s.status === 200), {
-      timeoutMs: 10_000,
+t.test(
+  'a black-holed watch is re-opened after the idle limit: a cordon is seen, and no "API down" is reported',
+  async (t) => {
+    const admin = cp.client();
+    await admin.create('/api/v1/nodes', {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'blackhole-node' },
     });
-    proxy.blackhole();
-    await admin.patch('/api/v1/nodes/blackhole-node', { spec: { unschedulable: true } }, 'merge');
-    // Without the idle limit the dead stream stays silent (90 s before; forever without a timer).
-    await waitFor(
-      'the cordon is seen through a re-opened watch',
-      () => latest?.spec?.unschedulable === true,
-      {
-        timeoutMs: 15_000,
-        intervalMs: 50,
+    let failures = 0;
+    const client = proxy.client((ok) => {
+      if (!ok) failures++;
+    });
+    let latest: Node | undefined;
+    const informer = new Informer(client, {
+      path: '/api/v1/nodes',
+      fieldSelector: 'metadata.name=blackhole-node',
+      log: createLogger('test', 'silent'),
+      idleTimeoutMs: 3_000,
+      onChange: (objs) => {
+        latest = objs.values().next().value as Node | undefined;
       },
-    );
-    assert.equal(failures, 0, 'a silent watch re-opened is not an API failure');
-    assert.equal(informer.restarts, 0, 'no relist: the watch resumed from its resourceVersion');
-  } finally {
-    await informer.stop();
-    client.close();
-    admin.close();
-  }
-});
+    });
+    informer.start();
+    try {
+      await waitFor('synced', () => latest !== undefined, { timeoutMs: 10_000 });
+      await waitFor(
+        'watch open',
+        () => proxy.seen.some((s) => s.url.includes('watch=1') && s.status === 200),
+        {
+          timeoutMs: 10_000,
+        },
+      );
+      proxy.blackhole();
+      await admin.patch('/api/v1/nodes/blackhole-node', { spec: { unschedulable: true } }, 'merge');
+      // Without the idle limit the dead stream stays silent (90 s before; forever without a timer).
+      await waitFor(
+        'the cordon is seen through a re-opened watch',
+        () => latest?.spec?.unschedulable === true,
+        {
+          timeoutMs: 15_000,
+          intervalMs: 50,
+        },
+      );
+      t.equal(failures, 0, 'a silent watch re-opened is not an API failure');
+      t.equal(informer.restarts, 0, 'no relist: the watch resumed from its resourceVersion');
+    } finally {
+      await informer.stop();
+      client.close();
+      admin.close();
+    }
+  },
+);
 
-test("429 with Retry-After: the informer's relist and a request's retry wait as long as the server asks", async () => {
-  const client = proxy.client();
-  const informer = new Informer(client, {
-    path: '/api/v1/namespaces',
-    log: createLogger('test', 'silent'),
-    onChange: () => {},
-  });
-  const from = proxy.seen.length;
-  proxy.throttleNext(1, 2);
-  informer.start();
-  try {
-    await waitFor('synced after the 429', () => informer.hasSynced, { timeoutMs: 15_000 });
-    const [refused, next] = proxy.seen.slice(from);
-    assert.equal(refused?.status, 429);
-    // Backoff alone would retry after 125–250 ms.
-    assert.ok(next!.t - refused!.t >= 1_900, `relisted ${next!.t - refused!.t} ms after a Retry-After: 2`);
-  } finally {
-    await informer.stop();
-  }
-  const start = proxy.seen.length;
-  proxy.throttleNext(2, 1);
-  await client.get('/api/v1/namespaces/default', { retries: 3 });
-  const tries = proxy.seen.slice(start);
-  assert.deepEqual(
-    tries.map((s) => s.status),
-    [429, 429, 200],
-  );
-  assert.ok(tries[1]!.t - tries[0]!.t >= 900 && tries[2]!.t - tries[1]!.t >= 900, JSON.stringify(tries));
-  client.close();
-});
+t.test(
+  "429 with Retry-After: the informer's relist and a request's retry wait as long as the server asks",
+  async (t) => {
+    const client = proxy.client();
+    const informer = new Informer(client, {
+      path: '/api/v1/namespaces',
+      log: createLogger('test', 'silent'),
+      onChange: () => {},
+    });
+    const from = proxy.seen.length;
+    proxy.throttleNext(1, 2);
+    informer.start();
+    try {
+      await waitFor('synced after the 429', () => informer.hasSynced, { timeoutMs: 15_000 });
+      const [refused, next] = proxy.seen.slice(from);
+      t.equal(refused?.status, 429);
+      // Backoff alone would retry after 125–250 ms.
+      t.ok(next!.t - refused!.t >= 1_900, `relisted ${next!.t - refused!.t} ms after a Retry-After: 2`);
+    } finally {
+      await informer.stop();
+    }
+    const start = proxy.seen.length;
+    proxy.throttleNext(2, 1);
+    await client.get('/api/v1/namespaces/default', { retries: 3 });
+    const tries = proxy.seen.slice(start);
+    t.strictSame(
+      tries.map((s) => s.status),
+      [429, 429, 200],
+    );
+    t.ok(tries[1]!.t - tries[0]!.t >= 900 && tries[2]!.t - tries[1]!.t >= 900, JSON.stringify(tries));
+    client.close();
+  },
+);

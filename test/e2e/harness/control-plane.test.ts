@@ -1,35 +1,33 @@
-import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { isApiError } from '../../../shared/kube/client.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import type { Lease, Node } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 
 let cp: ControlPlane;
-before(async () => {
+t.before(async () => {
   cp = await startControlPlane();
 });
-after(async () => {
+t.teardown(async () => {
   await cp?.stop();
 });
 
-test('kubectl sees the 1.20 server', async () => {
+t.test('kubectl sees the 1.20 server', async (t) => {
   const r = await cp.kubectl(['version', '-o', 'json']);
   const v = JSON.parse(r.stdout) as { serverVersion: { gitVersion: string } };
-  assert.match(v.serverVersion.gitVersion, /^v1\.20\.2/);
+  t.match(v.serverVersion.gitVersion, /^v1\.20\.2/);
 });
 
-test('client-node KubeConfig talks to it too', async () => {
+t.test('client-node KubeConfig talks to it too', async (t) => {
   const { CoreV1Api } = await import('@kubernetes/client-node');
   const api = (await cp.kubeConfig()).makeApiClient(CoreV1Api);
   const ns = await api.readNamespace({ name: 'default' });
-  assert.equal(ns.metadata?.name, 'default');
+  t.equal(ns.metadata?.name, 'default');
 });
 
-test('kubectl cordon is observed through a field-selected watch', async () => {
+t.test('kubectl cordon is observed through a field-selected watch', async (t) => {
   const client = cp.client();
   await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'smoke-node' } });
   const seen: boolean[] = [];
@@ -45,9 +43,9 @@ test('kubectl cordon is observed through a field-selected watch', async () => {
   informer.start();
   try {
     await waitFor('initial sync', () => informer.hasSynced, { timeoutMs: 10_000 });
-    assert.equal(seen.at(-1), false);
+    t.equal(seen.at(-1), false);
     const r = await cp.kubectl(['cordon', 'smoke-node']);
-    assert.equal(r.code, 0, r.stderr);
+    t.equal(r.code, 0, r.stderr);
     await waitFor('unschedulable via watch', () => seen.at(-1) === true, { timeoutMs: 10_000 });
   } finally {
     await informer.stop();
@@ -55,7 +53,7 @@ test('kubectl cordon is observed through a field-selected watch', async () => {
   }
 });
 
-test('a Lease replaced with a stale resourceVersion gets 409', async () => {
+t.test('a Lease replaced with a stale resourceVersion gets 409', async (t) => {
   const client = cp.client();
   const path = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
   const created = await client.create<Lease>(path, {
@@ -66,16 +64,16 @@ test('a Lease replaced with a stale resourceVersion gets 409', async () => {
   });
   const stale = structuredClone(created);
   await client.replace(`${path}/smoke-lease`, { ...created, spec: { ...created.spec, holderIdentity: 'b' } });
-  await assert.rejects(
+  await t.rejects(
     client.replace(`${path}/smoke-lease`, { ...stale, spec: { ...stale.spec, holderIdentity: 'c' } }),
-    (e) => isApiError(e, 409),
+    { name: 'ApiError', code: 409 },
   );
   const now = await client.get<Lease>(`${path}/smoke-lease`);
-  assert.equal(now.spec?.holderIdentity, 'b');
+  t.equal(now.spec?.holderIdentity, 'b');
   client.close();
 });
 
-test('the informer survives an API server restart and sees changes made after it', async () => {
+t.test('the informer survives an API server restart and sees changes made after it', async (t) => {
   const client = cp.client();
   let latest: Node | undefined;
   const informer = new Informer(client, {
@@ -100,7 +98,7 @@ test('the informer survives an API server restart and sees changes made after it
     await waitFor('label seen after restart', () => latest?.metadata?.labels?.after === 'restart', {
       timeoutMs: 30_000,
     });
-    assert.ok(informer.restarts >= 1, 'the watch was broken and restarted');
+    t.ok(informer.restarts >= 1, 'the watch was broken and restarted');
   } finally {
     await informer.stop();
     client.close();

@@ -1,14 +1,13 @@
 // The fence goes on the link the VIP's route uses, chosen at fence time: never the CNI veths and
 // bridges a node also has (they come and go with pods; on kernels before 6.16 a vanished name
 // fails the whole nft transaction). MetalLB's default L2Advertisement names no interface.
-import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { createL2World, type L2World } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { parseFence } from '../../../sidecar/l2/fence.ts';
 
 let w: L2World;
-before(async () => {
+t.before(async () => {
   w = await createL2World();
   const a = w.bed.node(w.initialOwner);
   // What a CNI leaves on a node: a bridge and pods' veth pairs on it.
@@ -30,11 +29,11 @@ before(async () => {
   // A pod went away after the sidecar started.
   await a.run(['ip', 'link', 'del', 'dgv2']);
 });
-after(async () => {
+t.teardown(async () => {
   await w?.destroy();
 });
 
-test('the fence is on the VIP route link only: no bridge, no veth, none that vanished', async () => {
+t.test('the fence is on the VIP route link only: no bridge, no veth, none that vanished', async (t) => {
   const a = w.initialOwner;
   await w.cordon(a, true);
   const fence = await waitFor(
@@ -46,6 +45,6 @@ test('the fence is on the VIP route link only: no bridge, no veth, none that van
     // Confirmed by the new owner's status in a second or two; the settle path would take 10 s.
     { timeoutMs: 8_000, intervalMs: 100 },
   );
-  assert.deepEqual(fence.interfaces, ['eth0']);
-  assert.deepEqual(fence.vips4, [w.vip]);
+  t.strictSame(fence.interfaces, ['eth0']);
+  t.strictSame(fence.vips4, [w.vip]);
 });

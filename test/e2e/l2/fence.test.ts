@@ -1,14 +1,13 @@
 // The nft fence on a real kernel: what it drops on the wire, what it lets through, and that
 // applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
-import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import { createNamespace, type Netns } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { parseFence, renderFence, renderUnfence } from '../../../sidecar/l2/fence.ts';
 
 const WIRE = new URL('../../../lab/sim/speaker/wire.py', import.meta.url).pathname;
 
-describe('nft fence on the wire', () => {
+t.test('nft fence on the wire', async (t) => {
   let ns: Netns & { destroy(): Promise<void> };
   const nft = (args: string[], input?: string) =>
     ns.run(['nft', ...args], input === undefined ? {} : { input });
@@ -46,7 +45,7 @@ describe('nft fence on the wire', () => {
     return [...text.matchAll(/counter packets (\d+)/g)].map((m) => Number(m[1]));
   };
 
-  before(async () => {
+  t.before(async () => {
     ns = await createNamespace('fence');
     await ns.run(['ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
     await ns.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
@@ -54,14 +53,14 @@ describe('nft fence on the wire', () => {
     await ns.run(['ip', 'addr', 'add', '192.0.2.1/24', 'dev', 'eth0']);
     await ns.run(['ip', 'addr', 'add', '2001:db8::1/64', 'dev', 'eth0', 'nodad']);
   });
-  after(async () => {
+  t.teardown(async () => {
     await ns?.destroy();
   });
 
-  test('ARP (reply and gratuitous) from a VIP and NAs for a VIPv6 are dropped; others pass', async () => {
+  t.test('ARP (reply and gratuitous) from a VIP and NAs for a VIPv6 are dropped; others pass', async (t) => {
     const garp = (vip: string) => ns.run(['python3', WIRE, 'send-garp', 'eth0', vip]);
     const na = (target: string) => ns.run(['python3', WIRE, 'send-na', 'eth0', target]);
-    assert.ok((await seen('arp', () => garp('192.0.2.10'))) >= 2, 'without a fence the GARP is on the wire');
+    t.ok((await seen('arp', () => garp('192.0.2.10'))) >= 2, 'without a fence the GARP is on the wire');
     const spec = {
       vips4: ['192.0.2.10'],
       vips6: ['2001:db8::10'],
@@ -69,32 +68,32 @@ describe('nft fence on the wire', () => {
       memberlistPorts: [],
     };
     await nft(['-f', '-'], renderFence(spec));
-    assert.equal(await seen('arp', () => garp('192.0.2.10')), 0, 'fenced VIP: no ARP on the wire');
-    assert.ok((await seen('arp', () => garp('192.0.2.11'))) >= 2, 'another address still announces');
-    assert.equal(await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::10')), 0, 'fenced VIPv6: no NA');
-    assert.ok((await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::11'))) >= 1, 'other NAs pass');
+    t.equal(await seen('arp', () => garp('192.0.2.10')), 0, 'fenced VIP: no ARP on the wire');
+    t.ok((await seen('arp', () => garp('192.0.2.11'))) >= 2, 'another address still announces');
+    t.equal(await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::10')), 0, 'fenced VIPv6: no NA');
+    t.ok((await seen('icmp6 and ip6[40] == 136', () => na('2001:db8::11'))) >= 1, 'other NAs pass');
     const c = await counters();
-    assert.ok(
+    t.ok(
       c.some((n) => n >= 4),
       `the ARP drop counter counted request+reply twice: ${c}`,
     );
     // Applying the same fence again replaces it: one table, one rule, state read back equal.
     await nft(['-f', '-'], renderFence(spec));
     const ruleset = await nft(['list', 'ruleset']);
-    assert.equal((ruleset.match(/arp saddr ip @vip4/g) ?? []).length, 1);
+    t.equal((ruleset.match(/arp saddr ip @vip4/g) ?? []).length, 1);
     const tables = JSON.parse(await nft(['-j', 'list', 'tables'])) as { nftables: { table?: unknown }[] };
-    assert.equal(tables.nftables.filter((i) => i.table).length, 2);
+    t.equal(tables.nftables.filter((i) => i.table).length, 2);
     const back = parseFence([
       await nft(['-j', 'list', 'table', 'netdev', 'drainguard']),
       await nft(['-j', 'list', 'table', 'inet', 'drainguard']),
     ]);
-    assert.deepEqual(back, { ...spec, vips6: ['2001:db8::10'] });
+    t.strictSame(back, { ...spec, vips6: ['2001:db8::10'] });
     await nft(['-f', '-'], renderUnfence());
     await nft(['-f', '-'], renderUnfence());
-    assert.equal((await nft(['list', 'ruleset'])).trim(), '');
+    t.equal((await nft(['list', 'ruleset'])).trim(), '');
   });
 
-  test('fail-safe memberlist cut drops TCP and UDP on the speaker port, only that port', async () => {
+  t.test('fail-safe memberlist cut drops TCP and UDP on the speaker port, only that port', async (t) => {
     await nft(['-f', '-'], renderFence({ vips4: [], vips6: [], interfaces: [], memberlistPorts: [7946] }));
     const udp = (port: number) =>
       ns.run([
@@ -104,8 +103,8 @@ describe('nft fence on the wire', () => {
       ]);
     // 192.0.2.2 is on-link via eth0; resolve it to a static neighbour so the datagram leaves at once.
     await ns.run(['ip', 'neigh', 'replace', '192.0.2.2', 'lladdr', '02:00:00:00:00:02', 'dev', 'eth0']);
-    assert.equal(await seen('udp port 7946', () => udp(7946)), 0);
-    assert.ok((await seen('udp port 7947', () => udp(7947))) >= 1);
+    t.equal(await seen('udp port 7946', () => udp(7946)), 0);
+    t.ok((await seen('udp port 7947', () => udp(7947))) >= 1);
     await nft(['-f', '-'], renderUnfence());
   });
 });

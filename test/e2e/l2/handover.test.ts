@@ -1,10 +1,8 @@
 // L2 handover end to end: real API server, real network namespaces, speaker simulators on the
 // wire, the drainguard sidecar running in each node namespace as it would in a speaker pod.
-import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import { createL2World, type L2World, METALLB_NS, macsIn } from '../../../lab/l2-world.ts';
 import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -13,7 +11,7 @@ import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
-describe('L2 handover (metallb-speaker profile)', () => {
+t.test('L2 handover (metallb-speaker profile)', async (t) => {
   let w: L2World;
   let names: string[];
   const mac = (n: string) => w.bed.node(n).mac;
@@ -72,99 +70,109 @@ describe('L2 handover (metallb-speaker profile)', () => {
     );
   };
 
-  before(async () => {
+  t.before(async () => {
     w = await createL2World();
     names = w.nodes.map((n) => n.name);
     await w.startAll();
     await answeredOnlyBy(w.initialOwner);
   });
-  after(async () => {
+  t.teardown(async () => {
     await w?.destroy();
   });
 
-  test('cordon: label, handover confirmed by the new owner, then fence; ARP answered only by the new owner', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    await w.cordon(a, true);
-    await waitFor(
-      'exclude label added and owned',
-      async () => {
-        const md = (await w.getNode(a)).metadata;
-        return EXCLUDE_LABEL in (md?.labels ?? {}) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true';
-      },
-      T,
-    );
-    await waitFor(
-      'new owner wrote its ServiceL2Status',
-      async () => (await w.l2Statuses()).some((s) => s.node === b),
-      T,
-    );
-    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
-    const st = await waitFor(
-      'status annotation says fenced',
-      async () => {
-        const s = await status(a);
-        return s.phase === 'fenced' ? s : undefined;
-      },
-      T,
-    );
-    assert.deepEqual(st.vips, [w.vip]);
-    assert.equal(st.handedTo?.['web/www'], b);
-    await answeredOnlyBy(b);
-    const done = await waitFor('handover Event', async () => (await events('L2HandoverDone')).join('\n'), T);
-    assert.match(
-      done,
-      new RegExp(`VIP ${w.vip.replace(/\./g, '\\.')} handed to ${b} in [0-9.]+ s; fence installed on eth0`),
-    );
-    // `drainguard status` shows it.
-    const cli = await sh([
-      process.execPath,
-      new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
-      'status',
-      '--kubeconfig',
-      w.cp.kubeconfigPath,
-    ]);
-    assert.equal(cli.code, 0, cli.stderr);
-    assert.match(
-      cli.stdout,
-      new RegExp(`${a}\\s+yes\\s+drainguard\\s+fenced\\s+\\S+\\s+${w.vip}\\s+${b}\\s+eth0`),
-    );
-    // /metrics reflect it.
-    const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
-    assert.match(metrics, /drainguard_l2_phase\{phase="fenced"\} 1/);
+  t.test(
+    'cordon: label, handover confirmed by the new owner, then fence; ARP answered only by the new owner',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await w.cordon(a, true);
+      await waitFor(
+        'exclude label added and owned',
+        async () => {
+          const md = (await w.getNode(a)).metadata;
+          return EXCLUDE_LABEL in (md?.labels ?? {}) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true';
+        },
+        T,
+      );
+      await waitFor(
+        'new owner wrote its ServiceL2Status',
+        async () => (await w.l2Statuses()).some((s) => s.node === b),
+        T,
+      );
+      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+      const st = await waitFor(
+        'status annotation says fenced',
+        async () => {
+          const s = await status(a);
+          return s.phase === 'fenced' ? s : undefined;
+        },
+        T,
+      );
+      t.strictSame(st.vips, [w.vip]);
+      t.equal(st.handedTo?.['web/www'], b);
+      await answeredOnlyBy(b);
+      const done = await waitFor(
+        'handover Event',
+        async () => (await events('L2HandoverDone')).join('\n'),
+        T,
+      );
+      t.match(
+        done,
+        new RegExp(`VIP ${w.vip.replace(/\./g, '\\.')} handed to ${b} in [0-9.]+ s; fence installed on eth0`),
+      );
+      // `drainguard status` shows it.
+      const cli = await sh([
+        process.execPath,
+        new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
+        'status',
+        '--kubeconfig',
+        w.cp.kubeconfigPath,
+      ]);
+      t.equal(cli.code, 0, cli.stderr);
+      t.match(
+        cli.stdout,
+        new RegExp(`${a}\\s+yes\\s+drainguard\\s+fenced\\s+\\S+\\s+${w.vip}\\s+${b}\\s+eth0`),
+      );
+      // /metrics reflect it.
+      const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
+      t.match(metrics, /drainguard_l2_phase\{phase="fenced"\} 1/);
 
-    // Uncordon: fence removed, then the label; the VIP comes back to its first owner.
-    await w.cordon(a, false);
-    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
-    await waitFor(
-      'label and ownership annotation removed',
-      async () => {
-        const md = (await w.getNode(a)).metadata;
-        return (
-          !(EXCLUDE_LABEL in (md?.labels ?? {})) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === undefined
-        );
-      },
-      T,
-    );
-    await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
-    await answeredOnlyBy(a);
-  });
+      // Uncordon: fence removed, then the label; the VIP comes back to its first owner.
+      await w.cordon(a, false);
+      await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+      await waitFor(
+        'label and ownership annotation removed',
+        async () => {
+          const md = (await w.getNode(a)).metadata;
+          return (
+            !(EXCLUDE_LABEL in (md?.labels ?? {})) && md?.annotations?.[LABEL_OWNED_ANNOTATION] === undefined
+          );
+        },
+        T,
+      );
+      await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
+      await answeredOnlyBy(a);
+    },
+  );
 
-  test('kubectl drain --ignore-daemonsets: the speaker pods stay, the VIP moves, uncordon undoes it', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    const drain = await w.cp.kubectl(['drain', a, '--ignore-daemonsets', '--timeout=30s']);
-    assert.equal(drain.code, 0, drain.stderr);
-    assert.match(drain.stderr + drain.stdout, /[Ii]gnoring DaemonSet-managed Pods/);
-    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
-    await answeredOnlyBy(b);
-    const un = await w.cp.kubectl(['uncordon', a]);
-    assert.equal(un.code, 0, un.stderr);
-    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
-    await settleIdle();
-  });
+  t.test(
+    'kubectl drain --ignore-daemonsets: the speaker pods stay, the VIP moves, uncordon undoes it',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      const drain = await w.cp.kubectl(['drain', a, '--ignore-daemonsets', '--timeout=30s']);
+      t.equal(drain.code, 0, drain.stderr);
+      t.match(drain.stderr + drain.stdout, /[Ii]gnoring DaemonSet-managed Pods/);
+      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+      await answeredOnlyBy(b);
+      const un = await w.cp.kubectl(['uncordon', a]);
+      t.equal(un.code, 0, un.stderr);
+      await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+      await settleIdle();
+    },
+  );
 
-  test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon', async () => {
+  t.test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon', async (t) => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));
     await w.setLabel(a, EXCLUDE_LABEL, '');
@@ -179,12 +187,12 @@ describe('L2 handover (metallb-speaker profile)', () => {
       },
       T,
     );
-    assert.deepEqual(st.vips, [], 'nothing announced here, nothing to fence');
-    assert.equal(await hasFenceTable(a), false);
-    assert.equal((await w.getNode(a)).metadata?.annotations?.[LABEL_OWNED_ANNOTATION], undefined);
+    t.strictSame(st.vips, [], 'nothing announced here, nothing to fence');
+    t.equal(await hasFenceTable(a), false);
+    t.equal((await w.getNode(a)).metadata?.annotations?.[LABEL_OWNED_ANNOTATION], undefined);
     await w.cordon(a, false);
     await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
-    assert.ok(
+    t.ok(
       EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {}),
       'label drainguard did not add stays',
     );
@@ -192,7 +200,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
-  test('sidecar killed mid-handover resumes without a duplicate fence', async () => {
+  t.test('sidecar killed mid-handover resumes without a duplicate fence', async (t) => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);
     const b = w.ownerAmong(others);
@@ -206,7 +214,7 @@ describe('L2 handover (metallb-speaker profile)', () => {
     );
     await w.stopSidecar(a, 'SIGKILL');
     await w.startSidecar(a);
-    assert.equal(await arpRules(a), 0, 'no fence before confirmation');
+    t.equal(await arpRules(a), 0, 'no fence before confirmation');
     for (const n of others) w.speakers.get(n)?.send('unfreeze');
     await waitFor('fence installed after resume', async () => (await arpRules(a)) === 1, T);
     await answeredOnlyBy(b);
@@ -221,113 +229,124 @@ describe('L2 handover (metallb-speaker profile)', () => {
       () => sc?.output.some((l) => l.includes('resuming L2 handover')),
       T,
     );
-    assert.equal(await arpRules(a), 1);
+    t.equal(await arpRules(a), 1);
     const tables = await w.nft(a, ['list', 'tables']);
-    assert.equal((tables.match(/table netdev drainguard/g) ?? []).length, 1);
+    t.equal((tables.match(/table netdev drainguard/g) ?? []).length, 1);
     await settleIdle();
   });
 
-  test('restarted during an API outage while fenced: the fence stays until the drain state is known', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    await w.cordon(a, true);
-    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.cp.stopApiServer();
-    try {
-      await w.startSidecar(a);
-      const sc = w.sidecars.get(a);
-      // It resumes from nft alone, sees no Node, and must keep what it found.
-      await waitFor(
-        'the restarted sidecar holds its state (or, the defect, undoes the fence)',
-        async () =>
-          sc?.output.some((l) => l.includes('drain state unknown')) === true || (await arpRules(a)) === 0,
-        T,
-      );
-      assert.ok(sc?.output.some((l) => l.includes('resuming L2 handover')));
-      assert.ok(!sc?.output.some((l) => l.includes('"to":"undoing"')), 'no undo started');
-      assert.equal(await arpRules(a), 1, 'fence kept during the outage');
-    } finally {
-      await w.cp.startApiServer();
-    }
-    await answeredOnlyBy(b);
-    assert.equal(await arpRules(a), 1, 'still cordoned: fence kept once the API answers');
-    await settleIdle();
-  });
-
-  test('a fence that nft keeps refusing is retried with a growing backoff, not in a busy loop', async () => {
-    const a = w.initialOwner;
-    // nft that refuses every transaction (-f) and logs when it was asked; listings still work.
-    const dir = mkdtempSync(join(tmpdir(), 'dg-nft-'));
-    const calls = join(dir, 'calls');
-    writeFileSync(
-      join(dir, 'nft'),
-      `#!/bin/sh\ncase "$*" in *-f*) date +%s.%N >> ${calls}; echo 'Error: refused by test' >&2; exit 1;; esac\nexec /usr/sbin/nft "$@"\n`,
-      { mode: 0o755 },
-    );
-    const stamps = () => {
-      try {
-        return readFileSync(calls, 'utf8').trim().split('\n').map(Number);
-      } catch {
-        return [];
-      }
-    };
-    // SIGKILL: a SIGTERM would run the pre-stop handover now.
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a, { PATH: `${dir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` });
-    try {
+  t.test(
+    'restarted during an API outage while fenced: the fence stays until the drain state is known',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
       await w.cordon(a, true);
-      await waitFor('six refused fence attempts', async () => stamps().length >= 6, { ...T, intervalMs: 50 });
-      const t = stamps();
-      const gaps = t.slice(1).map((x, i) => x - t[i]!);
-      // Backoff from 0.2 s doubling (jitter: half to full): the fifth wait is at least 1.6 s.
-      assert.ok(gaps[4]! >= 1.5, `gaps between attempts grow: ${gaps.map((g) => g.toFixed(3)).join(', ')} s`);
-      assert.equal(
-        await arpRules(a),
-        0,
-        `no fence (nft refused it): ${(await w.bed.node(a).exec(['nft', 'list', 'ruleset'])).stdout}`,
-      );
-    } finally {
+      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
       await w.stopSidecar(a, 'SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-      await w.startSidecar(a);
-    }
-    await settleIdle();
-  });
+      await w.cp.stopApiServer();
+      try {
+        await w.startSidecar(a);
+        const sc = w.sidecars.get(a);
+        // It resumes from nft alone, sees no Node, and must keep what it found.
+        await waitFor(
+          'the restarted sidecar holds its state (or, the defect, undoes the fence)',
+          async () =>
+            sc?.output.some((l) => l.includes('drain state unknown')) === true || (await arpRules(a)) === 0,
+          T,
+        );
+        t.ok(sc?.output.some((l) => l.includes('resuming L2 handover')));
+        t.ok(!sc?.output.some((l) => l.includes('"to":"undoing"')), 'no undo started');
+        t.equal(await arpRules(a), 1, 'fence kept during the outage');
+      } finally {
+        await w.cp.startApiServer();
+      }
+      await answeredOnlyBy(b);
+      t.equal(await arpRules(a), 1, 'still cordoned: fence kept once the API answers');
+      await settleIdle();
+    },
+  );
 
-  test('a preStop hook while the pod is not deleted and the node not draining (a container restart) withdraws nothing', async () => {
-    const a = w.initialOwner;
-    const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
-    assert.equal(res.status, 200);
-    const body = (await res.json()) as { outcome?: string; why?: string };
-    assert.equal(body.outcome, 'not-going-away', JSON.stringify(body));
-    // Nothing happened: a withdrawal would have labelled the node at once.
-    assert.equal(await hasFenceTable(a), false);
-    assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
-    await answeredOnlyBy(a);
-    // The node still hands over when it really drains.
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    await w.cordon(a, true);
-    await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
-    await answeredOnlyBy(b);
-    await settleIdle();
-  });
+  t.test(
+    'a fence that nft keeps refusing is retried with a growing backoff, not in a busy loop',
+    async (t) => {
+      const a = w.initialOwner;
+      // nft that refuses every transaction (-f) and logs when it was asked; listings still work.
+      const dir = t.testdir();
+      const calls = join(dir, 'calls');
+      writeFileSync(
+        join(dir, 'nft'),
+        `#!/bin/sh\ncase "$*" in *-f*) date +%s.%N >> '${calls}'; echo 'Error: refused by test' >&2; exit 1;; esac\nexec /usr/sbin/nft "$@"\n`,
+        { mode: 0o755 },
+      );
+      const stamps = () => {
+        try {
+          return readFileSync(calls, 'utf8').trim().split('\n').map(Number);
+        } catch {
+          return [];
+        }
+      };
+      // SIGKILL: a SIGTERM would run the pre-stop handover now.
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a, { PATH: `${dir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` });
+      try {
+        await w.cordon(a, true);
+        await waitFor('six refused fence attempts', async () => stamps().length >= 6, {
+          ...T,
+          intervalMs: 50,
+        });
+        const attempts = stamps();
+        const gaps = attempts.slice(1).map((x, i) => x - attempts[i]!);
+        // Backoff from 0.2 s doubling (jitter: half to full): the fifth wait is at least 1.6 s.
+        t.ok(gaps[4]! >= 1.5, `gaps between attempts grow: ${gaps.map((g) => g.toFixed(3)).join(', ')} s`);
+        t.equal(
+          await arpRules(a),
+          0,
+          `no fence (nft refused it): ${(await w.bed.node(a).exec(['nft', 'list', 'ruleset'])).stdout}`,
+        );
+      } finally {
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+      }
+      await settleIdle();
+    },
+  );
 
-  test('a frozen-API speaker on the draining node is silenced on the wire', async () => {
+  t.test(
+    'a preStop hook while the pod is not deleted and the node not draining (a container restart) withdraws nothing',
+    async (t) => {
+      const a = w.initialOwner;
+      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
+      t.equal(res.status, 200);
+      const body = (await res.json()) as { outcome?: string; why?: string };
+      t.equal(body.outcome, 'not-going-away', JSON.stringify(body));
+      // Nothing happened: a withdrawal would have labelled the node at once.
+      t.equal(await hasFenceTable(a), false);
+      t.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+      await answeredOnlyBy(a);
+      // The node still hands over when it really drains.
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await w.cordon(a, true);
+      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+      await answeredOnlyBy(b);
+      await settleIdle();
+    },
+  );
+
+  t.test('a frozen-API speaker on the draining node is silenced on the wire', async (t) => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));
     w.speakers.get(a)?.send('freeze');
     await w.cordon(a, true);
     await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
     // The stale speaker still believes it owns the VIP ...
-    assert.deepEqual(w.speakers.get(a)?.announced, [w.vip]);
+    t.strictSame(w.speakers.get(a)?.announced, [w.vip]);
     // ... but only the new owner is heard.
     await answeredOnlyBy(b);
     w.speakers.get(a)?.send('unfreeze');
     await settleIdle();
   });
 
-  test('informers survive an API server restart; handover works after it', async () => {
+  t.test('informers survive an API server restart; handover works after it', async (_t) => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));
     await w.cp.stopApiServer();
@@ -338,136 +357,145 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
-  test('API server stopped while terminating: fail-safe fence and memberlist cut, peers take over; /prestop answers', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    await w.cp.stopApiServer();
-    try {
-      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-      const summary = (await res.json()) as Record<string, { outcome?: string; fenced?: boolean }>;
-      assert.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
-      const ruleset = await w.nft(a, ['list', 'ruleset']);
-      assert.match(ruleset, /th dport @memberlist/);
-      // Cut off, its speaker hears no peer: the fence drops every ARP not from the node's addresses.
-      assert.match(ruleset, /arp saddr ip != @own4/);
-      // Peers' probes of this speaker go unanswered, they declare it dead and re-elect: b answers, a is fenced.
-      await answeredOnlyBy(b);
-    } finally {
-      await w.cp.startApiServer();
-    }
-    // The Warning Event, kept while the API was down, is written once it is back.
-    await waitFor('fail-safe Warning Event', async () => (await events('L2FailsafeFence')).length > 0, T);
-    const podEvents = await w.client.get<{ items: { reason?: string; type?: string }[] }>(
-      `/api/v1/namespaces/${METALLB_NS}/events`,
-    );
-    assert.ok(podEvents.items.some((e) => e.reason === 'L2FailsafeFence' && e.type === 'Warning'));
-    // A restarted sidecar (the old one is terminating for good) finds the fence, sees the API
-    // back and the node schedulable, and undoes it.
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a);
-    await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
-    await settleIdle();
-  });
-
-  test('budget spent unconfirmed: warn, never fence, take the label back so the node announces again; /prestop reports it', async () => {
-    const a = w.initialOwner;
-    const others = names.filter((n) => n !== a);
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '2' });
-    // Nobody can confirm: the peers' API view is frozen.
-    for (const n of others) w.speakers.get(n)?.send('freeze');
-    try {
-      await w.cordon(a, true);
-      await waitFor(
-        'unconfirmed Warning Event',
-        async () => (await events('L2HandoverUnconfirmed')).length > 0,
-        T,
+  t.test(
+    'API server stopped while terminating: fail-safe fence and memberlist cut, peers take over; /prestop answers',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await w.cp.stopApiServer();
+      try {
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+        const summary = (await res.json()) as Record<string, { outcome?: string; fenced?: boolean }>;
+        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+        const ruleset = await w.nft(a, ['list', 'ruleset']);
+        t.match(ruleset, /th dport @memberlist/);
+        // Cut off, its speaker hears no peer: the fence drops every ARP not from the node's addresses.
+        t.match(ruleset, /arp saddr ip != @own4/);
+        // Peers' probes of this speaker go unanswered, they declare it dead and re-elect: b answers, a is fenced.
+        await answeredOnlyBy(b);
+      } finally {
+        await w.cp.startApiServer();
+      }
+      // The Warning Event, kept while the API was down, is written once it is back.
+      await waitFor('fail-safe Warning Event', async () => (await events('L2FailsafeFence')).length > 0, T);
+      const podEvents = await w.client.get<{ items: { reason?: string; type?: string }[] }>(
+        `/api/v1/namespaces/${METALLB_NS}/events`,
       );
-      assert.equal(await hasFenceTable(a), false, 'a dark VIP is worse than a moving one');
-      // The label alone silenced a's speaker and nobody took over: it comes off, a answers again.
-      await waitFor(
-        'the exclude label removed while still cordoned',
-        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-        T,
-      );
-      assert.equal((await w.getNode(a)).spec?.unschedulable, true, 'still cordoned');
-      await answeredOnlyBy(a);
-      assert.match(
-        (await events('L2HandoverUnconfirmed')).at(-1) ?? '',
-        /exclude label removed so this node announces again/,
-      );
-      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
-      const summary = (await res.json()) as Record<string, { outcome?: string }>;
-      assert.equal(summary['l2-handover']?.outcome, 'budget-spent');
-    } finally {
-      for (const n of others) w.speakers.get(n)?.send('unfreeze');
+      t.ok(podEvents.items.some((e) => e.reason === 'L2FailsafeFence' && e.type === 'Warning'));
+      // A restarted sidecar (the old one is terminating for good) finds the fence, sees the API
+      // back and the node schedulable, and undoes it.
       await w.stopSidecar(a, 'SIGKILL');
       await w.startSidecar(a);
-    }
-    await settleIdle();
-  });
+      await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+      await settleIdle();
+    },
+  );
 
-  test('a lingering ServiceL2Status of another node does not confirm (no fence, no dark VIP); a fresh one does', async () => {
-    const a = w.initialOwner;
-    const others = names.filter((n) => n !== a);
-    const b = w.ownerAmong(others);
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '5' });
-    // Its ServiceL2Status list is in (it logs the mode then): the leftover below arrives as a
-    // change it sees, as a real leftover would have been there long before the handover.
-    await waitFor(
-      'the restarted sidecar has listed ServiceL2Status',
-      () => w.sidecars.get(a)?.output.some((l) => l.includes('MetalLB writes ServiceL2Status')),
-      T,
-    );
-    // Nobody re-elects while frozen, and a's speaker (0.16-style) does not clean up others'
-    // objects: what names b is a leftover, as MetalLB before 0.16 leaves them.
-    for (const n of names) w.speakers.get(n)?.send('freeze');
-    const base = `/apis/metallb.io/v1beta1/namespaces/${METALLB_NS}/servicel2statuses`;
-    const stale = await w.client.create<KubeObject>(base, {
-      apiVersion: 'metallb.io/v1beta1',
-      kind: 'ServiceL2Status',
-      metadata: { generateName: 'www-leftover-', namespace: METALLB_NS },
-      spec: {},
-    });
-    await w.client.replace(`${base}/${stale.metadata?.name}/status`, {
-      ...stale,
-      status: { node: b, serviceName: 'www', serviceNamespace: 'web' },
-    });
-    const before = (await events('L2HandoverUnconfirmed')).length;
-    try {
-      await w.cordon(a, true);
-      await waitFor(
-        'unconfirmed after the budget (the leftover did not count)',
-        async () => (await events('L2HandoverUnconfirmed')).length > before || (await hasFenceTable(a)),
-        T,
-      );
-      // Fencing here would leave the VIP dark: b does not announce.
-      assert.equal(await hasFenceTable(a), false, 'no fence on the strength of a leftover status');
-      // Given up: the label is back off and a announces again.
-      await waitFor(
-        'label removed after the unconfirmed handover',
-        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-        T,
-      );
-      for (const n of names) w.speakers.get(n)?.send('unfreeze');
-      // The next drain, with the leftover still there: b re-elects and writes its own status,
-      // written after that handover started: it confirms.
-      await w.cordon(a, false);
-      await waitFor('given-up state cleared', async () => !(await status(a)).gaveUp, T);
-      await w.cordon(a, true);
-      await waitFor('fence installed after a fresh confirmation', async () => (await arpRules(a)) === 1, T);
-      await answeredOnlyBy(b);
-    } finally {
-      for (const n of names) w.speakers.get(n)?.send('unfreeze');
-      await w.client.delete(`${base}/${stale.metadata?.name}`).catch(() => undefined);
+  t.test(
+    'budget spent unconfirmed: warn, never fence, take the label back so the node announces again; /prestop reports it',
+    async (t) => {
+      const a = w.initialOwner;
+      const others = names.filter((n) => n !== a);
       await w.stopSidecar(a, 'SIGKILL');
-      await w.startSidecar(a);
-    }
-    await settleIdle();
-  });
+      await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '2' });
+      // Nobody can confirm: the peers' API view is frozen.
+      for (const n of others) w.speakers.get(n)?.send('freeze');
+      try {
+        await w.cordon(a, true);
+        await waitFor(
+          'unconfirmed Warning Event',
+          async () => (await events('L2HandoverUnconfirmed')).length > 0,
+          T,
+        );
+        t.equal(await hasFenceTable(a), false, 'a dark VIP is worse than a moving one');
+        // The label alone silenced a's speaker and nobody took over: it comes off, a answers again.
+        await waitFor(
+          'the exclude label removed while still cordoned',
+          async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+          T,
+        );
+        t.equal((await w.getNode(a)).spec?.unschedulable, true, 'still cordoned');
+        await answeredOnlyBy(a);
+        t.match(
+          (await events('L2HandoverUnconfirmed')).at(-1) ?? '',
+          /exclude label removed so this node announces again/,
+        );
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(15_000) });
+        const summary = (await res.json()) as Record<string, { outcome?: string }>;
+        t.equal(summary['l2-handover']?.outcome, 'budget-spent');
+      } finally {
+        for (const n of others) w.speakers.get(n)?.send('unfreeze');
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+      }
+      await settleIdle();
+    },
+  );
 
-  test('observe-only: decides and records, but neither labels nor fences', async () => {
+  t.test(
+    'a lingering ServiceL2Status of another node does not confirm (no fence, no dark VIP); a fresh one does',
+    async (t) => {
+      const a = w.initialOwner;
+      const others = names.filter((n) => n !== a);
+      const b = w.ownerAmong(others);
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '5' });
+      // Its ServiceL2Status list is in (it logs the mode then): the leftover below arrives as a
+      // change it sees, as a real leftover would have been there long before the handover.
+      await waitFor(
+        'the restarted sidecar has listed ServiceL2Status',
+        () => w.sidecars.get(a)?.output.some((l) => l.includes('MetalLB writes ServiceL2Status')),
+        T,
+      );
+      // Nobody re-elects while frozen, and a's speaker (0.16-style) does not clean up others'
+      // objects: what names b is a leftover, as MetalLB before 0.16 leaves them.
+      for (const n of names) w.speakers.get(n)?.send('freeze');
+      const base = `/apis/metallb.io/v1beta1/namespaces/${METALLB_NS}/servicel2statuses`;
+      const stale = await w.client.create<KubeObject>(base, {
+        apiVersion: 'metallb.io/v1beta1',
+        kind: 'ServiceL2Status',
+        metadata: { generateName: 'www-leftover-', namespace: METALLB_NS },
+        spec: {},
+      });
+      await w.client.replace(`${base}/${stale.metadata?.name}/status`, {
+        ...stale,
+        status: { node: b, serviceName: 'www', serviceNamespace: 'web' },
+      });
+      const before = (await events('L2HandoverUnconfirmed')).length;
+      try {
+        await w.cordon(a, true);
+        await waitFor(
+          'unconfirmed after the budget (the leftover did not count)',
+          async () => (await events('L2HandoverUnconfirmed')).length > before || (await hasFenceTable(a)),
+          T,
+        );
+        // Fencing here would leave the VIP dark: b does not announce.
+        t.equal(await hasFenceTable(a), false, 'no fence on the strength of a leftover status');
+        // Given up: the label is back off and a announces again.
+        await waitFor(
+          'label removed after the unconfirmed handover',
+          async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+          T,
+        );
+        for (const n of names) w.speakers.get(n)?.send('unfreeze');
+        // The next drain, with the leftover still there: b re-elects and writes its own status,
+        // written after that handover started: it confirms.
+        await w.cordon(a, false);
+        await waitFor('given-up state cleared', async () => !(await status(a)).gaveUp, T);
+        await w.cordon(a, true);
+        await waitFor('fence installed after a fresh confirmation', async () => (await arpRules(a)) === 1, T);
+        await answeredOnlyBy(b);
+      } finally {
+        for (const n of names) w.speakers.get(n)?.send('unfreeze');
+        await w.client.delete(`${base}/${stale.metadata?.name}`).catch(() => undefined);
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+      }
+      await settleIdle();
+    },
+  );
+
+  t.test('observe-only: decides and records, but neither labels nor fences', async (t) => {
     const a = w.initialOwner;
     await w.stopSidecar(a, 'SIGKILL');
     await w.startSidecar(a, { DRAINGUARD_OBSERVE_ONLY: 'true' });
@@ -481,16 +509,16 @@ describe('L2 handover (metallb-speaker profile)', () => {
         },
         T,
       );
-      assert.ok(st);
+      t.ok(st);
       const started = await waitFor(
         'observe-only Event',
         async () =>
           (await events('L2HandoverStarted')).find((m) => m.startsWith('observe-only, would have:')),
         T,
       );
-      assert.ok(started.includes(`handing over VIPs ${w.vip}`), started);
-      assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
-      assert.equal(await hasFenceTable(a), false, 'not fenced');
+      t.ok(started.includes(`handing over VIPs ${w.vip}`), started);
+      t.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+      t.equal(await hasFenceTable(a), false, 'not fenced');
       await answeredOnlyBy(a);
       await w.cordon(a, false);
       await waitFor('status idle', async () => (await status(a)).phase === 'idle', T);
@@ -501,48 +529,51 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await settleIdle();
   });
 
-  test('another node excluded while the handover waits: the re-check takes the label back long before the budget', async () => {
-    const a = w.initialOwner;
-    const [b, c] = names.filter((n) => n !== a) as [string, string];
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '120' });
-    await w.cordon(c, true);
-    // c announces nothing: its handover is just the label.
-    await waitFor(`${c} handed over`, async () => (await status(c)).phase === 'fenced', T);
-    // Nobody takes a's VIP over meanwhile: the peers' API view is frozen.
-    for (const n of [b, c]) w.speakers.get(n)?.send('freeze');
-    try {
-      await w.cordon(a, true);
-      await waitFor(
-        'a labelled, awaiting confirmation',
-        async () => (await status(a)).phase === 'awaiting-confirmation',
-        T,
-      );
-      // b is cordoned too: now no node but a could announce the VIP.
-      await w.cordon(b, true);
-      await waitFor(
-        'a takes its label back (budget 120 s: only the re-check can do it)',
-        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-        T,
-      );
-      assert.equal(await hasFenceTable(a), false);
-      // Events are written after the action, without holding it up: wait for it.
-      await waitFor(
-        'the refusal Event',
-        async () =>
-          (await events('L2HandoverImpossible')).some((m) => m.includes('no longer selected meanwhile')),
-        T,
-      );
-      await answeredOnlyBy(a);
-    } finally {
-      for (const n of [b, c]) w.speakers.get(n)?.send('unfreeze');
+  t.test(
+    'another node excluded while the handover waits: the re-check takes the label back long before the budget',
+    async (t) => {
+      const a = w.initialOwner;
+      const [b, c] = names.filter((n) => n !== a) as [string, string];
       await w.stopSidecar(a, 'SIGKILL');
-      await w.startSidecar(a);
-    }
-    await settleIdle();
-  });
+      await w.startSidecar(a, { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '120' });
+      await w.cordon(c, true);
+      // c announces nothing: its handover is just the label.
+      await waitFor(`${c} handed over`, async () => (await status(c)).phase === 'fenced', T);
+      // Nobody takes a's VIP over meanwhile: the peers' API view is frozen.
+      for (const n of [b, c]) w.speakers.get(n)?.send('freeze');
+      try {
+        await w.cordon(a, true);
+        await waitFor(
+          'a labelled, awaiting confirmation',
+          async () => (await status(a)).phase === 'awaiting-confirmation',
+          T,
+        );
+        // b is cordoned too: now no node but a could announce the VIP.
+        await w.cordon(b, true);
+        await waitFor(
+          'a takes its label back (budget 120 s: only the re-check can do it)',
+          async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+          T,
+        );
+        t.equal(await hasFenceTable(a), false);
+        // Events are written after the action, without holding it up: wait for it.
+        await waitFor(
+          'the refusal Event',
+          async () =>
+            (await events('L2HandoverImpossible')).some((m) => m.includes('no longer selected meanwhile')),
+          T,
+        );
+        await answeredOnlyBy(a);
+      } finally {
+        for (const n of [b, c]) w.speakers.get(n)?.send('unfreeze');
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+      }
+      await settleIdle();
+    },
+  );
 
-  test('never strand a VIP: with no other eligible node nothing is labelled or fenced', async () => {
+  t.test('never strand a VIP: with no other eligible node nothing is labelled or fenced', async (t) => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);
     for (const n of others) {
@@ -570,10 +601,10 @@ describe('L2 handover (metallb-speaker profile)', () => {
         ),
       T,
     );
-    assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})));
-    assert.equal(await hasFenceTable(a), false);
+    t.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})));
+    t.equal(await hasFenceTable(a), false);
     const metrics = await (await fetch(w.sidecarUrl(a, '/metrics'))).text();
-    assert.match(metrics, /drainguard_l2_handover_impossible 1/);
+    t.match(metrics, /drainguard_l2_handover_impossible 1/);
     await answeredOnlyBy(a);
     await settleIdle();
   });
@@ -591,72 +622,78 @@ describe('L2 handover (metallb-speaker profile)', () => {
     await w.setEndpoints(name, []).catch(() => undefined);
   };
 
-  test('fail-safe with a second VIP owned by another node: the cut-off speaker elects itself for both, the fenced node answers neither', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    const vip2 = secondVip(a);
-    const c = w.ownerAmong(names, vip2);
-    await w.addService({ name: 'second', vip: vip2, endpointNodes: names });
-    try {
-      await answeredOnlyBy(c, vip2);
-      await w.cp.stopApiServer();
+  t.test(
+    'fail-safe with a second VIP owned by another node: the cut-off speaker elects itself for both, the fenced node answers neither',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      const vip2 = secondVip(a);
+      const c = w.ownerAmong(names, vip2);
+      await w.addService({ name: 'second', vip: vip2, endpointNodes: names });
       try {
-        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-        const summary = (await res.json()) as Record<string, { outcome?: string }>;
-        assert.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
-        // Memberlist is probe/ack: a's speaker hears no peer any more and announces every VIP.
+        await answeredOnlyBy(c, vip2);
+        await w.cp.stopApiServer();
+        try {
+          const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+          const summary = (await res.json()) as Record<string, { outcome?: string }>;
+          t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+          // Memberlist is probe/ack: a's speaker hears no peer any more and announces every VIP.
+          await waitFor(
+            `${a}'s speaker, cut off, announces ${vip2} too`,
+            () => w.speakers.get(a)?.announced.includes(vip2),
+            T,
+          );
+          // Yet on the wire only the peers answer, each for its own VIP.
+          await answeredOnlyBy(c, vip2);
+          await answeredOnlyBy(b);
+        } finally {
+          await w.cp.startApiServer();
+        }
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+        await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+      } finally {
+        await removeService('second');
+      }
+      await settleIdle();
+    },
+  );
+
+  t.test(
+    'a Local service whose only ready endpoint is on the cordoned node: no label, its VIP keeps answering; handed over once an endpoint is ready elsewhere',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      const y = names.find((n) => n !== a) as string;
+      const vip3 = w.vipAt(19);
+      await w.addService({ name: 'local', vip: vip3, local: true, endpointNodes: [a] });
+      try {
+        await answeredOnlyBy(a, vip3);
         await waitFor(
-          `${a}'s speaker, cut off, announces ${vip2} too`,
-          () => w.speakers.get(a)?.announced.includes(vip2),
+          `${a}'s ServiceL2Status for the Local service`,
+          async () => (await w.l2Statuses()).some((s) => s.service === 'local' && s.node === a),
           T,
         );
-        // Yet on the wire only the peers answer, each for its own VIP.
-        await answeredOnlyBy(c, vip2);
+        await w.cordon(a, true);
+        await waitFor(
+          'refusal naming the Local service',
+          async () => (await events('L2HandoverImpossible')).some((m) => m.includes(`web/local (${vip3})`)),
+          T,
+        );
+        t.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
+        t.equal(await hasFenceTable(a), false);
+        await answeredOnlyBy(a, vip3);
+        await answeredOnlyBy(a);
+        // The endpoint is ready on another node now (its pod rescheduled): MetalLB moves the Local
+        // VIP there, and the re-check lets the rest of the handover run.
+        await w.setEndpoints('local', [y]);
+        await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+        await answeredOnlyBy(y, vip3);
         await answeredOnlyBy(b);
       } finally {
-        await w.cp.startApiServer();
+        await removeService('local');
       }
-      await w.stopSidecar(a, 'SIGKILL');
-      await w.startSidecar(a);
-      await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
-    } finally {
-      await removeService('second');
-    }
-    await settleIdle();
-  });
-
-  test('a Local service whose only ready endpoint is on the cordoned node: no label, its VIP keeps answering; handed over once an endpoint is ready elsewhere', async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    const y = names.find((n) => n !== a) as string;
-    const vip3 = w.vipAt(19);
-    await w.addService({ name: 'local', vip: vip3, local: true, endpointNodes: [a] });
-    try {
-      await answeredOnlyBy(a, vip3);
-      await waitFor(
-        `${a}'s ServiceL2Status for the Local service`,
-        async () => (await w.l2Statuses()).some((s) => s.service === 'local' && s.node === a),
-        T,
-      );
-      await w.cordon(a, true);
-      await waitFor(
-        'refusal naming the Local service',
-        async () => (await events('L2HandoverImpossible')).some((m) => m.includes(`web/local (${vip3})`)),
-        T,
-      );
-      assert.ok(!(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})), 'not labelled');
-      assert.equal(await hasFenceTable(a), false);
-      await answeredOnlyBy(a, vip3);
-      await answeredOnlyBy(a);
-      // The endpoint is ready on another node now (its pod rescheduled): MetalLB moves the Local
-      // VIP there, and the re-check lets the rest of the handover run.
-      await w.setEndpoints('local', [y]);
-      await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
-      await answeredOnlyBy(y, vip3);
-      await answeredOnlyBy(b);
-    } finally {
-      await removeService('local');
-    }
-    await settleIdle();
-  });
+      await settleIdle();
+    },
+  );
 });

@@ -3,8 +3,7 @@
 // the settle time, saying the handover is unconfirmed. (With the CRD present and empty, it used to
 // read "no VIPs announced here", fence nothing and report the handover done.) The same holds when
 // 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
-import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
@@ -19,17 +18,17 @@ for (const [what, world] of [
     { statusVersion: '0.14.4' },
   ],
 ] as const)
-  describe(`L2 handover ${what}`, () => {
+  t.test(`L2 handover ${what}`, async (t) => {
     let w: L2World;
-    before(async () => {
+    t.before(async () => {
       w = await createL2World({ ...world, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
       await w.startAll();
     });
-    after(async () => {
+    t.teardown(async () => {
       await w?.destroy();
     });
 
-    test('cordon: label, wait the settle time, fence all LoadBalancer VIPs unconfirmed', async () => {
+    t.test('cordon: label, wait the settle time, fence all LoadBalancer VIPs unconfirmed', async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(w.nodes.map((n) => n.name).filter((n) => n !== a));
       const t0 = Date.now();
@@ -47,8 +46,8 @@ for (const [what, world] of [
         },
         T,
       );
-      assert.ok(Date.now() - t0 >= 2_000, 'not before the settle time');
-      assert.ok(ruleset.includes(w.vip), ruleset);
+      t.ok(Date.now() - t0 >= 2_000, 'not before the settle time');
+      t.ok(ruleset.includes(w.vip), ruleset);
       const st = await waitFor(
         'status fenced',
         async () => {
@@ -60,7 +59,7 @@ for (const [what, world] of [
         },
         T,
       );
-      assert.deepEqual(st.vips, [w.vip]);
+      t.strictSame(st.vips, [w.vip]);
       await waitFor(
         'unconfirmed-fence Event',
         async () => {
@@ -81,21 +80,24 @@ for (const [what, world] of [
       );
     });
 
-    test('API lost while fenced unconfirmed: the fail-safe fence drops every ARP not from the node', async () => {
-      // Still cordoned and fenced (after the settle time, unconfirmed) from the test above.
-      const a = w.initialOwner;
-      await w.cp.stopApiServer();
-      try {
-        await waitFor(
-          'fail-safe fence with the memberlist cut',
-          async () => {
-            const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
-            return r.stdout.includes('th dport @memberlist') && r.stdout.includes('arp saddr ip != @own4');
-          },
-          T,
-        );
-      } finally {
-        await w.cp.startApiServer();
-      }
-    });
+    t.test(
+      'API lost while fenced unconfirmed: the fail-safe fence drops every ARP not from the node',
+      async (_t) => {
+        // Still cordoned and fenced (after the settle time, unconfirmed) from the test above.
+        const a = w.initialOwner;
+        await w.cp.stopApiServer();
+        try {
+          await waitFor(
+            'fail-safe fence with the memberlist cut',
+            async () => {
+              const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
+              return r.stdout.includes('th dport @memberlist') && r.stdout.includes('arp saddr ip != @own4');
+            },
+            T,
+          );
+        } finally {
+          await w.cp.startApiServer();
+        }
+      },
+    );
   });

@@ -2,15 +2,14 @@
 // statusVersion '0.15'): a new owner may reuse and rewrite the object another node left for the
 // service, and other nodes' objects are left in place. The handover must still be confirmed by
 // the new owner's write, and fence only then.
-import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import t from 'tap';
 import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
-describe('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others left in place)', () => {
+t.test('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others left in place)', async (t) => {
   let w: L2World;
   let names: string[];
   const answeredOnlyBy = (n: string) =>
@@ -26,47 +25,50 @@ describe('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, other
     (await w.client.get<{ items: { reason?: string }[] }>('/api/v1/namespaces/default/events')).items.map(
       (e) => e.reason,
     );
-  before(async () => {
+  t.before(async () => {
     w = await createL2World({ statusVersion: '0.15' });
     names = w.nodes.map((n) => n.name);
     await w.startAll();
     await answeredOnlyBy(w.initialOwner);
   });
-  after(async () => {
+  t.teardown(async () => {
     await w?.destroy();
   });
 
-  test("cordon: confirmed by the new owner's write, then fenced; uncordon: back to the first owner", async () => {
-    const a = w.initialOwner;
-    const b = w.ownerAmong(names.filter((n) => n !== a));
-    await w.cordon(a, true);
-    const st = await waitFor(
-      'fenced and confirmed',
-      async () => {
-        const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
-          phase?: string;
-          handedTo?: Record<string, string>;
-        };
-        return s.phase === 'fenced' ? s : undefined;
-      },
-      T,
-    );
-    assert.equal(st.handedTo?.['web/www'], b);
-    assert.ok((await reasons()).includes('L2HandoverDone'));
-    assert.ok(!(await reasons()).includes('L2HandoverUnconfirmed'));
-    // 0.15 objects carry generateName names, and b's is the one that names it now.
-    const statuses = await w.l2Statuses();
-    assert.ok(
-      statuses.some((s) => s.node === b && s.service === 'www'),
-      JSON.stringify(statuses),
-    );
-    await answeredOnlyBy(b);
-    await w.cordon(a, false);
-    await waitFor(
-      'label and fence gone',
-      async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-      T,
-    );
-    await answeredOnlyBy(a);
-  });
+  t.test(
+    "cordon: confirmed by the new owner's write, then fenced; uncordon: back to the first owner",
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await w.cordon(a, true);
+      const st = await waitFor(
+        'fenced and confirmed',
+        async () => {
+          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+            phase?: string;
+            handedTo?: Record<string, string>;
+          };
+          return s.phase === 'fenced' ? s : undefined;
+        },
+        T,
+      );
+      t.equal(st.handedTo?.['web/www'], b);
+      t.ok((await reasons()).includes('L2HandoverDone'));
+      t.ok(!(await reasons()).includes('L2HandoverUnconfirmed'));
+      // 0.15 objects carry generateName names, and b's is the one that names it now.
+      const statuses = await w.l2Statuses();
+      t.ok(
+        statuses.some((s) => s.node === b && s.service === 'www'),
+        JSON.stringify(statuses),
+      );
+      await answeredOnlyBy(b);
+      await w.cordon(a, false);
+      await waitFor(
+        'label and fence gone',
+        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+        T,
+      );
+      await answeredOnlyBy(a);
+    },
+  );
 });

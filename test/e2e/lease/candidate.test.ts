@@ -1,8 +1,7 @@
 // The client-go candidate simulator itself, against the real API server, with short timings:
 // the benchmark and the handover tests are only as good as its fidelity.
-import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
 import { LeaseCandidate, splitBrain } from '../../../lab/sim/lease-candidate.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -15,11 +14,11 @@ const maxRetry = T.retryPeriodMs * (1 + T.jitterFactor);
 
 let cp: ControlPlane;
 let client: KubeClient;
-before(async () => {
+t.before(async () => {
   cp = await sharedControlPlane();
   client = cp.client();
 });
-after(async () => {
+t.teardown(async () => {
   client?.close();
   await cp?.stop();
 });
@@ -33,7 +32,7 @@ async function setup(releaseOnStop = false) {
   return { ns, mk, read: () => client.get<Lease>(path), path };
 }
 
-test('first candidate creates the Lease and leads; the other waits while it renews', async () => {
+t.test('first candidate creates the Lease and leads; the other waits while it renews', async (t) => {
   const { mk, read } = await setup();
   const a = mk('a');
   const b = mk('b');
@@ -50,47 +49,47 @@ test('first candidate creates the Lease and leads; the other waits while it rene
       },
     );
     await waitFor('b tried a few times', () => b.attempts >= 4, { timeoutMs: 10_000 });
-    assert.equal(b.leading, false);
+    t.equal(b.leading, false);
     const l = await read();
-    assert.equal(l.spec?.holderIdentity, 'a');
-    assert.equal(l.spec?.leaseDurationSeconds, 3);
-    assert.match(l.spec?.renewTime ?? '', /\.\d{6}Z$/);
+    t.equal(l.spec?.holderIdentity, 'a');
+    t.equal(l.spec?.leaseDurationSeconds, 3);
+    t.match(l.spec?.renewTime ?? '', /\.\d{6}Z$/);
   } finally {
     await a.stop();
     await b.stop();
   }
 });
 
-test('leader exits without release: the other takes over only after the lease duration, measured from its own observation', async () => {
-  const { mk, read } = await setup();
-  const a = mk('a');
-  const b = mk('b');
-  try {
-    a.start();
-    await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
-    b.start();
-    await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
-    await a.stop();
-    const exit = a.intervals.at(-1)!.end!;
-    const lastRenew = Date.parse((await read()).spec!.renewTime!);
-    await waitFor('b leading', () => b.leading, { timeoutMs: 15_000 });
-    const start = b.intervals[0]!.start;
-    // b saw the last renew at one of its tries after lastRenew: never earlier than duration after that.
-    assert.ok(
-      start >= lastRenew + T.leaseDurationMs,
-      `took over ${start - lastRenew} ms after the last renew`,
-    );
-    assert.ok(start - exit <= T.leaseDurationMs + 2 * maxRetry + 1_000, `leaderless ${start - exit} ms`);
-    const l = await read();
-    assert.equal(l.spec?.holderIdentity, 'b');
-    assert.equal(l.spec?.leaseTransitions, 1, 'a takeover counts a transition');
-    assert.deepEqual(splitBrain([...a.intervals, ...b.intervals], Date.now()), []);
-  } finally {
-    await b.stop();
-  }
-});
+t.test(
+  'leader exits without release: the other takes over only after the lease duration, measured from its own observation',
+  async (t) => {
+    const { mk, read } = await setup();
+    const a = mk('a');
+    const b = mk('b');
+    try {
+      a.start();
+      await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
+      b.start();
+      await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
+      await a.stop();
+      const exit = a.intervals.at(-1)!.end!;
+      const lastRenew = Date.parse((await read()).spec!.renewTime!);
+      await waitFor('b leading', () => b.leading, { timeoutMs: 15_000 });
+      const start = b.intervals[0]!.start;
+      // b saw the last renew at one of its tries after lastRenew: never earlier than duration after that.
+      t.ok(start >= lastRenew + T.leaseDurationMs, `took over ${start - lastRenew} ms after the last renew`);
+      t.ok(start - exit <= T.leaseDurationMs + 2 * maxRetry + 1_000, `leaderless ${start - exit} ms`);
+      const l = await read();
+      t.equal(l.spec?.holderIdentity, 'b');
+      t.equal(l.spec?.leaseTransitions, 1, 'a takeover counts a transition');
+      t.strictSame(splitBrain([...a.intervals, ...b.intervals], Date.now()), []);
+    } finally {
+      await b.stop();
+    }
+  },
+);
 
-test('a write naming a candidate makes it lead at its next try, as a renew', async () => {
+t.test('a write naming a candidate makes it lead at its next try, as a renew', async (t) => {
   const { mk, read, path } = await setup();
   const b = mk('b');
   try {
@@ -115,16 +114,16 @@ test('a write naming a candidate makes it lead at its next try, as a renew', asy
       spec: { ...cur.spec, holderIdentity: 'b', acquireTime: handed, renewTime: handed, leaseTransitions: 1 },
     });
     await waitFor('b leading', () => b.leading, { timeoutMs: 5_000 });
-    assert.ok(b.intervals[0]!.start - at <= maxRetry + 500, `${b.intervals[0]!.start - at} ms`);
+    t.ok(b.intervals[0]!.start - at <= maxRetry + 500, `${b.intervals[0]!.start - at} ms`);
     const l = await read();
-    assert.equal(l.spec?.acquireTime, handed, 'a renew keeps acquireTime');
-    assert.equal(l.spec?.leaseTransitions, 1, 'and the transitions count');
+    t.equal(l.spec?.acquireTime, handed, 'a renew keeps acquireTime');
+    t.equal(l.spec?.leaseTransitions, 1, 'and the transitions count');
   } finally {
     await b.stop();
   }
 });
 
-test('a displaced leader keeps working until its renew deadline passes', async () => {
+t.test('a displaced leader keeps working until its renew deadline passes', async (t) => {
   const { mk, read, path } = await setup();
   const a = mk('a');
   try {
@@ -135,32 +134,32 @@ test('a displaced leader keeps working until its renew deadline passes', async (
     await client.replace(path, { ...cur, spec: { ...cur.spec, holderIdentity: 'intruder' } });
     await waitFor('a stops', () => !a.leading, { timeoutMs: 10_000 });
     const end = a.intervals[0]!.end!;
-    assert.equal(a.intervals[0]!.endedBy, 'lost');
-    assert.ok(
-      end - at >= T.renewDeadlineMs - T.retryPeriodMs,
-      `stopped ${end - at} ms after being displaced`,
-    );
-    assert.ok(end - at <= T.renewDeadlineMs + 2 * T.retryPeriodMs + 1_000, `stopped ${end - at} ms after`);
+    t.equal(a.intervals[0]!.endedBy, 'lost');
+    t.ok(end - at >= T.renewDeadlineMs - T.retryPeriodMs, `stopped ${end - at} ms after being displaced`);
+    t.ok(end - at <= T.renewDeadlineMs + 2 * T.retryPeriodMs + 1_000, `stopped ${end - at} ms after`);
   } finally {
     await a.stop();
   }
 });
 
-test('ReleaseOnCancel: a stopping leader releases (empty holder, 1 s) and the other acquires at once', async () => {
-  const { mk, read } = await setup(true);
-  const a = mk('a');
-  const b = mk('b');
-  try {
-    a.start();
-    await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
-    b.start();
-    await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
-    await a.stop();
-    const released = await read();
-    assert.ok(released.spec?.holderIdentity === '' || released.spec?.holderIdentity === 'b');
-    await waitFor('b leading', () => b.leading, { timeoutMs: 5_000 });
-    assert.ok(b.intervals[0]!.start - a.intervals[0]!.end! <= maxRetry + 500);
-  } finally {
-    await b.stop();
-  }
-});
+t.test(
+  'ReleaseOnCancel: a stopping leader releases (empty holder, 1 s) and the other acquires at once',
+  async (t) => {
+    const { mk, read } = await setup(true);
+    const a = mk('a');
+    const b = mk('b');
+    try {
+      a.start();
+      await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
+      b.start();
+      await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
+      await a.stop();
+      const released = await read();
+      t.ok(released.spec?.holderIdentity === '' || released.spec?.holderIdentity === 'b');
+      await waitFor('b leading', () => b.leading, { timeoutMs: 5_000 });
+      t.ok(b.intervals[0]!.start - a.intervals[0]!.end! <= maxRetry + 500);
+    } finally {
+      await b.stop();
+    }
+  },
+);

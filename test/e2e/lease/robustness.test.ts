@@ -2,8 +2,7 @@
 // running as a service account: API priority and fairness rejecting Lease requests (429),
 // and the Lease verbs removed from its Role (403). Either way the sidecar keeps running and
 // serving health, backs off, and finishes the handover once the API lets it.
-import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import t, { type Test } from 'tap';
 import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
@@ -14,7 +13,7 @@ const sa = (ns: string) => `system:serviceaccount:${ns}:drainguard`;
 const saGroups = (ns: string) => ['system:serviceaccounts', `system:serviceaccounts:${ns}`];
 
 let cp: ControlPlane;
-before(async () => {
+t.before(async () => {
   cp = await startControlPlane({
     users: [
       { name: sa('lease-rbac'), groups: saGroups('lease-rbac') },
@@ -25,7 +24,7 @@ before(async () => {
     extraApiServerArgs: ['--max-requests-inflight=20', '--max-mutating-requests-inflight=10'],
   });
 });
-after(async () => {
+t.teardown(async () => {
   await cp?.stop();
 });
 
@@ -77,193 +76,206 @@ async function setLeaseVerbs(w: LeaseWorld, on: boolean): Promise<void> {
   await w.client.replace(path, { ...role(on), metadata: cur.metadata });
 }
 
-async function assertHealthy(sc: SidecarProc): Promise<void> {
-  assert.equal(sc.exitCode, undefined, `sidecar exited:\n${sc.dump()}`);
-  assert.equal((await sc.http('/healthz')).status, 200);
-  assert.equal((await sc.http('/readyz')).status, 200);
+async function assertHealthy(t: Test, sc: SidecarProc): Promise<void> {
+  t.equal(sc.exitCode, undefined, `sidecar exited:\n${sc.dump()}`);
+  t.equal((await sc.http('/healthz')).status, 200);
+  t.equal((await sc.http('/readyz')).status, 200);
 }
 
 const backedOff = (sc: SidecarProc, code: number) =>
   sc.find((l) => l.msg === 'API call failed; backing off' && l.code === code);
 
-test('Lease verbs removed from the Role: the sidecar keeps running and healthy, and recovers', async () => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-rbac');
-  try {
-    await grant(w, false);
-    const env = { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '90' };
-    const sidecarKubeconfig = cp.userKubeconfig(sa(w.ns));
-    await w.addPod({ name: 'router-a', node: 'a', sidecar: env, sidecarKubeconfig });
-    await w.waitLeading('router-a');
-    await w.addPod({ name: 'router-b', node: 'b', sidecar: env, sidecarKubeconfig });
-    const a = w.pod('router-a').sidecar!;
-    // Started without the right to read Leases: forbidden, retried, never fatal.
-    await waitFor(
-      '403s counted',
-      async () => ((await a.metric(/^drainguard_api_errors_total\{code="403"\}/)) ?? 0) > 0,
-      {
-        timeoutMs: 20_000,
-        intervalMs: 200,
-      },
-    );
-    await assertHealthy(a);
-    assert.equal(await a.metric(/^drainguard_lease_synced\{/), 0);
-    await setLeaseVerbs(w, true);
-    await w.waitSidecarsReady(40_000);
-    // Taken away again during the handover: the sidecar backs off until it is restored.
-    await setLeaseVerbs(w, false);
-    await w.deletePod('router-a');
-    await waitFor('handover backing off on 403', () => backedOff(a, 403), { timeoutMs: 20_000 });
-    await assertHealthy(a);
-    await assertHealthy(w.pod('router-b').sidecar!);
-    assert.equal(w.pod('router-b').sim.leading, false);
-    await setLeaseVerbs(w, true);
-    await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
-    assert.equal(await a.exited, 0);
-    const done = a.find((l) => l.msg === 'Lease handover finished');
-    assert.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
-    assert.deepEqual(w.splitBrain(), []);
-  } finally {
-    await w.cleanup();
-  }
-});
-
-test('API priority and fairness rejects Lease requests (429): backs off, stays healthy, hands over after', async () => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-apf');
-  const holders: Promise<unknown>[] = [];
-  let release!: () => void;
-  const released = new Promise<void>((r) => {
-    release = r;
-  });
-  const hook = await startLeaseWebhook(w.client, w.ns, async (r) => {
-    // Hold the seat-holder's writes inside admission: each keeps its seat in the level.
-    if (r.userInfo.username === 'seat-holder')
-      await Promise.race([released, new Promise((x) => setTimeout(x, 25_000))]);
-    return { allowed: true };
-  });
-  const fc = '/apis/flowcontrol.apiserver.k8s.io/v1beta1';
-  const seatClient = new KubeClient(cp.userTarget('seat-holder'));
-  const saClient = new KubeClient(cp.userTarget(sa('lease-apf')));
-  try {
-    await grant(w, true);
-    await w.client.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${w.ns}/rolebindings`, {
-      metadata: { name: 'seat-holder' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'drainguard' },
-      subjects: [{ kind: 'User', name: 'seat-holder', apiGroup: 'rbac.authorization.k8s.io' }],
-    });
-    const env = { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '90' };
-    const sidecarKubeconfig = cp.userKubeconfig(sa(w.ns));
-    await w.addPod({ name: 'router-a', node: 'a', sidecar: env, sidecarKubeconfig });
-    await w.waitLeading('router-a');
-    await w.addPod({ name: 'router-b', node: 'b', sidecar: env, sidecarKubeconfig });
-    await w.waitSidecarsReady();
-    const seatLease = `/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases/seat`;
-    await w.client.create(`/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases`, {
-      metadata: { name: 'seat' },
-      spec: { holderIdentity: 'nobody' },
-    });
-    await w.client.create(`${fc}/prioritylevelconfigurations`, {
-      metadata: { name: 'lease-starved' },
-      spec: { type: 'Limited', limited: { assuredConcurrencyShares: 1, limitResponse: { type: 'Reject' } } },
-    });
-    await w.client.create(`${fc}/flowschemas`, {
-      metadata: { name: 'lease-starved' },
-      spec: {
-        priorityLevelConfiguration: { name: 'lease-starved' },
-        matchingPrecedence: 100,
-        distinguisherMethod: { type: 'ByUser' },
-        rules: [
-          {
-            subjects: [
-              { kind: 'ServiceAccount', serviceAccount: { name: 'drainguard', namespace: w.ns } },
-              { kind: 'User', user: { name: 'seat-holder' } },
-            ],
-            resourceRules: [
-              { verbs: ['*'], apiGroups: ['coordination.k8s.io'], resources: ['leases'], namespaces: [w.ns] },
-            ],
-          },
-        ],
-      },
-    });
-    // Take every seat of the level on purpose, so rejections are certain, not luck.
-    const seat = await w.client.get<object>(seatLease);
-    const hold = () => seatClient.replace(seatLease, seat, { timeoutMs: 40_000 }).catch((e: unknown) => e);
-    await waitFor(
-      'Lease requests of the service account rejected with 429',
-      async () => {
-        if (holders.length < 6) holders.push(hold(), hold());
-        try {
-          await saClient.get(`/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases/${w.lease}`);
-          return false;
-        } catch (e) {
-          return isApiError(e, 429);
-        }
-      },
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
-    await w.deletePod('router-a');
-    const a = w.pod('router-a').sidecar!;
-    await waitFor('handover backing off on 429', () => backedOff(a, 429), { timeoutMs: 20_000 });
-    await assertHealthy(a);
-    await assertHealthy(w.pod('router-b').sidecar!);
-    assert.ok(((await a.metric(/^drainguard_api_errors_total\{code="429"\}/)) ?? 0) > 0);
-    // The objects go, the seats free up: the handover completes.
-    await w.client.delete(`${fc}/flowschemas/lease-starved`);
-    await w.client.delete(`${fc}/prioritylevelconfigurations/lease-starved`);
-    release();
-    await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
-    assert.equal(await a.exited, 0);
-    const done = a.find((l) => l.msg === 'Lease handover finished');
-    assert.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
-    assert.deepEqual(w.splitBrain(), []);
-  } finally {
-    release();
-    await Promise.all(holders);
-    seatClient.close();
-    saClient.close();
-    await hook.close();
-    await w.cleanup();
-  }
-});
-
-test('API server down for a while: sidecars keep running and healthy, then hand over as usual', async () => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
-  try {
-    await w.addPod({ name: 'router-a', node: 'a' });
-    await w.waitLeading('router-a');
-    await w.addPod({ name: 'router-b', node: 'b' });
-    await w.waitSidecarsReady();
-    const a = w.pod('router-a').sidecar!;
-    await cp.stopApiServer();
+t.test(
+  'Lease verbs removed from the Role: the sidecar keeps running and healthy, and recovers',
+  async (t) => {
+    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-rbac');
     try {
+      await grant(w, false);
+      const env = { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '90' };
+      const sidecarKubeconfig = cp.userKubeconfig(sa(w.ns));
+      await w.addPod({ name: 'router-a', node: 'a', sidecar: env, sidecarKubeconfig });
+      await w.waitLeading('router-a');
+      await w.addPod({ name: 'router-b', node: 'b', sidecar: env, sidecarKubeconfig });
+      const a = w.pod('router-a').sidecar!;
+      // Started without the right to read Leases: forbidden, retried, never fatal.
       await waitFor(
-        'sidecar saw the API unreachable',
-        async () => ((await a.metric(/^drainguard_api_errors_total\{code="0"\}/)) ?? 0) > 0,
-        { timeoutMs: 30_000, intervalMs: 200 },
+        '403s counted',
+        async () => ((await a.metric(/^drainguard_api_errors_total\{code="403"\}/)) ?? 0) > 0,
+        {
+          timeoutMs: 20_000,
+          intervalMs: 200,
+        },
       );
-      await assertHealthy(a);
-      await assertHealthy(w.pod('router-b').sidecar!);
+      await assertHealthy(t, a);
+      t.equal(await a.metric(/^drainguard_lease_synced\{/), 0);
+      await setLeaseVerbs(w, true);
+      await w.waitSidecarsReady(40_000);
+      // Taken away again during the handover: the sidecar backs off until it is restored.
+      await setLeaseVerbs(w, false);
+      await w.deletePod('router-a');
+      await waitFor('handover backing off on 403', () => backedOff(a, 403), { timeoutMs: 20_000 });
+      await assertHealthy(t, a);
+      await assertHealthy(t, w.pod('router-b').sidecar!);
+      t.equal(w.pod('router-b').sim.leading, false);
+      await setLeaseVerbs(w, true);
+      await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
+      t.equal(await a.exited, 0);
+      const done = a.find((l) => l.msg === 'Lease handover finished');
+      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
+      t.strictSame(w.splitBrain(), []);
     } finally {
-      await cp.startApiServer();
+      await w.cleanup();
     }
-    // The old leader may have lost the Lease to its renew deadline meanwhile; wait for a leader.
-    await waitFor('a leader again', () => w.pod('router-a').sim.leading || w.pod('router-b').sim.leading, {
-      timeoutMs: 40_000,
+  },
+);
+
+t.test(
+  'API priority and fairness rejects Lease requests (429): backs off, stays healthy, hands over after',
+  async (t) => {
+    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-apf');
+    const holders: Promise<unknown>[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
     });
-    await w.waitSidecarsReady(40_000);
-    const leader = w.pod('router-a').sim.leading ? 'router-a' : 'router-b';
-    const other = leader === 'router-a' ? 'router-b' : 'router-a';
-    await w.deletePod(leader);
-    await waitFor(`${other} leading`, () => w.pod(other).sim.leading, { timeoutMs: 15_000 });
-    const sc = w.pod(leader).sidecar!;
-    assert.equal(await sc.exited, 0);
-    const done = sc.find((l) => l.msg === 'Lease handover finished');
-    assert.equal(
-      (done?.results as { outcome: string }[] | undefined)?.[0]?.outcome,
-      'handed-over',
-      sc.dump(),
-    );
-    assert.deepEqual(w.splitBrain(), []);
-  } finally {
-    await w.cleanup();
-  }
-});
+    const hook = await startLeaseWebhook(w.client, w.ns, async (r) => {
+      // Hold the seat-holder's writes inside admission: each keeps its seat in the level.
+      if (r.userInfo.username === 'seat-holder')
+        await Promise.race([released, new Promise((x) => setTimeout(x, 25_000))]);
+      return { allowed: true };
+    });
+    const fc = '/apis/flowcontrol.apiserver.k8s.io/v1beta1';
+    const seatClient = new KubeClient(cp.userTarget('seat-holder'));
+    const saClient = new KubeClient(cp.userTarget(sa('lease-apf')));
+    try {
+      await grant(w, true);
+      await w.client.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${w.ns}/rolebindings`, {
+        metadata: { name: 'seat-holder' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'drainguard' },
+        subjects: [{ kind: 'User', name: 'seat-holder', apiGroup: 'rbac.authorization.k8s.io' }],
+      });
+      const env = { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '90' };
+      const sidecarKubeconfig = cp.userKubeconfig(sa(w.ns));
+      await w.addPod({ name: 'router-a', node: 'a', sidecar: env, sidecarKubeconfig });
+      await w.waitLeading('router-a');
+      await w.addPod({ name: 'router-b', node: 'b', sidecar: env, sidecarKubeconfig });
+      await w.waitSidecarsReady();
+      const seatLease = `/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases/seat`;
+      await w.client.create(`/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases`, {
+        metadata: { name: 'seat' },
+        spec: { holderIdentity: 'nobody' },
+      });
+      await w.client.create(`${fc}/prioritylevelconfigurations`, {
+        metadata: { name: 'lease-starved' },
+        spec: {
+          type: 'Limited',
+          limited: { assuredConcurrencyShares: 1, limitResponse: { type: 'Reject' } },
+        },
+      });
+      await w.client.create(`${fc}/flowschemas`, {
+        metadata: { name: 'lease-starved' },
+        spec: {
+          priorityLevelConfiguration: { name: 'lease-starved' },
+          matchingPrecedence: 100,
+          distinguisherMethod: { type: 'ByUser' },
+          rules: [
+            {
+              subjects: [
+                { kind: 'ServiceAccount', serviceAccount: { name: 'drainguard', namespace: w.ns } },
+                { kind: 'User', user: { name: 'seat-holder' } },
+              ],
+              resourceRules: [
+                {
+                  verbs: ['*'],
+                  apiGroups: ['coordination.k8s.io'],
+                  resources: ['leases'],
+                  namespaces: [w.ns],
+                },
+              ],
+            },
+          ],
+        },
+      });
+      // Take every seat of the level on purpose, so rejections are certain, not luck.
+      const seat = await w.client.get<object>(seatLease);
+      const hold = () => seatClient.replace(seatLease, seat, { timeoutMs: 40_000 }).catch((e: unknown) => e);
+      await waitFor(
+        'Lease requests of the service account rejected with 429',
+        async () => {
+          if (holders.length < 6) holders.push(hold(), hold());
+          try {
+            await saClient.get(`/apis/coordination.k8s.io/v1/namespaces/${w.ns}/leases/${w.lease}`);
+            return false;
+          } catch (e) {
+            return isApiError(e, 429);
+          }
+        },
+        { timeoutMs: 20_000, intervalMs: 200 },
+      );
+      await w.deletePod('router-a');
+      const a = w.pod('router-a').sidecar!;
+      await waitFor('handover backing off on 429', () => backedOff(a, 429), { timeoutMs: 20_000 });
+      await assertHealthy(t, a);
+      await assertHealthy(t, w.pod('router-b').sidecar!);
+      t.ok(((await a.metric(/^drainguard_api_errors_total\{code="429"\}/)) ?? 0) > 0);
+      // The objects go, the seats free up: the handover completes.
+      await w.client.delete(`${fc}/flowschemas/lease-starved`);
+      await w.client.delete(`${fc}/prioritylevelconfigurations/lease-starved`);
+      release();
+      await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
+      t.equal(await a.exited, 0);
+      const done = a.find((l) => l.msg === 'Lease handover finished');
+      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
+      t.strictSame(w.splitBrain(), []);
+    } finally {
+      release();
+      await Promise.all(holders);
+      seatClient.close();
+      saClient.close();
+      await hook.close();
+      await w.cleanup();
+    }
+  },
+);
+
+t.test(
+  'API server down for a while: sidecars keep running and healthy, then hand over as usual',
+  async (t) => {
+    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
+    try {
+      await w.addPod({ name: 'router-a', node: 'a' });
+      await w.waitLeading('router-a');
+      await w.addPod({ name: 'router-b', node: 'b' });
+      await w.waitSidecarsReady();
+      const a = w.pod('router-a').sidecar!;
+      await cp.stopApiServer();
+      try {
+        await waitFor(
+          'sidecar saw the API unreachable',
+          async () => ((await a.metric(/^drainguard_api_errors_total\{code="0"\}/)) ?? 0) > 0,
+          { timeoutMs: 30_000, intervalMs: 200 },
+        );
+        await assertHealthy(t, a);
+        await assertHealthy(t, w.pod('router-b').sidecar!);
+      } finally {
+        await cp.startApiServer();
+      }
+      // The old leader may have lost the Lease to its renew deadline meanwhile; wait for a leader.
+      await waitFor('a leader again', () => w.pod('router-a').sim.leading || w.pod('router-b').sim.leading, {
+        timeoutMs: 40_000,
+      });
+      await w.waitSidecarsReady(40_000);
+      const leader = w.pod('router-a').sim.leading ? 'router-a' : 'router-b';
+      const other = leader === 'router-a' ? 'router-b' : 'router-a';
+      await w.deletePod(leader);
+      await waitFor(`${other} leading`, () => w.pod(other).sim.leading, { timeoutMs: 15_000 });
+      const sc = w.pod(leader).sidecar!;
+      t.equal(await sc.exited, 0);
+      const done = sc.find((l) => l.msg === 'Lease handover finished');
+      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', sc.dump());
+      t.strictSame(w.splitBrain(), []);
+    } finally {
+      await w.cleanup();
+    }
+  },
+);

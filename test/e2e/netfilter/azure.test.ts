@@ -1,10 +1,9 @@
 // The azure-vnet leftovers in real namespaces: exactly the stale state goes, the protected
 // state stays, and a pod whose IP was reused becomes reachable.
-import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import t from 'tap';
 import { type AzureNode, buildAzureNode, IP, IP6 } from '../../../lab/azure-layout.ts';
 import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -48,55 +47,58 @@ const PROBE = `const s=require('node:net').connect({host:process.argv[1],port:9}
 const ping = async (l: AzureNode, ip: string) =>
   (await l.client.exec([process.execPath, '-e', PROBE, ip], { timeoutMs: 10_000 })).code === 0;
 
-describe('azure-vnet leftovers in real namespaces', () => {
+t.test('azure-vnet leftovers in real namespaces', async (t) => {
   let l: AzureNode;
-  before(async () => {
+  t.before(async () => {
     l = await buildAzureNode();
   });
-  after(async () => {
+  t.teardown(async () => {
     await l?.destroy();
   });
 
-  it('the reused IP is unreachable before cleanup (the stale dnat rewrites the MAC)', async () => {
+  t.test('the reused IP is unreachable before cleanup (the stale dnat rewrites the MAC)', async (t) => {
     // Sanity: the client reaches the node itself, so only the pod path is broken.
-    assert.ok(await ping(l, '192.0.2.10'), 'client reaches the node');
-    assert.equal(await ping(l, IP.reused), false, 'stale dnat must break the reused IP');
-    assert.equal(await ping(l, IP6.reused), false, 'and the reused IPv6');
+    t.ok(await ping(l, '192.0.2.10'), 'client reaches the node');
+    t.equal(await ping(l, IP.reused), false, 'stale dnat must break the reused IP');
+    t.equal(await ping(l, IP6.reused), false, 'and the reused IPv6');
     const fdb = await l.node.run(['bridge', '-j', 'fdb', 'show', 'br', 'azure0']);
-    assert.match(fdb, /"mac":"12:34:56:78:9a:bc","ifname":"eth0"/, 'tunnel MAC learned on the uplink');
+    t.match(fdb, /"mac":"12:34:56:78:9a:bc","ifname":"eth0"/, 'tunnel MAC learned on the uplink');
   });
 
-  it('removes exactly the stale rules and neighbours after two passes, keeps every protected one', async () => {
-    const clock = stepClock();
-    const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns], historyLimit: 1000 });
-    const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
-    const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
-    const before = await natRules(l);
-    const first = await cleaner.pass(input);
-    assert.equal(first.staleRules.length, l.staleSpecs.length);
-    assert.equal(first.removedRules.length, 0, 'nothing on the first sighting');
-    assert.deepEqual(await natRules(l), before);
-    clock.t += 2000;
-    const second = await cleaner.pass(input);
-    assert.deepEqual(second.errors, []);
-    assert.equal(second.removedRules.length, l.staleSpecs.length);
-    const afterRules = await natRules(l);
-    for (const s of l.staleSpecs) assert.ok(!afterRules.includes(`PREROUTING ${s}`), `still there: ${s}`);
-    for (const k of l.keptSpecs) assert.ok(afterRules.includes(`${k.chain} ${k.spec}`), `removed: ${k.spec}`);
-    assert.equal(afterRules.length, l.keptSpecs.length);
-    const neigh = await neighbourKeys(l);
-    for (const n of l.staleNeighbours) assert.ok(!neigh.includes(n), `neighbour still there: ${n}`);
-    for (const n of l.keptNeighbours) assert.ok(neigh.includes(n), `neighbour removed: ${n}`);
-    assert.match(await l.node.run(['ebtables', '-t', 'filter', '-L', 'FORWARD']), /-p 802_1Q -j DROP/);
-    // One batch for the rules (by proven handles), one for the neighbours.
-    const mutations = runner.history.filter((h) => h.mutates);
-    assert.deepEqual(
-      mutations.map((h) => `${h.tool} ${h.args.join(' ')}`),
-      ['nft -f -', 'ip -force -batch -'],
-    );
-  });
+  t.test(
+    'removes exactly the stale rules and neighbours after two passes, keeps every protected one',
+    async (t) => {
+      const clock = stepClock();
+      const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns], historyLimit: 1000 });
+      const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
+      const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
+      const before = await natRules(l);
+      const first = await cleaner.pass(input);
+      t.equal(first.staleRules.length, l.staleSpecs.length);
+      t.equal(first.removedRules.length, 0, 'nothing on the first sighting');
+      t.strictSame(await natRules(l), before);
+      clock.t += 2000;
+      const second = await cleaner.pass(input);
+      t.strictSame(second.errors, []);
+      t.equal(second.removedRules.length, l.staleSpecs.length);
+      const afterRules = await natRules(l);
+      for (const s of l.staleSpecs) t.ok(!afterRules.includes(`PREROUTING ${s}`), `still there: ${s}`);
+      for (const k of l.keptSpecs) t.ok(afterRules.includes(`${k.chain} ${k.spec}`), `removed: ${k.spec}`);
+      t.equal(afterRules.length, l.keptSpecs.length);
+      const neigh = await neighbourKeys(l);
+      for (const n of l.staleNeighbours) t.ok(!neigh.includes(n), `neighbour still there: ${n}`);
+      for (const n of l.keptNeighbours) t.ok(neigh.includes(n), `neighbour removed: ${n}`);
+      t.match(await l.node.run(['ebtables', '-t', 'filter', '-L', 'FORWARD']), /-p 802_1Q -j DROP/);
+      // One batch for the rules (by proven handles), one for the neighbours.
+      const mutations = runner.history.filter((h) => h.mutates);
+      t.strictSame(
+        mutations.map((h) => `${h.tool} ${h.args.join(' ')}`),
+        ['nft -f -', 'ip -force -batch -'],
+      );
+    },
+  );
 
-  it('the reused IP answers after cleanup, over IPv4 and IPv6', async () => {
+  t.test('the reused IP answers after cleanup, over IPv4 and IPv6', async (_t) => {
     await waitFor('ping to the reused IPv4', () => ping(l, IP.reused), {
       timeoutMs: 15_000,
       intervalMs: 200,
@@ -107,32 +109,35 @@ describe('azure-vnet leftovers in real namespaces', () => {
     });
   });
 
-  it('reinstall race: rules re-added after a pass go on the following passes, never the same one', async () => {
-    const clock = stepClock();
-    const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] });
-    const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
-    const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
-    assert.equal((await cleaner.pass(input)).staleRules.length, 0);
-    await l.reinstall();
-    assert.equal(await ping(l, IP.reused), false, 'reinstalled dnat breaks it again');
-    clock.t += 5000;
-    const seen = await cleaner.pass(input);
-    assert.equal(seen.staleRules.length, l.staleSpecs.length);
-    assert.equal(seen.removedRules.length, 0, 'the pass that first sees them must not delete');
-    clock.t += 2000;
-    const removed = await cleaner.pass(input);
-    assert.equal(removed.removedRules.length, l.staleSpecs.length);
-    await waitFor('ping after the second cleanup', () => ping(l, IP.reused), {
-      timeoutMs: 15_000,
-      intervalMs: 200,
-    });
-  });
+  t.test(
+    'reinstall race: rules re-added after a pass go on the following passes, never the same one',
+    async (t) => {
+      const clock = stepClock();
+      const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] });
+      const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
+      const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
+      t.equal((await cleaner.pass(input)).staleRules.length, 0);
+      await l.reinstall();
+      t.equal(await ping(l, IP.reused), false, 'reinstalled dnat breaks it again');
+      clock.t += 5000;
+      const seen = await cleaner.pass(input);
+      t.equal(seen.staleRules.length, l.staleSpecs.length);
+      t.equal(seen.removedRules.length, 0, 'the pass that first sees them must not delete');
+      clock.t += 2000;
+      const removed = await cleaner.pass(input);
+      t.equal(removed.removedRules.length, l.staleSpecs.length);
+      await waitFor('ping after the second cleanup', () => ping(l, IP.reused), {
+        timeoutMs: 15_000,
+        intervalMs: 200,
+      });
+    },
+  );
 });
 
-describe('drainguard netfilter-cleanup --once', () => {
+t.test('drainguard netfilter-cleanup --once', async (t) => {
   let l: AzureNode;
   let podsFile: string;
-  before(async () => {
+  t.before(async () => {
     l = await buildAzureNode();
     podsFile = join(tmpdir(), `dg-pods-${process.pid}.json`);
     const items = l.pods.map((p) => ({
@@ -142,13 +147,13 @@ describe('drainguard netfilter-cleanup --once', () => {
     }));
     await writeFile(podsFile, JSON.stringify({ apiVersion: 'v1', kind: 'PodList', items }));
   });
-  after(async () => {
+  t.teardown(async () => {
     await l?.destroy();
   });
   const cli = (args: string[]) =>
     sh([process.execPath, 'cli/drainguard.ts', 'netfilter-cleanup', ...args], { timeoutMs: 60_000 });
 
-  it('--dry-run prints what would go and why, one line each, and changes nothing', async () => {
+  t.test('--dry-run prints what would go and why, one line each, and changes nothing', async (t) => {
     const before = await natRules(l);
     const r = await cli([
       '--once',
@@ -162,20 +167,20 @@ describe('drainguard netfilter-cleanup --once', () => {
       '--confirm-seconds',
       '0.2',
     ]);
-    assert.equal(r.code, 0, r.stderr);
+    t.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
-    assert.equal(lines.length, l.staleSpecs.length + l.staleNeighbours.length, r.stdout);
-    assert.ok(lines.every((x) => x.startsWith('would remove ')));
-    assert.ok(
+    t.equal(lines.length, l.staleSpecs.length + l.staleNeighbours.length, r.stdout);
+    t.ok(lines.every((x) => x.startsWith('would remove ')));
+    t.ok(
       lines.includes(
         `would remove ebtables -t nat PREROUTING -p IPv4 -i eth0 --ip-dst ${IP.reused} -j dnat --to-dst 02:aa:00:00:00:13 --dnat-target ACCEPT  # dnat for ${IP.reused} (pod kube-system/lxc-health) points at MAC 02:aa:00:00:00:13, not known here`,
       ),
       r.stdout,
     );
-    assert.deepEqual(await natRules(l), before);
+    t.strictSame(await natRules(l), before);
   });
 
-  it('removes them for real, then finds nothing stale', async () => {
+  t.test('removes them for real, then finds nothing stale', async (t) => {
     const args = [
       '--once',
       '--pods-file',
@@ -188,30 +193,30 @@ describe('drainguard netfilter-cleanup --once', () => {
       '0.2',
     ];
     const r = await cli(args);
-    assert.equal(r.code, 0, r.stderr);
-    assert.equal(
+    t.equal(r.code, 0, r.stderr);
+    t.equal(
       r.stdout
         .trim()
         .split('\n')
         .filter((x) => x.startsWith('removed ')).length,
       l.staleSpecs.length + l.staleNeighbours.length,
     );
-    assert.equal((await natRules(l)).length, l.keptSpecs.length);
+    t.equal((await natRules(l)).length, l.keptSpecs.length);
     const again = await cli(args);
-    assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stdout, /^nothing stale on node-a \(6 pods checked\)/);
-    assert.ok(await ping(l, IP.reused));
+    t.equal(again.code, 0, again.stderr);
+    t.match(again.stdout, /^nothing stale on node-a \(6 pods checked\)/);
+    t.ok(await ping(l, IP.reused));
   });
 
-  it('missing tools or permissions: a clear message and a non-zero exit', async () => {
+  t.test('missing tools or permissions: a clear message and a non-zero exit', async (t) => {
     const r = await cli(['--once', '--pods-file', podsFile, '--netns', 'dg-no-such-netns']);
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /drainguard netfilter-cleanup: ebtables is not usable: .*dg-no-such-netns/);
+    t.equal(r.code, 1);
+    t.match(r.stderr, /drainguard netfilter-cleanup: ebtables is not usable: .*dg-no-such-netns/);
     const noOnce = await cli(['--pods-file', podsFile]);
-    assert.equal(noOnce.code, 2);
-    assert.match(noOnce.stderr, /--once is required/);
+    t.equal(noOnce.code, 2);
+    t.match(noOnce.stderr, /--once is required/);
     const badFile = await cli(['--once', '--pods-file', '/nonexistent/pods.json']);
-    assert.equal(badFile.code, 1);
-    assert.match(badFile.stderr, /--pods-file: .*ENOENT/);
+    t.equal(badFile.code, 1);
+    t.match(badFile.stderr, /--pods-file: .*ENOENT/);
   });
 });

@@ -1,7 +1,6 @@
 // The sidecar capability against a real kube-apiserver: pods of its node from an Informer,
 // node addresses from the Node, passes on start / pod events / confirmation, an Event.
-import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import t from 'tap';
 import {
   type AzureNode,
   buildAzureNode,
@@ -112,30 +111,30 @@ async function natRules(l: AzureNode): Promise<string> {
   return l.node.run(['ebtables', '-t', 'nat', '-L']);
 }
 
-describe('netfilter-cleanup capability with a real API server', () => {
+t.test('netfilter-cleanup capability with a real API server', async (t) => {
   let cp: ControlPlane;
   let client: KubeClient;
   let l: AzureNode;
   let cap: Capability;
   const metrics = new Registry();
 
-  before(async () => {
+  t.before(async () => {
     cp = await sharedControlPlane();
     client = cp.client();
     l = await buildAzureNode();
     await registerAzureNode(client, nodeName, ns);
     for (const p of l.pods) await createPod(client, p.name, p.ips, p.name === 'host-net');
   });
-  after(async () => {
+  t.teardown(async () => {
     await cap?.stop();
     await l?.destroy();
     client?.close();
   });
 
-  it('is registered as a lazily loaded capability', async () => {
+  t.test('is registered as a lazily loaded capability', async (t) => {
     const load = CAPABILITIES['netfilter-cleanup'];
-    assert.ok(load, 'netfilter-cleanup in CAPABILITIES');
-    assert.equal(typeof (await load()), 'function');
+    if (!load) throw new Error('netfilter-cleanup not in CAPABILITIES');
+    t.equal(typeof (await load()), 'function');
   });
 
   /** Runs a capability on `api` for three passes (more than the 1 s confirmation) and checks nothing went. */
@@ -154,22 +153,22 @@ describe('netfilter-cleanup capability with a real API server', () => {
     } finally {
       await c.stop();
     }
-    assert.equal(await natRules(l), before, 'no rule touched');
-    assert.ok(
-      metricValue(m, 'drainguard_netfilter_passes_total', 'result="held"') >= 3,
-      'the passes were held',
-    );
-    assert.equal(metricValue(m, 'drainguard_netfilter_removed_total', 'kind='), 0);
+    t.equal(await natRules(l), before, 'no rule touched');
+    t.ok(metricValue(m, 'drainguard_netfilter_passes_total', 'result="held"') >= 3, 'the passes were held');
+    t.equal(metricValue(m, 'drainguard_netfilter_removed_total', 'kind='), 0);
     return m;
   }
 
-  it('never deletes on a pod view it cannot read: API unreachable (defect: empty view deleted live tunnel rules)', async () => {
-    // A port nothing listens on: every list fails with ECONNREFUSED.
-    const dead = new KubeClient({ ...cp.target, server: 'https://127.0.0.1:9' });
-    await heldThrough(dead);
-  });
+  t.test(
+    'never deletes on a pod view it cannot read: API unreachable (defect: empty view deleted live tunnel rules)',
+    async (_t) => {
+      // A port nothing listens on: every list fails with ECONNREFUSED.
+      const dead = new KubeClient({ ...cp.target, server: 'https://127.0.0.1:9' });
+      await heldThrough(dead);
+    },
+  );
 
-  it('a 403 on the pod list raises NetfilterCleanupDegraded and deletes nothing', async () => {
+  t.test('a 403 on the pod list raises NetfilterCleanupDegraded and deletes nothing', async (t) => {
     const nobody = new KubeClient(cp.userTarget(UNPRIVILEGED_USER));
     try {
       await heldThrough(nobody, async () => {
@@ -183,26 +182,23 @@ describe('netfilter-cleanup capability with a real API server', () => {
             ),
           { timeoutMs: 15_000, intervalMs: 200 },
         );
-        assert.match(
-          String(ev.message),
-          /cannot read this node's pods .*forbidden.*needs RBAC: pods list\/watch/,
-        );
-        assert.equal(ev.type, 'Warning');
+        t.match(String(ev.message), /cannot read this node's pods .*forbidden.*needs RBAC: pods list\/watch/);
+        t.equal(ev.type, 'Warning');
       });
     } finally {
       nobody.close();
     }
   });
 
-  it('cleans on start (two passes a confirmation apart), records an Event and metrics', async () => {
+  t.test('cleans on start (two passes a confirmation apart), records an Event and metrics', async (t) => {
     cap = await startCapability(l, client, client, metrics);
     await waitFor('stale rules removed', async () => (await staleLeft(l)) === 0, {
       timeoutMs: 20_000,
       intervalMs: 200,
     });
     const neigh = await l.node.run(['ip', '-j', 'neigh', 'show']);
-    assert.ok(!neigh.includes(`"${IP.reused}"`), 'stale neighbour of the reused IP removed');
-    assert.ok(neigh.includes(`"${IP.masq}"`), 'ip-masq-agent neighbour kept');
+    t.ok(!neigh.includes(`"${IP.reused}"`), 'stale neighbour of the reused IP removed');
+    t.ok(neigh.includes(`"${IP.masq}"`), 'ip-masq-agent neighbour kept');
     const ev = await waitFor(
       'cleanup Event on the Node',
       async () =>
@@ -212,23 +208,23 @@ describe('netfilter-cleanup capability with a real API server', () => {
         ),
       { timeoutMs: 10_000, intervalMs: 200 },
     );
-    assert.match(String(ev.message), /removed 10 stale ebtables rule\(s\) and 4 neighbour\(s\)/);
-    assert.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="false",kind="rule"\} 10/);
+    t.match(String(ev.message), /removed 10 stale ebtables rule\(s\) and 4 neighbour\(s\)/);
+    t.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="false",kind="rule"\} 10/);
   });
 
-  it('a pod event triggers a pass: reinstalled rules go without waiting for the resync', async () => {
+  t.test('a pod event triggers a pass: reinstalled rules go without waiting for the resync', async (t) => {
     await l.reinstall();
-    assert.equal(await staleLeft(l), l.staleSpecs.length);
+    t.equal(await staleLeft(l), l.staleSpecs.length);
     await createPod(client, 'late-pod', ['198.51.100.40']);
     await waitFor('reinstalled rules removed after a pod event', async () => (await staleLeft(l)) === 0, {
       timeoutMs: 20_000,
       intervalMs: 200,
     });
     const prestop = await cap.prestop();
-    assert.ok(Number(prestop.passes) >= 4, JSON.stringify(prestop));
+    t.ok(Number(prestop.passes) >= 4, JSON.stringify(prestop));
   });
 
-  it('rules a CNI installed for a pod whose IP is not in the API yet are kept until it is', async () => {
+  t.test('rules a CNI installed for a pod whose IP is not in the API yet are kept until it is', async (t) => {
     await cap.stop();
     const m = new Registry();
     cap = await startCapability(l, client, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
@@ -251,7 +247,7 @@ describe('netfilter-cleanup capability with a real API server', () => {
       async () => metricValue(m, 'drainguard_netfilter_held', 'why="pod_awaiting_ip"') === 2,
       { timeoutMs: 15_000, intervalMs: 100 },
     );
-    assert.equal((await natRules(l)).split(ip).length - 1, 2, 'both rules still there');
+    t.equal((await natRules(l)).split(ip).length - 1, 2, 'both rules still there');
     // The kubelet's status write, and the pod's neighbour on its route device: now plainly live.
     await l.node.run([
       'ip',
@@ -275,11 +271,11 @@ describe('netfilter-cleanup capability with a real API server', () => {
       async () => metricValue(m, 'drainguard_netfilter_held', 'why="pod_awaiting_ip"') === 0,
       { timeoutMs: 15_000, intervalMs: 100 },
     );
-    assert.equal((await natRules(l)).split(ip).length - 1, 2, 'live rules kept');
+    t.equal((await natRules(l)).split(ip).length - 1, 2, 'live rules kept');
     for (const r of rules) await l.node.run(['sh', '-c', `ebtables -t nat -D PREROUTING ${r}`]);
   });
 
-  it('the CLI reads pods and the Node from the API (no --pods-file)', async () => {
+  t.test('the CLI reads pods and the Node from the API (no --pods-file)', async (t) => {
     await cap.stop();
     await l.reinstall();
     const cli = (args: string[]) =>
@@ -298,23 +294,23 @@ describe('netfilter-cleanup capability with a real API server', () => {
         },
       );
     const r = await cli(['--dry-run', '--node', nodeName, '--netns', l.node.ns, '--confirm-seconds', '0.2']);
-    assert.equal(r.code, 0, r.stderr);
+    t.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
-    assert.equal(lines.length, l.staleSpecs.length, r.stdout);
-    assert.ok(
+    t.equal(lines.length, l.staleSpecs.length, r.stdout);
+    t.ok(
       lines.some((x) => x.includes(`(pod ${ns}/lxc-health)`)),
       r.stdout,
     );
     // A pod of the node without an IP in the API yet: its CNI may have wired rules already.
     await createPod(client, 'cli-no-ip', []);
     const held = await cli(['--node', nodeName, '--netns', l.node.ns, '--confirm-seconds', '0.2']);
-    assert.equal(held.code, 0, held.stderr);
-    assert.match(held.stdout, /\d+ item\(s\) kept: a pod of \S+ has no IP in the API yet/);
-    assert.equal(await staleLeft(l), l.staleSpecs.length, 'nothing deleted while a pod awaits its IP');
+    t.equal(held.code, 0, held.stderr);
+    t.match(held.stdout, /\d+ item\(s\) kept: a pod of \S+ has no IP in the API yet/);
+    t.equal(await staleLeft(l), l.staleSpecs.length, 'nothing deleted while a pod awaits its IP');
     await client.delete(`/api/v1/namespaces/${ns}/pods/cli-no-ip`, { query: { gracePeriodSeconds: 0 } });
     const missing = await cli(['--node', 'no-such-node', '--netns', l.node.ns]);
-    assert.equal(missing.code, 1);
-    assert.match(
+    t.equal(missing.code, 1);
+    t.match(
       missing.stderr,
       /reading pods\/node from the API failed: .*no Node named "no-such-node"; pass --node/,
     );

@@ -1,9 +1,8 @@
 // The real sidecar process (drainguard sidecar, feature netfilter-cleanup) inside the node's
 // network namespace, talking to a kube-apiserver over a host link: start-up pass, Event,
 // /metrics on loopback, clean exit on SIGTERM.
-import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { after, before, describe, it } from 'node:test';
+import t from 'tap';
 import { type AzureNode, buildAzureNode, registerAzureNode } from '../../../lab/azure-layout.ts';
 import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { pickSegment, sh } from '../../../lab/netns.ts';
@@ -22,14 +21,14 @@ async function must(cmd: string[]): Promise<void> {
   if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
 }
 
-describe('drainguard sidecar process with netfilter-cleanup, in the node namespace', () => {
+t.test('drainguard sidecar process with netfilter-cleanup, in the node namespace', async (t) => {
   let l: AzureNode;
   let cp: ControlPlane;
   let client: KubeClient;
   let child: ChildProcess | undefined;
   let output = '';
 
-  before(async () => {
+  t.before(async () => {
     l = await buildAzureNode();
     // A host link into the node namespace, on a documentation /24 that neither the layout (node
     // 192.0.2.0/24, pods 198.51.100.0/24) nor any root-namespace route uses.
@@ -58,7 +57,7 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
     }
   });
 
-  after(async () => {
+  t.teardown(async () => {
     if (child && child.exitCode === null) child.kill('SIGKILL');
     client?.close();
     await cp?.stop();
@@ -66,7 +65,7 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
     await sh(['ip', 'link', 'del', hostIf]);
   });
 
-  it('cleans up on start, reports, serves /metrics on loopback and exits 0 on SIGTERM', async () => {
+  t.test('cleans up on start, reports, serves /metrics on loopback and exits 0 on SIGTERM', async (t) => {
     child = spawn('ip', ['netns', 'exec', l.node.ns, process.execPath, cli, 'sidecar'], {
       env: {
         PATH: process.env.PATH,
@@ -100,7 +99,7 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
       throw new Error(`${e.message}\n--- sidecar output ---\n${output.slice(-3000)}`);
     });
     const text = await l.node.run(['ebtables', '-t', 'nat', '-L']);
-    for (const k of l.keptSpecs) assert.ok(text.includes(k.spec), `kept: ${k.spec}`);
+    for (const k of l.keptSpecs) t.ok(text.includes(k.spec), `kept: ${k.spec}`);
     await waitFor(
       'Event on the Node',
       async () =>
@@ -114,10 +113,10 @@ describe('drainguard sidecar process with netfilter-cleanup, in the node namespa
       '-e',
       "fetch('http://127.0.0.1:7483/metrics').then(r=>r.text()).then(t=>process.stdout.write(t))",
     ]);
-    assert.match(metrics, /drainguard_netfilter_removed_total\{dry_run="false",kind="rule"\} 10/);
-    assert.match(metrics, /drainguard_netfilter_ebtables_usable\{flavour="nft"\} 1/);
-    assert.match(output, /"msg":"stale ebtables rule"/);
+    t.match(metrics, /drainguard_netfilter_removed_total\{dry_run="false",kind="rule"\} 10/);
+    t.match(metrics, /drainguard_netfilter_ebtables_usable\{flavour="nft"\} 1/);
+    t.match(output, /"msg":"stale ebtables rule"/);
     child.kill('SIGTERM');
-    assert.equal(await exited, 0, output.slice(-2000));
+    t.equal(await exited, 0, output.slice(-2000));
   });
 });

@@ -1,9 +1,8 @@
 // The sidecar process against the real API server: health and readiness
 // never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit, and in a
 // pod (service account, no kubeconfig) it authenticates with the mounted token.
-import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/control-plane.ts';
 import { type PodAccess, podAccess } from '../../../lab/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -11,7 +10,7 @@ import { waitFor } from '../../../shared/clock.ts';
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 let cp: ControlPlane;
 
-before(async () => {
+t.before(async () => {
   cp = await startControlPlane();
   await cp
     .client()
@@ -23,7 +22,7 @@ before(async () => {
     spec: { nodeName: 'sk-node', containers: [{ name: 'c', image: 'x' }] },
   });
 });
-after(async () => {
+t.teardown(async () => {
   await cp?.stop();
 });
 
@@ -72,20 +71,20 @@ const get = async (port: number, path: string) => {
   }
 };
 
-test('bad configuration exits 2 naming the variable', async () => {
+t.test('bad configuration exits 2 naming the variable', async (t) => {
   const { child, output } = startSidecar(await freePort(), { DRAINGUARD_PORT: 'eighty' });
   const code = await new Promise((r) => child.once('exit', r));
-  assert.equal(code, 2);
-  assert.match(output(), /DRAINGUARD_PORT="eighty": accepted is a whole number/);
+  t.equal(code, 2);
+  t.match(output(), /DRAINGUARD_PORT="eighty": accepted is a whole number/);
 });
 
-test('ready while running, still ready with the API server down, clean exit on SIGTERM', async () => {
+t.test('ready while running, still ready with the API server down, clean exit on SIGTERM', async (t) => {
   const port = await freePort();
   const { child, output } = startSidecar(port);
   const exited = new Promise<number | null>((r) => child.once('exit', r));
   try {
     await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
-    assert.equal(await get(port, '/healthz'), 200);
+    t.equal(await get(port, '/healthz'), 200);
     await cp.stopApiServer();
     // The sidecar notices (its watches break and relists are refused) and must stay ready regardless.
     await waitFor('watch failure logged', () => output().includes('watch failed'), { timeoutMs: 20_000 });
@@ -97,12 +96,12 @@ test('ready while running, still ready with the API server down, clean exit on S
         ),
       { timeoutMs: 30_000, intervalMs: 200 },
     );
-    assert.equal(await get(port, '/readyz'), 200);
-    assert.equal(await get(port, '/healthz'), 200);
+    t.equal(await get(port, '/readyz'), 200);
+    t.equal(await get(port, '/healthz'), 200);
     await cp.startApiServer();
     child.kill('SIGTERM');
-    assert.equal(await exited, 0);
-    assert.match(output(), /"msg":"shutting down"/);
+    t.equal(await exited, 0);
+    t.match(output(), /"msg":"shutting down"/);
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
   }
@@ -116,26 +115,29 @@ const metrics = async (port: number) => {
   }
 };
 
-test('in a pod: the mounted service-account token authenticates (no kubeconfig); a wrong one is a 401', async () => {
-  const port = await freePort();
-  const { child, output } = startSidecar(port, {}, podAccess(cp));
-  const bad = await freePort();
-  const refused = startSidecar(bad, {}, podAccess(cp, 'not-a-token'));
-  try {
-    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
-    // The drain watcher's Node watch sees the cordon: the API answered with the token.
-    await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: true } }, 'merge');
-    await waitFor('cordon seen', () => /"drain state changed"/.test(output()) && /cordon/.test(output()), {
-      timeoutMs: 20_000,
-    });
-    assert.doesNotMatch(await metrics(port), /drainguard_api_errors_total\{code="401"\}/);
-    await waitFor(
-      'the wrong token refused',
-      async () => /drainguard_api_errors_total\{code="401"\} [1-9]/.test(await metrics(bad)),
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
-  } finally {
-    await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: false } }, 'merge');
-    for (const c of [child, refused.child]) if (c.exitCode === null) c.kill('SIGKILL');
-  }
-});
+t.test(
+  'in a pod: the mounted service-account token authenticates (no kubeconfig); a wrong one is a 401',
+  async (t) => {
+    const port = await freePort();
+    const { child, output } = startSidecar(port, {}, podAccess(cp));
+    const bad = await freePort();
+    const refused = startSidecar(bad, {}, podAccess(cp, 'not-a-token'));
+    try {
+      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+      // The drain watcher's Node watch sees the cordon: the API answered with the token.
+      await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: true } }, 'merge');
+      await waitFor('cordon seen', () => /"drain state changed"/.test(output()) && /cordon/.test(output()), {
+        timeoutMs: 20_000,
+      });
+      t.notMatch(await metrics(port), /drainguard_api_errors_total\{code="401"\}/);
+      await waitFor(
+        'the wrong token refused',
+        async () => /drainguard_api_errors_total\{code="401"\} [1-9]/.test(await metrics(bad)),
+        { timeoutMs: 20_000, intervalMs: 200 },
+      );
+    } finally {
+      await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: false } }, 'merge');
+      for (const c of [child, refused.child]) if (c.exitCode === null) c.kill('SIGKILL');
+    }
+  },
+);

@@ -2,10 +2,9 @@
 // dry run; minimal cert-manager CRDs installed). Kinds newer than that 1.20 server (policy/v1
 // PodDisruptionBudget) are validated against their schema. `kubectl auth can-i` proves the RBAC
 // grants what the webhook and the sidecars need, and nothing wider.
-import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import t from 'tap';
 import YAML from 'yaml';
 import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -32,7 +31,7 @@ const crd = (kind: string, plural: string, group = 'cert-manager.io', version = 
   },
 });
 
-before(async () => {
+t.before(async () => {
   cp = await startControlPlane();
   const input = [
     crd('Issuer', 'issuers'),
@@ -45,7 +44,7 @@ before(async () => {
     .map((d) => YAML.stringify(d))
     .join('---\n');
   const r = await cp.kubectl(['apply', '-f', '-'], { input });
-  assert.equal(r.code, 0, r.stderr);
+  t.equal(r.code, 0, r.stderr);
   await waitFor(
     'cert-manager CRDs served',
     async () =>
@@ -56,20 +55,20 @@ before(async () => {
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   for (const ns of ['drainguard-system', 'metallb-system', 'site-a', 'site-b'])
-    assert.equal((await cp.kubectl(['create', 'namespace', ns])).code, 0);
+    t.equal((await cp.kubectl(['create', 'namespace', ns])).code, 0);
 });
-after(async () => {
+t.teardown(async () => {
   await cp?.stop();
 });
 
 async function render(overlay: string): Promise<Record<string, unknown>[]> {
   const r = await cp.kubectl(['kustomize', join(manifests, overlay)]);
-  assert.equal(r.code, 0, `kubectl kustomize ${overlay}: ${r.stderr}`);
+  if (r.code !== 0) throw new Error(`kubectl kustomize ${overlay}: ${r.stderr}`);
   return YAML.parseAllDocuments(r.stdout).map((d) => d.toJSON() as Record<string, unknown>);
 }
 
 for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
-  test(`${overlay}: renders and the API server accepts every object (dry run)`, async () => {
+  t.test(`${overlay}: renders and the API server accepts every object (dry run)`, async (t) => {
     const docs = await render(overlay);
     const kinds = docs.map((d) => d.kind).sort();
     for (const k of [
@@ -81,26 +80,26 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
       'Service',
       'ServiceAccount',
     ])
-      assert.ok(kinds.includes(k), `${overlay} lacks ${k}`);
+      t.ok(kinds.includes(k), `${overlay} lacks ${k}`);
     const newer = docs.filter((d) => d.apiVersion === 'policy/v1');
     for (const d of newer)
       new PodDisruptionBudget(d as ConstructorParameters<typeof PodDisruptionBudget>[0]).validate();
     const rest = docs.filter((d) => d.apiVersion !== 'policy/v1' && d.kind !== 'Namespace');
     const input = rest.map((d) => YAML.stringify(d)).join('---\n');
     const r = await cp.kubectl(['apply', '--dry-run=server', '-f', '-'], { input });
-    assert.equal(r.code, 0, `${overlay}: ${r.stderr}`);
-    assert.equal(r.stdout.trim().split('\n').length, rest.length, r.stdout);
+    t.equal(r.code, 0, `${overlay}: ${r.stderr}`);
+    t.equal(r.stdout.trim().split('\n').length, rest.length, r.stdout);
 
     const mwc = docs.find((d) => d.kind === 'MutatingWebhookConfiguration') as {
       metadata: { annotations?: Record<string, string> };
       webhooks: Record<string, unknown>[];
     };
     const hook = mwc.webhooks[0]!;
-    assert.equal(hook.sideEffects, 'None');
-    assert.equal(hook.failurePolicy, 'Fail');
-    assert.equal(hook.reinvocationPolicy, 'IfNeeded');
-    assert.equal(hook.timeoutSeconds, 5);
-    assert.equal(hook.matchPolicy, 'Equivalent');
+    t.equal(hook.sideEffects, 'None');
+    t.equal(hook.failurePolicy, 'Fail');
+    t.equal(hook.reinvocationPolicy, 'IfNeeded');
+    t.equal(hook.timeoutSeconds, 5);
+    t.equal(hook.matchPolicy, 'Equivalent');
     if (overlay.endsWith('cert-manager')) {
       // selfSigned Issuer -> CA Certificate -> CA Issuer -> serving Certificate; the caBundle is
       // the CA, so renewing the serving pair never changes what the API server trusts.
@@ -117,10 +116,10 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
       const issuer = (name: string) => issuers.find((i) => i.metadata.name === name);
       const ca = certs.find((c) => c.spec.isCA);
       const serving = certs.find((c) => !c.spec.isCA);
-      assert.ok(ca && serving, 'a CA Certificate and a serving Certificate');
-      assert.ok(issuer(ca.spec.issuerRef.name)?.spec.selfSigned, 'the CA is self-signed');
-      assert.equal(issuer(serving.spec.issuerRef.name)?.spec.ca?.secretName, ca.spec.secretName);
-      assert.equal(
+      if (!ca || !serving) throw new Error('no CA Certificate and serving Certificate');
+      t.ok(issuer(ca.spec.issuerRef.name)?.spec.selfSigned, 'the CA is self-signed');
+      t.equal(issuer(serving.spec.issuerRef.name)?.spec.ca?.secretName, ca.spec.secretName);
+      t.equal(
         mwc.metadata.annotations?.['cert-manager.io/inject-ca-from'],
         `drainguard-system/${ca.metadata.name}`,
       );
@@ -141,30 +140,30 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
         };
       };
     };
-    assert.equal(dep.spec.replicas, 2);
+    t.equal(dep.spec.replicas, 2);
     // The injected image is the webhook's own (read from its pod): one image setting, no env copy.
     const env = dep.spec.template.spec.containers.find((c) => c.name === 'webhook')?.env ?? [];
-    assert.equal(
+    t.equal(
       env.find((e) => e.name === 'DRAINGUARD_SIDECAR_IMAGE'),
       undefined,
     );
-    assert.equal(
+    t.equal(
       env.find((e) => e.name === 'DRAINGUARD_WEBHOOK_POD_NAME')?.valueFrom?.fieldRef?.fieldPath,
       'metadata.name',
     );
     // Scheduled ahead of the workloads it admits; graceful drain (15 s) fits in the grace period.
     const pc = docs.find((d) => d.kind === 'PriorityClass') as { metadata: { name: string } };
-    assert.equal(dep.spec.template.spec.priorityClassName, pc.metadata.name);
-    assert.ok((dep.spec.template.spec.terminationGracePeriodSeconds ?? 30) > 15);
+    t.equal(dep.spec.template.spec.priorityClassName, pc.metadata.name);
+    t.ok((dep.spec.template.spec.terminationGracePeriodSeconds ?? 30) > 15);
     const np = docs.find((d) => d.kind === 'NetworkPolicy') as {
       spec: { policyTypes: string[]; ingress: { ports: { port: number; protocol: string }[] }[] };
     };
-    assert.deepEqual(np.spec.policyTypes, ['Ingress']);
-    assert.deepEqual(np.spec.ingress, [{ ports: [{ port: 8443, protocol: 'TCP' }] }]);
-    assert.equal(dep.spec.template.metadata.labels['drainguard.io/inject'], 'disabled');
+    t.strictSame(np.spec.policyTypes, ['Ingress']);
+    t.strictSame(np.spec.ingress, [{ ports: [{ port: 8443, protocol: 'TCP' }] }]);
+    t.equal(dep.spec.template.metadata.labels['drainguard.io/inject'], 'disabled');
     // Pod Security `restricted` on the webhook's namespace, and the webhook's pod meets it.
     const ns = docs.find((d) => d.kind === 'Namespace') as { metadata: { labels: Record<string, string> } };
-    assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
+    t.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
     const podSpec = dep.spec.template.spec as unknown as {
       securityContext: { runAsNonRoot?: boolean; seccompProfile?: { type?: string } };
       containers: {
@@ -174,12 +173,12 @@ for (const overlay of ['overlays/cert-manager', 'overlays/self-managed']) {
         };
       }[];
     };
-    assert.equal(podSpec.securityContext.runAsNonRoot, true);
-    assert.equal(podSpec.securityContext.seccompProfile?.type, 'RuntimeDefault');
+    t.equal(podSpec.securityContext.runAsNonRoot, true);
+    t.equal(podSpec.securityContext.seccompProfile?.type, 'RuntimeDefault');
     for (const ctr of podSpec.containers) {
-      assert.equal(ctr.securityContext?.allowPrivilegeEscalation, false);
-      assert.deepEqual(ctr.securityContext?.capabilities?.drop, ['ALL']);
-      assert.equal(ctr.securityContext?.capabilities?.add, undefined);
+      t.equal(ctr.securityContext?.allowPrivilegeEscalation, false);
+      t.strictSame(ctr.securityContext?.capabilities?.drop, ['ALL']);
+      t.equal(ctr.securityContext?.capabilities?.add, undefined);
     }
   });
 }
@@ -189,7 +188,7 @@ async function can(user: string, verb: string, resource: string, ns?: string): P
   return r.stdout.trim() === 'yes';
 }
 
-test('RBAC: what the webhook and each sidecar profile need, and nothing wider', async () => {
+t.test('RBAC: what the webhook and each sidecar profile need, and nothing wider', async (t) => {
   const docs = [
     ...(await render('overlays/self-managed')),
     ...(await render('sidecar-rbac/metallb-namespace')),
@@ -198,7 +197,7 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
   const r = await cp.kubectl(['apply', '-f', '-'], {
     input: rbac.map((d) => YAML.stringify(d)).join('---\n'),
   });
-  assert.equal(r.code, 0, r.stderr);
+  t.equal(r.code, 0, r.stderr);
   // The documented per-site commands for skupper (docs/webhook.md).
   for (const args of [
     ['apply', '-n', 'site-a', '-f', join(manifests, 'sidecar-rbac/skupper-site/role.yaml')],
@@ -219,11 +218,11 @@ test('RBAC: what the webhook and each sidecar profile need, and nothing wider', 
       '--serviceaccount=site-a:skupper-router',
     ],
   ])
-    assert.equal((await cp.kubectl(args)).code, 0);
+    t.equal((await cp.kubectl(args)).code, 0);
 
   const expect = async (user: string, rows: [string, string, string | undefined, boolean][]) => {
     for (const [verb, res, ns, want] of rows)
-      assert.equal(
+      t.equal(
         await can(user, verb, res, ns),
         want,
         `${user} ${verb} ${res}${ns ? ` -n ${ns}` : ''} should be ${want}`,

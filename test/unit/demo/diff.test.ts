@@ -1,8 +1,7 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { podDiff, summarize } from '../../../demo/diff.ts';
 
-test('pod diff keys containers by name and reports added, changed and removed leaves', () => {
+t.test('pod diff keys containers by name and reports added, changed and removed leaves', async (t) => {
   const before = {
     metadata: { name: 'p', labels: { a: '1' } },
     spec: { containers: [{ name: 'speaker', image: 'x' }], terminationGracePeriodSeconds: 2 },
@@ -18,19 +17,17 @@ test('pod diff keys containers by name and reports added, changed and removed le
     },
   };
   const d = podDiff(before, after);
-  assert.ok(d.some((l) => l.op === '+' && l.path === 'spec.containers[drainguard].image'));
-  assert.ok(
-    d.some((l) => l.op === '+' && l.path === 'spec.containers[speaker].lifecycle.preStop.httpGet.path'),
-  );
-  assert.ok(
+  t.ok(d.some((l) => l.op === '+' && l.path === 'spec.containers[drainguard].image'));
+  t.ok(d.some((l) => l.op === '+' && l.path === 'spec.containers[speaker].lifecycle.preStop.httpGet.path'));
+  t.ok(
     d.some((l) => l.op === '~' && l.path === 'spec.terminationGracePeriodSeconds' && l.value === '2 → 30'),
   );
-  assert.ok(d.some((l) => l.op === '-' && l.path === 'metadata.labels.a'));
-  assert.ok(!d.some((l) => l.path === 'spec.containers[speaker].image'));
+  t.ok(d.some((l) => l.op === '-' && l.path === 'metadata.labels.a'));
+  t.ok(!d.some((l) => l.path === 'spec.containers[speaker].image'));
   const s = summarize(d, 3);
-  assert.equal(s.length, 4);
-  assert.match(s[0] ?? '', /^\+ /);
-  assert.match(s[3] ?? '', /more$/);
-  assert.ok(summarize(d, 50).includes('+ spec.containers[drainguard] (4 fields)'));
-  assert.deepEqual(podDiff(before, before), []);
+  t.equal(s.length, 4);
+  t.match(s[0] ?? '', /^\+ /);
+  t.match(s[3] ?? '', /more$/);
+  t.ok(summarize(d, 50).includes('+ spec.containers[drainguard] (4 fields)'));
+  t.strictSame(podDiff(before, before), []);
 });

@@ -1,6 +1,5 @@
-import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { test } from 'node:test';
+import t from 'tap';
 import { escapeHtml, renderChart, renderReport } from '../../../demo/report.ts';
 import {
   firstAnsweredBy,
@@ -59,8 +58,8 @@ const timeline = (): Timeline => ({
   ],
 });
 
-test('segments collapse equal neighbours and run to the end', () => {
-  assert.deepEqual(
+t.test('segments collapse equal neighbours and run to the end', async (t) => {
+  t.strictSame(
     segments(
       [
         { t: 0, value: 'a' },
@@ -76,10 +75,10 @@ test('segments collapse equal neighbours and run to the end', () => {
       { from: 30, to: 50, value: 'b' },
     ],
   );
-  assert.deepEqual(segments([], 10), []);
+  t.strictSame(segments([], 10), []);
 });
 
-test('gap measurements from probe rounds and lease reads', () => {
+t.test('gap measurements from probe rounds and lease reads', async (t) => {
   const arp = [
     { t: 0, nodes: ['a'] },
     { t: 100, nodes: [] },
@@ -88,99 +87,102 @@ test('gap measurements from probe rounds and lease reads', () => {
     { t: 500, nodes: [] },
     { t: 550, nodes: ['b'] },
   ];
-  assert.equal(longestArpSilence(arp, 0, 1000), 300);
-  assert.equal(longestArpSilence(arp, 420, 1000), 50);
-  assert.equal(longestArpSilence([{ t: 0, nodes: ['a'] }], 0, 1000), 0);
-  assert.equal(firstAnsweredBy(arp, 'b', 0), 400);
-  assert.equal(firstAnsweredBy(arp, 'c', 0), null);
-  assert.equal(lastAnsweredBy(arp, 'a', 0), 0);
+  t.equal(longestArpSilence(arp, 0, 1000), 300);
+  t.equal(longestArpSilence(arp, 420, 1000), 50);
+  t.equal(longestArpSilence([{ t: 0, nodes: ['a'] }], 0, 1000), 0);
+  t.equal(firstAnsweredBy(arp, 'b', 0), 400);
+  t.equal(firstAnsweredBy(arp, 'c', 0), null);
+  t.equal(lastAnsweredBy(arp, 'a', 0), 0);
   const lease = [
     { t: 0, holder: 'x' },
     { t: 10, holder: '' },
     { t: 20, holder: 'y' },
   ];
-  assert.equal(leaseMovedAt(lease, 'x', 0), 20);
-  assert.equal(leaseMovedAt(lease, 'y', 0), 0);
-  assert.equal(leaseMovedAt([{ t: 0, holder: 'x' }], 'x', 0), null);
+  t.equal(leaseMovedAt(lease, 'x', 0), 20);
+  t.equal(leaseMovedAt(lease, 'y', 0), 0);
+  t.equal(leaseMovedAt([{ t: 0, holder: 'x' }], 'x', 0), null);
   const renewed = [
     { t: 0, holder: 'x', renewTime: 'r0' },
     { t: 10, holder: 'y', renewTime: 'r1' },
     { t: 20, holder: 'y', renewTime: 'r1' },
     { t: 30, holder: 'y', renewTime: 'r2' },
   ];
-  assert.equal(firstRenewBy(renewed, 'y', 0), 30);
-  assert.equal(firstRenewBy(renewed, 'y', 0, true), 10);
-  assert.equal(firstRenewBy(renewed.slice(0, 3), 'y', 0), null);
-  assert.equal(firstRenewBy(renewed, 'z', 0), null);
+  t.equal(firstRenewBy(renewed, 'y', 0), 30);
+  t.equal(firstRenewBy(renewed, 'y', 0, true), 10);
+  t.equal(firstRenewBy(renewed.slice(0, 3), 'y', 0), null);
+  t.equal(firstRenewBy(renewed, 'z', 0), null);
 });
 
-test('escapes everything that comes from the cluster', () => {
-  assert.equal(escapeHtml('<a href="x">&</a>'), '&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;');
+t.test('escapes everything that comes from the cluster', async (t) => {
+  t.equal(escapeHtml('<a href="x">&</a>'), '&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;');
   const html = renderReport(timeline());
-  assert.ok(!html.includes('<drain node-a>'));
-  assert.ok(html.includes('&lt;drain node-a&gt;'));
-  assert.ok(html.includes('exclude label added &amp; &lt;annotated&gt;'));
+  t.ok(!html.includes('<drain node-a>'));
+  t.ok(html.includes('&lt;drain node-a&gt;'));
+  t.ok(html.includes('exclude label added &amp; &lt;annotated&gt;'));
 });
 
-test('the chart has one rect per run in each lane, nobody in red, and the markers', () => {
+t.test('the chart has one rect per run in each lane, nobody in red, and the markers', async (t) => {
   const svg = renderChart(timeline());
-  assert.match(svg, /^<svg /);
+  t.match(svg, /^<svg /);
   // ARP: a, a+b, b ; Lease: router-node-a, router-node-b
-  assert.equal((svg.match(/<rect /g) ?? []).length, 5);
-  assert.ok(svg.includes('node-a+node-b'));
-  assert.ok(svg.includes('cordon node-a'));
+  t.equal((svg.match(/<rect /g) ?? []).length, 5);
+  t.ok(svg.includes('node-a+node-b'));
+  t.ok(svg.includes('cordon node-a'));
   const silent = renderChart({ ...timeline(), arp: [{ t: 0, nodes: [] }] });
-  assert.ok(silent.includes('fill="#e15759"'));
+  t.ok(silent.includes('fill="#e15759"'));
   // Every observed action is a dot with its text as tooltip.
-  assert.equal((svg.match(/<circle /g) ?? []).length, 2);
-  assert.ok(svg.includes('Event LeaseHandedOver: Lease skupper/skupper-site-leader handed to router-node-b'));
+  t.equal((svg.match(/<circle /g) ?? []).length, 2);
+  t.ok(svg.includes('Event LeaseHandedOver: Lease skupper/skupper-site-leader handed to router-node-b'));
 });
 
-test('Lease holders take the colour of their node', () => {
-  const t = timeline();
-  const svg = renderChart({ ...t, lease: [{ t: 0, holder: 'router-x' }] });
+t.test('Lease holders take the colour of their node', async (t) => {
+  const tl = timeline();
+  const svg = renderChart({ ...tl, lease: [{ t: 0, holder: 'router-x' }] });
   const rects = [...svg.matchAll(/<rect [^>]*fill="(#[0-9a-f]+)"><title>([^<]*)</g)];
   const nodeB = rects.find((r) => r[2]?.startsWith('node-b:'))?.[1];
   const holder = rects.find((r) => r[2]?.startsWith('router-x:'))?.[1];
-  assert.ok(nodeB);
-  assert.equal(holder, nodeB);
+  t.ok(nodeB);
+  t.equal(holder, nodeB);
 });
 
-test('the chart starts at the first sample before the drain, with t=0 inside it', () => {
-  const t = timeline();
-  const svg = renderChart({ ...t, endT: 6000, arp: [{ t: -2000, nodes: ['node-a'] }, ...t.arp] });
-  assert.ok(svg.includes('>-2s<'));
-  assert.ok(svg.includes('>0s<'));
+t.test('the chart starts at the first sample before the drain, with t=0 inside it', async (t) => {
+  const tl = timeline();
+  const svg = renderChart({ ...tl, endT: 6000, arp: [{ t: -2000, nodes: ['node-a'] }, ...tl.arp] });
+  t.ok(svg.includes('>-2s<'));
+  t.ok(svg.includes('>0s<'));
   // The pre-drain run starts at the left edge of the plot and is not squeezed to a sliver.
   const first = /<rect x="([\d.]+)" y="\d+" width="([\d.]+)"/.exec(svg);
-  assert.equal(Number(first?.[1]), 130);
-  assert.ok(Number(first?.[2]) > 100);
+  t.equal(Number(first?.[1]), 130);
+  t.ok(Number(first?.[2]) > 100);
 });
 
-test('the report names every component as real or simulated, and what each gap was measured from', () => {
-  const html = renderReport(timeline());
-  assert.match(html, /<td>kubelet<\/td><td>real<\/td><td>on containerd<\/td>/);
-  assert.match(html, /<td>MetalLB speaker<\/td><td>simulated<\/td><td>simulator &lt;lab\/sim&gt;<\/td>/);
-  assert.match(html, /<td>ARP silence<\/td><td>0 ms<\/td><td>ARP probes<\/td>/);
-  assert.doesNotMatch(renderReport({ ...timeline(), components: [] }), /What ran/);
-});
+t.test(
+  'the report names every component as real or simulated, and what each gap was measured from',
+  async (t) => {
+    const html = renderReport(timeline());
+    t.match(html, /<td>kubelet<\/td><td>real<\/td><td>on containerd<\/td>/);
+    t.match(html, /<td>MetalLB speaker<\/td><td>simulated<\/td><td>simulator &lt;lab\/sim&gt;<\/td>/);
+    t.match(html, /<td>ARP silence<\/td><td>0 ms<\/td><td>ARP probes<\/td>/);
+    t.notMatch(renderReport({ ...timeline(), components: [] }), /What ran/);
+  },
+);
 
-test('events are listed in time order', () => {
+t.test('events are listed in time order', async (t) => {
   const html = renderReport(timeline()).split('<h2>What was observed</h2>')[1] ?? '';
-  assert.ok(html.includes('handed to router-node-b'));
-  assert.ok(html.indexOf('exclude label added') < html.indexOf('handed to router-node-b'));
+  t.ok(html.includes('handed to router-node-b'));
+  t.ok(html.indexOf('exclude label added') < html.indexOf('handed to router-node-b'));
 });
 
-test('report matches the golden file (UPDATE_GOLDEN=1 rewrites it)', () => {
+t.test('report matches the golden file (UPDATE_GOLDEN=1 rewrites it)', async (t) => {
   const html = renderReport(timeline());
   if (process.env.UPDATE_GOLDEN) writeFileSync(GOLDEN, html);
-  assert.equal(html, readFileSync(GOLDEN, 'utf8'));
+  t.equal(html, readFileSync(GOLDEN, 'utf8'));
 });
 
-test('summary table aligns columns and shows missing values as a dash', () => {
+t.test('summary table aligns columns and shows missing values as a dash', async (t) => {
   const s = summaryTable(timeline().gaps);
   const lines = s.split('\n');
-  assert.equal(lines.length, 3);
-  assert.match(lines[2] ?? '', /^Lease without leader\s+850 ms\s+—\s+n\/a$/);
-  assert.match(lines[1] ?? '', /5\.0 s/);
+  t.equal(lines.length, 3);
+  t.match(lines[2] ?? '', /^Lease without leader\s+850 ms\s+—\s+n\/a$/);
+  t.match(lines[1] ?? '', /5\.0 s/);
 });

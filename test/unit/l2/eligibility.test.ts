@@ -1,5 +1,4 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { selectorMatches } from '../../../shared/kube/selector.ts';
 import { inAddresses } from '../../../shared/net/address-pool.ts';
 import {
@@ -17,115 +16,124 @@ const labels = new Map<string, Record<string, string>>([
 const candidates = ['node-b', 'node-c', 'node-d'];
 const cluster = { service: 'web/www', ips: ['192.0.2.10'], local: false };
 
-test('ShouldAnnounce per service: Cluster policy, no MetalLB config known: every candidate', () => {
-  assert.deepEqual(eligibleFor(cluster, candidates, labels, undefined), candidates);
+t.test('ShouldAnnounce per service: Cluster policy, no MetalLB config known: every candidate', async (t) => {
+  t.strictSame(eligibleFor(cluster, candidates, labels, undefined), candidates);
 });
 
-test('ShouldAnnounce per service: externalTrafficPolicy Local keeps only nodes with a ready endpoint', () => {
-  const svc = { ...cluster, local: true, readyEndpointNodes: ['node-a', 'node-c'] };
-  assert.deepEqual(eligibleFor(svc, candidates, labels, undefined), ['node-c']);
-  assert.deepEqual(
-    eligibleFor({ ...svc, readyEndpointNodes: ['node-a'] }, candidates, labels, undefined),
-    [],
-  );
-});
+t.test(
+  'ShouldAnnounce per service: externalTrafficPolicy Local keeps only nodes with a ready endpoint',
+  async (t) => {
+    const svc = { ...cluster, local: true, readyEndpointNodes: ['node-a', 'node-c'] };
+    t.strictSame(eligibleFor(svc, candidates, labels, undefined), ['node-c']);
+    t.strictSame(eligibleFor({ ...svc, readyEndpointNodes: ['node-a'] }, candidates, labels, undefined), []);
+  },
+);
 
-test('ShouldAnnounce per service: L2Advertisement node selectors of the VIP pool narrow the nodes', () => {
-  const metallb = metallbConfigFrom(
-    [
-      { metadata: { name: 'lan', labels: { tier: 'lan' } }, spec: { addresses: ['192.0.2.0/25'] } },
-      { metadata: { name: 'dmz' }, spec: { addresses: ['198.51.100.10-198.51.100.20'] } },
-    ],
-    [
-      {
-        metadata: { name: 'lan-zone-b' },
-        spec: {
-          ipAddressPoolSelectors: [{ matchLabels: { tier: 'lan' } }],
-          nodeSelectors: [{ matchLabels: { zone: 'b' } }],
+t.test(
+  'ShouldAnnounce per service: L2Advertisement node selectors of the VIP pool narrow the nodes',
+  async (t) => {
+    const metallb = metallbConfigFrom(
+      [
+        { metadata: { name: 'lan', labels: { tier: 'lan' } }, spec: { addresses: ['192.0.2.0/25'] } },
+        { metadata: { name: 'dmz' }, spec: { addresses: ['198.51.100.10-198.51.100.20'] } },
+      ],
+      [
+        {
+          metadata: { name: 'lan-zone-b' },
+          spec: {
+            ipAddressPoolSelectors: [{ matchLabels: { tier: 'lan' } }],
+            nodeSelectors: [{ matchLabels: { zone: 'b' } }],
+          },
         },
-      },
-      {
-        metadata: { name: 'dmz-node-b' },
-        spec: {
-          ipAddressPools: ['dmz'],
-          nodeSelectors: [
-            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-b'] }] },
+        {
+          metadata: { name: 'dmz-node-b' },
+          spec: {
+            ipAddressPools: ['dmz'],
+            nodeSelectors: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['node-b'] }] },
+            ],
+          },
+        },
+      ],
+    );
+    t.strictSame(eligibleFor(cluster, candidates, labels, metallb), ['node-c', 'node-d']);
+    t.strictSame(eligibleFor({ ...cluster, ips: ['198.51.100.15'] }, candidates, labels, metallb), [
+      'node-b',
+    ]);
+    // Outside every pool: MetalLB would not announce it from this configuration; not narrowed.
+    t.equal(advertisementsFor(['203.0.113.1'], metallb), undefined);
+    t.strictSame(eligibleFor({ ...cluster, ips: ['203.0.113.1'] }, candidates, labels, metallb), candidates);
+    // An L2Advertisement with neither pool names nor selectors covers every pool, every node.
+    const all = metallbConfigFrom(
+      metallb.pools.map((p) => ({
+        metadata: { name: p.name, labels: p.labels },
+        spec: { addresses: p.addresses },
+      })),
+      [
+        {
+          metadata: { name: 'lan-zone-b' },
+          spec: { ipAddressPools: ['lan'], nodeSelectors: [{ matchLabels: { zone: 'b' } }] },
+        },
+        { metadata: { name: 'everything' }, spec: {} },
+      ],
+    );
+    t.strictSame(eligibleFor(cluster, candidates, labels, all), candidates);
+  },
+);
+
+t.test(
+  'EndpointSlices: ready or unknown readiness counts, nodeName (v1) or hostname topology (v1beta1)',
+  async (t) => {
+    t.strictSame(
+      readyEndpointNodes([
+        {
+          endpoints: [
+            { nodeName: 'node-b', conditions: { ready: true } },
+            { nodeName: 'node-c', conditions: { ready: false } },
+            { topology: { 'kubernetes.io/hostname': 'node-d' }, conditions: {} },
+            { conditions: { ready: true } },
+            // Terminating but still serving: MetalLB's EndpointCanServe counts it.
+            { nodeName: 'node-e', conditions: { ready: false, serving: true } },
           ],
         },
-      },
-    ],
-  );
-  assert.deepEqual(eligibleFor(cluster, candidates, labels, metallb), ['node-c', 'node-d']);
-  assert.deepEqual(eligibleFor({ ...cluster, ips: ['198.51.100.15'] }, candidates, labels, metallb), [
-    'node-b',
-  ]);
-  // Outside every pool: MetalLB would not announce it from this configuration; not narrowed.
-  assert.equal(advertisementsFor(['203.0.113.1'], metallb), undefined);
-  assert.deepEqual(
-    eligibleFor({ ...cluster, ips: ['203.0.113.1'] }, candidates, labels, metallb),
-    candidates,
-  );
-  // An L2Advertisement with neither pool names nor selectors covers every pool, every node.
-  const all = metallbConfigFrom(
-    metallb.pools.map((p) => ({
-      metadata: { name: p.name, labels: p.labels },
-      spec: { addresses: p.addresses },
-    })),
-    [
-      {
-        metadata: { name: 'lan-zone-b' },
-        spec: { ipAddressPools: ['lan'], nodeSelectors: [{ matchLabels: { zone: 'b' } }] },
-      },
-      { metadata: { name: 'everything' }, spec: {} },
-    ],
-  );
-  assert.deepEqual(eligibleFor(cluster, candidates, labels, all), candidates);
-});
+        { endpoints: [{ nodeName: 'node-b' }] },
+        {},
+      ]),
+      ['node-b', 'node-d', 'node-e'],
+    );
+  },
+);
 
-test('EndpointSlices: ready or unknown readiness counts, nodeName (v1) or hostname topology (v1beta1)', () => {
-  assert.deepEqual(
-    readyEndpointNodes([
-      {
-        endpoints: [
-          { nodeName: 'node-b', conditions: { ready: true } },
-          { nodeName: 'node-c', conditions: { ready: false } },
-          { topology: { 'kubernetes.io/hostname': 'node-d' }, conditions: {} },
-          { conditions: { ready: true } },
-          // Terminating but still serving: MetalLB's EndpointCanServe counts it.
-          { nodeName: 'node-e', conditions: { ready: false, serving: true } },
-        ],
-      },
-      { endpoints: [{ nodeName: 'node-b' }] },
-      {},
-    ]),
-    ['node-b', 'node-d', 'node-e'],
-  );
-});
+t.test(
+  'label selectors: matchLabels and every matchExpressions operator; unknown operator matches nothing',
+  async (t) => {
+    const l = { a: '1', b: '2' };
+    t.ok(selectorMatches({}, l));
+    t.ok(selectorMatches({ matchLabels: { a: '1' } }, l));
+    t.ok(!selectorMatches({ matchLabels: { a: '2' } }, l));
+    t.ok(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'In', values: ['1', '3'] }] }, l));
+    t.ok(!selectorMatches({ matchExpressions: [{ key: 'c', operator: 'In', values: ['1'] }] }, l));
+    t.ok(selectorMatches({ matchExpressions: [{ key: 'c', operator: 'NotIn', values: ['1'] }] }, l));
+    t.ok(!selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['1'] }] }, l));
+    t.ok(selectorMatches({ matchExpressions: [{ key: 'b', operator: 'Exists' }] }, l));
+    t.ok(!selectorMatches({ matchExpressions: [{ key: 'b', operator: 'DoesNotExist' }] }, l));
+    t.ok(!selectorMatches({ matchExpressions: [{ key: 'b', operator: 'Gt', values: ['1'] }] }, l));
+    t.ok(!selectorMatches({ matchLabels: { a: '1' } }, undefined));
+  },
+);
 
-test('label selectors: matchLabels and every matchExpressions operator; unknown operator matches nothing', () => {
-  const l = { a: '1', b: '2' };
-  assert.ok(selectorMatches({}, l));
-  assert.ok(selectorMatches({ matchLabels: { a: '1' } }, l));
-  assert.ok(!selectorMatches({ matchLabels: { a: '2' } }, l));
-  assert.ok(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'In', values: ['1', '3'] }] }, l));
-  assert.ok(!selectorMatches({ matchExpressions: [{ key: 'c', operator: 'In', values: ['1'] }] }, l));
-  assert.ok(selectorMatches({ matchExpressions: [{ key: 'c', operator: 'NotIn', values: ['1'] }] }, l));
-  assert.ok(!selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['1'] }] }, l));
-  assert.ok(selectorMatches({ matchExpressions: [{ key: 'b', operator: 'Exists' }] }, l));
-  assert.ok(!selectorMatches({ matchExpressions: [{ key: 'b', operator: 'DoesNotExist' }] }, l));
-  assert.ok(!selectorMatches({ matchExpressions: [{ key: 'b', operator: 'Gt', values: ['1'] }] }, l));
-  assert.ok(!selectorMatches({ matchLabels: { a: '1' } }, undefined));
-});
-
-test('IPAddressPool addresses: CIDRs and ranges, IPv4 and IPv6; malformed entries match nothing', () => {
-  assert.ok(inAddresses('192.0.2.10', ['192.0.2.0/24']));
-  assert.ok(!inAddresses('192.0.3.10', ['192.0.2.0/24']));
-  assert.ok(inAddresses('192.0.2.10', ['192.0.2.5 - 192.0.2.10']));
-  assert.ok(!inAddresses('192.0.2.11', ['192.0.2.5-192.0.2.10']));
-  assert.ok(inAddresses('192.0.2.10', ['192.0.2.10/32']));
-  assert.ok(inAddresses('2001:db8::5', ['2001:db8::/64']));
-  assert.ok(inAddresses('2001:db8::5', ['2001:db8::1-2001:db8::9']));
-  assert.ok(!inAddresses('2001:db8::5', ['192.0.2.0/24']));
-  assert.ok(!inAddresses('192.0.2.10', ['192.0.2.0/99', 'garbage', '192.0.2.20-192.0.2.5']));
-  assert.ok(!inAddresses('not-an-ip', ['0.0.0.0/0']));
-});
+t.test(
+  'IPAddressPool addresses: CIDRs and ranges, IPv4 and IPv6; malformed entries match nothing',
+  async (t) => {
+    t.ok(inAddresses('192.0.2.10', ['192.0.2.0/24']));
+    t.ok(!inAddresses('192.0.3.10', ['192.0.2.0/24']));
+    t.ok(inAddresses('192.0.2.10', ['192.0.2.5 - 192.0.2.10']));
+    t.ok(!inAddresses('192.0.2.11', ['192.0.2.5-192.0.2.10']));
+    t.ok(inAddresses('192.0.2.10', ['192.0.2.10/32']));
+    t.ok(inAddresses('2001:db8::5', ['2001:db8::/64']));
+    t.ok(inAddresses('2001:db8::5', ['2001:db8::1-2001:db8::9']));
+    t.ok(!inAddresses('2001:db8::5', ['192.0.2.0/24']));
+    t.ok(!inAddresses('192.0.2.10', ['192.0.2.0/99', 'garbage', '192.0.2.20-192.0.2.5']));
+    t.ok(!inAddresses('not-an-ip', ['0.0.0.0/0']));
+  },
+);

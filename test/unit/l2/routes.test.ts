@@ -1,25 +1,21 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { ownAddresses, routeDevice } from '../../../sidecar/l2/routes.ts';
 
-test('routeDevice: the link of `ip -j route get`, none for local, unreachable or garbage', () => {
-  assert.equal(
+t.test('routeDevice: the link of `ip -j route get`, none for local, unreachable or garbage', async (t) => {
+  t.equal(
     routeDevice(
       '[{"dst":"198.51.100.100","dev":"eth0","prefsrc":"198.51.100.1","flags":[],"uid":0,"cache":[]}]',
     ),
     'eth0',
   );
-  assert.equal(
-    routeDevice('[{"dst":"203.0.113.9","gateway":"198.51.100.254","dev":"ens5","flags":[]}]'),
-    'ens5',
-  );
-  assert.equal(routeDevice('[{"type":"local","dst":"198.51.100.1","dev":"lo","flags":[]}]'), undefined);
-  assert.equal(routeDevice('[]'), undefined);
-  assert.equal(routeDevice(''), undefined);
-  assert.equal(routeDevice('{"dev":"eth0"}'), undefined);
+  t.equal(routeDevice('[{"dst":"203.0.113.9","gateway":"198.51.100.254","dev":"ens5","flags":[]}]'), 'ens5');
+  t.equal(routeDevice('[{"type":"local","dst":"198.51.100.1","dev":"lo","flags":[]}]'), undefined);
+  t.equal(routeDevice('[]'), undefined);
+  t.equal(routeDevice(''), undefined);
+  t.equal(routeDevice('{"dev":"eth0"}'), undefined);
 });
 
-test('ownAddresses: every address of every link from `ip -j addr show`, link-local included', () => {
+t.test('ownAddresses: every address of every link from `ip -j addr show`, link-local included', async (t) => {
   const json = JSON.stringify([
     {
       ifname: 'lo',
@@ -37,7 +33,7 @@ test('ownAddresses: every address of every link from `ip -j addr show`, link-loc
     },
     { ifname: 'veth1', addr_info: [] },
   ]);
-  assert.deepEqual(ownAddresses(json), ['127.0.0.1', '198.51.100.1', '::1', 'fe80::1']);
-  assert.deepEqual(ownAddresses('not json'), []);
-  assert.deepEqual(ownAddresses('{}'), []);
+  t.strictSame(ownAddresses(json), ['127.0.0.1', '198.51.100.1', '::1', 'fe80::1']);
+  t.strictSame(ownAddresses('not json'), []);
+  t.strictSame(ownAddresses('{}'), []);
 });

@@ -1,9 +1,8 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
 import { formatRows, rowsOf } from '../../../sidecar/l2/status.ts';
 
-test('drainguard status: one row per node from labels and the status annotation', () => {
+t.test('drainguard status: one row per node from labels and the status annotation', async (t) => {
   const now = Date.parse('2026-11-22T00:10:30Z');
   const status = {
     phase: 'fenced',
@@ -27,7 +26,7 @@ test('drainguard status: one row per node from labels and the status annotation'
     },
     { metadata: { name: 'node-b', annotations: { [STATUS_ANNOTATION]: 'garbage' } } },
   ]);
-  assert.deepEqual(
+  t.strictSame(
     rows.map((r) => [r.node, r.excludeLabel, r.status?.phase]),
     [
       ['node-a', 'drainguard', 'fenced'],
@@ -37,10 +36,7 @@ test('drainguard status: one row per node from labels and the status annotation'
   );
   const text = formatRows(rows, now);
   const lines = text.trimEnd().split('\n');
-  assert.match(
-    lines[0] ?? '',
-    /^NODE\s+CORDONED\s+EXCLUDE-LABEL\s+L2-PHASE\s+SINCE\s+VIPS\s+HANDED-TO\s+FENCE$/,
-  );
-  assert.match(lines[1] ?? '', /^node-a\s+yes\s+drainguard\s+fenced\s+30s\s+192\.0\.2\.100\s+node-b\s+eth0$/);
-  assert.match(lines[3] ?? '', /^node-c\s+no\s+pre-existing\s+-/);
+  t.match(lines[0] ?? '', /^NODE\s+CORDONED\s+EXCLUDE-LABEL\s+L2-PHASE\s+SINCE\s+VIPS\s+HANDED-TO\s+FENCE$/);
+  t.match(lines[1] ?? '', /^node-a\s+yes\s+drainguard\s+fenced\s+30s\s+192\.0\.2\.100\s+node-b\s+eth0$/);
+  t.match(lines[3] ?? '', /^node-c\s+no\s+pre-existing\s+-/);
 });

@@ -1,7 +1,6 @@
-import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
 import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
 import {
   afterConflict,
@@ -21,15 +20,11 @@ const golden = (name: string) => fileURLToPath(new URL(`../../golden/lease/${nam
 const readJson = <T>(name: string) => JSON.parse(readFileSync(golden(name), 'utf8')) as T;
 
 /** Compares with a golden file; UPDATE_GOLDEN=1 rewrites it (review the diff before committing). */
-function matchGolden(name: string, actual: unknown): void {
+function matchGolden(t: Test, name: string, actual: unknown): void {
   const text = `${JSON.stringify(actual, null, 2)}\n`;
   if (process.env.UPDATE_GOLDEN === '1') writeFileSync(golden(name), text);
-  assert.ok(existsSync(golden(name)), `golden ${name} missing (UPDATE_GOLDEN=1 to create)`);
-  assert.equal(
-    text,
-    readFileSync(golden(name), 'utf8'),
-    `golden ${name} differs (UPDATE_GOLDEN=1 to accept)`,
-  );
+  t.ok(existsSync(golden(name)), `golden ${name} missing (UPDATE_GOLDEN=1 to create)`);
+  t.equal(text, readFileSync(golden(name), 'utf8'), `golden ${name} differs (UPDATE_GOLDEN=1 to accept)`);
 }
 
 // 2026-11-22T00:00:01.234Z
@@ -55,29 +50,29 @@ function pod(
   };
 }
 
-describe('lease settings', () => {
-  it('parses names and namespace/name, rejecting anything else with the variable named', () => {
-    assert.deepEqual(parseLeaseRefs(['a', 'other/b'], 'ns'), [
+t.test('lease settings', async (t) => {
+  t.test('parses names and namespace/name, rejecting anything else with the variable named', async (t) => {
+    t.strictSame(parseLeaseRefs(['a', 'other/b'], 'ns'), [
       { namespace: 'ns', name: 'a' },
       { namespace: 'other', name: 'b' },
     ]);
-    assert.throws(() => parseLeaseRefs(['a/b/c'], 'ns'), /DRAINGUARD_LEASES entry "a\/b\/c"/);
-    assert.throws(() => parseLeaseRefs(['Upper'], 'ns'), /accepted forms/);
+    t.throws(() => parseLeaseRefs(['a/b/c'], 'ns'), /DRAINGUARD_LEASES entry "a\/b\/c"/);
+    t.throws(() => parseLeaseRefs(['Upper'], 'ns'), /accepted forms/);
   });
 
-  it('fills skupper defaults and demands a leader container for the generic profile', () => {
+  t.test('fills skupper defaults and demands a leader container for the generic profile', async (t) => {
     const s = leaseSettings(
       'skupper-router',
       { leases: [], guardedContainer: '', successorSelector: '', identityScheme: 'pod-name' },
       'site-a',
     );
-    assert.deepEqual(s, {
+    t.strictSame(s, {
       leases: [{ namespace: 'site-a', name: 'skupper-site-leader' }],
       leaderContainer: 'kube-adaptor',
       successorSelector: 'skupper.io/component=router',
       identityScheme: 'pod-name',
     });
-    assert.throws(
+    t.throws(
       () =>
         leaseSettings(
           'lease',
@@ -89,71 +84,77 @@ describe('lease settings', () => {
   });
 });
 
-describe('identity schemes', () => {
-  it('pod-name matches the pod name only', () => {
-    assert.equal(isOwnIdentity('router-a', 'router-a', 'pod-name'), true);
-    assert.equal(isOwnIdentity('router-a_123', 'router-a', 'pod-name'), false);
-    assert.equal(isOwnIdentity('', 'router-a', 'pod-name'), false);
-    assert.equal(isOwnIdentity(null, 'router-a', 'pod-name'), false);
+t.test('identity schemes', async (t) => {
+  t.test('pod-name matches the pod name only', async (t) => {
+    t.equal(isOwnIdentity('router-a', 'router-a', 'pod-name'), true);
+    t.equal(isOwnIdentity('router-a_123', 'router-a', 'pod-name'), false);
+    t.equal(isOwnIdentity('', 'router-a', 'pod-name'), false);
+    t.equal(isOwnIdentity(null, 'router-a', 'pod-name'), false);
   });
-  it('pod-name-prefix recognises controller-runtime <pod>_<uuid>, not a longer pod name', () => {
-    assert.equal(isOwnIdentity('op-1_3e0c2a51', 'op-1', 'pod-name-prefix'), true);
-    assert.equal(isOwnIdentity('op-1', 'op-1', 'pod-name-prefix'), true);
-    assert.equal(isOwnIdentity('op-10_3e0c2a51', 'op-1', 'pod-name-prefix'), false);
+  t.test('pod-name-prefix recognises controller-runtime <pod>_<uuid>, not a longer pod name', async (t) => {
+    t.equal(isOwnIdentity('op-1_3e0c2a51', 'op-1', 'pod-name-prefix'), true);
+    t.equal(isOwnIdentity('op-1', 'op-1', 'pod-name-prefix'), true);
+    t.equal(isOwnIdentity('op-10_3e0c2a51', 'op-1', 'pod-name-prefix'), false);
   });
 });
 
-describe('identity as the kubelet and the elector make it', () => {
+t.test('identity as the kubelet and the elector make it', async (t) => {
   const p = (name: string, spec: Pod['spec'] = {}): Pod => ({
     metadata: { name },
     spec: { nodeName: 'n1', ...spec },
   });
-  it('hostname: pod name, spec.hostname, the node on the host network, long names cut to 63 without trailing - or .', () => {
-    assert.equal(podHostname(p('router-a')), 'router-a');
-    assert.equal(podHostname(p('router-a', { hostname: 'custom' })), 'custom');
-    assert.equal(podHostname(p('speaker-x', { hostNetwork: true })), 'n1');
-    const long = `${'a'.repeat(61)}-.b-c`;
-    assert.equal(podHostname(p(long)), 'a'.repeat(61));
-    assert.equal(podHostname(p('b'.repeat(70))), 'b'.repeat(63));
+  t.test(
+    'hostname: pod name, spec.hostname, the node on the host network, long names cut to 63 without trailing - or .',
+    async (t) => {
+      t.equal(podHostname(p('router-a')), 'router-a');
+      t.equal(podHostname(p('router-a', { hostname: 'custom' })), 'custom');
+      t.equal(podHostname(p('speaker-x', { hostNetwork: true })), 'n1');
+      const long = `${'a'.repeat(61)}-.b-c`;
+      t.equal(podHostname(p(long)), 'a'.repeat(61));
+      t.equal(podHostname(p('b'.repeat(70))), 'b'.repeat(63));
+    },
+  );
+  t.test('node-name (kube-vip: vip_nodename) is the node; the schemes pick the identity', async (t) => {
+    t.equal(podIdentity(p('kube-vip-xyz'), 'node-name'), 'n1');
+    t.equal(podIdentity(p('router-a'), 'pod-name'), 'router-a');
+    t.equal(isOwnIdentity('n1', podIdentity(p('kube-vip-xyz'), 'node-name'), 'node-name'), true);
+    t.equal(isOwnIdentity('n1', '', 'node-name'), false, 'an unknown identity owns nothing');
   });
-  it('node-name (kube-vip: vip_nodename) is the node; the schemes pick the identity', () => {
-    assert.equal(podIdentity(p('kube-vip-xyz'), 'node-name'), 'n1');
-    assert.equal(podIdentity(p('router-a'), 'pod-name'), 'router-a');
-    assert.equal(isOwnIdentity('n1', podIdentity(p('kube-vip-xyz'), 'node-name'), 'node-name'), true);
-    assert.equal(isOwnIdentity('n1', '', 'node-name'), false, 'an unknown identity owns nothing');
-  });
-  it('node-name: the successor is named by its node; one on this same node means release', () => {
+  t.test('node-name: the successor is named by its node; one on this same node means release', async (t) => {
     const lease: Lease = {
       metadata: { name: 'plndr-cp-lock', resourceVersion: '7' },
       spec: { holderIdentity: 'n1', leaseDurationSeconds: 5, renewTime: '2026-11-23T00:00:00.000000Z' },
     };
     const other = decideHandover({ lease, identity: 'n1', scheme: 'node-name', successor: 'n2', nowMs: 0 });
-    assert.equal(other.action, 'replace');
-    assert.equal(other.action === 'replace' && other.lease.spec?.holderIdentity, 'n2');
-    assert.equal(
+    t.equal(other.action, 'replace');
+    t.equal(other.action === 'replace' && other.lease.spec?.holderIdentity, 'n2');
+    t.equal(
       decideHandover({ lease, identity: 'n1', scheme: 'node-name', successor: 'n1', nowMs: 0 }).action,
       'release',
     );
   });
 });
 
-describe('leader container phase', () => {
-  it('reads the container state; only terminated counts as stopped (a gone pod may be force-deleted)', () => {
-    const p = pod('a', 'n1');
-    assert.equal(containerPhase(p, 'kube-adaptor'), 'unknown');
-    p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { running: {} } }];
-    assert.equal(containerPhase(p, 'kube-adaptor'), 'running');
-    assert.equal(leaderStopped(containerPhase(p, 'kube-adaptor')), false);
-    p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { terminated: { exitCode: 0 } } }];
-    assert.equal(containerPhase(p, 'kube-adaptor'), 'terminated');
-    assert.equal(leaderStopped('terminated'), true);
-    assert.equal(containerPhase(undefined, 'kube-adaptor'), 'pod-gone');
-    assert.equal(leaderStopped('pod-gone'), false);
-    assert.equal(leaderStopped('unknown'), false);
-  });
+t.test('leader container phase', async (t) => {
+  t.test(
+    'reads the container state; only terminated counts as stopped (a gone pod may be force-deleted)',
+    async (t) => {
+      const p = pod('a', 'n1');
+      t.equal(containerPhase(p, 'kube-adaptor'), 'unknown');
+      p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { running: {} } }];
+      t.equal(containerPhase(p, 'kube-adaptor'), 'running');
+      t.equal(leaderStopped(containerPhase(p, 'kube-adaptor')), false);
+      p.status!.containerStatuses = [{ name: 'kube-adaptor', state: { terminated: { exitCode: 0 } } }];
+      t.equal(containerPhase(p, 'kube-adaptor'), 'terminated');
+      t.equal(leaderStopped('terminated'), true);
+      t.equal(containerPhase(undefined, 'kube-adaptor'), 'pod-gone');
+      t.equal(leaderStopped('pod-gone'), false);
+      t.equal(leaderStopped('unknown'), false);
+    },
+  );
 });
 
-describe('successor choice', () => {
+t.test('successor choice', async (t) => {
   const self = { name: 'r-a', nodeName: 'n1' };
   const nodes = new Map<string, Node>([
     ['n1', { metadata: { name: 'n1' } }],
@@ -169,7 +170,7 @@ describe('successor choice', () => {
   ]);
   const drainTaints = ['karpenter.sh/disrupted'];
 
-  it('prefers another node, skips itself, terminating, not-Ready and draining-node pods', () => {
+  t.test('prefers another node, skips itself, terminating, not-Ready and draining-node pods', async (t) => {
     const choice = chooseSuccessor({
       self,
       nodes,
@@ -185,12 +186,12 @@ describe('successor choice', () => {
         pod('r-b', 'n2'),
       ],
     });
-    assert.equal(choice.successor, 'r-b');
-    assert.equal(choice.successorNode, 'n2');
-    matchGolden('successor-rejections.json', choice.rejected);
+    t.equal(choice.successor, 'r-b');
+    t.equal(choice.successorNode, 'n2');
+    matchGolden(t, 'successor-rejections.json', choice.rejected);
   });
 
-  it('passes over pods on NotReady or unreachable nodes', () => {
+  t.test('passes over pods on NotReady or unreachable nodes', async (t) => {
     const sick = new Map<string, Node>([
       [
         'n5',
@@ -218,19 +219,19 @@ describe('successor choice', () => {
       drainTaints,
       pods: [pod('r-a', 'n1'), pod('r-lost', 'n5'), pod('r-cut', 'n6'), pod('r-ok', 'n7')],
     });
-    assert.equal(choice.successor, 'r-ok');
-    assert.deepEqual(choice.rejected, [
+    t.equal(choice.successor, 'r-ok');
+    t.strictSame(choice.rejected, [
       { pod: 'r-lost', why: 'node not Ready (Unknown)' },
       { pod: 'r-cut', why: 'node tainted node.kubernetes.io/unreachable' },
     ]);
   });
 
-  it('falls back to the same node, and to none', () => {
-    assert.equal(
+  t.test('falls back to the same node, and to none', async (t) => {
+    t.equal(
       chooseSuccessor({ self, nodes, drainTaints, pods: [pod('r-a', 'n1'), pod('r-c', 'n1')] }).successor,
       'r-c',
     );
-    assert.equal(
+    t.equal(
       chooseSuccessor({
         self,
         nodes,
@@ -241,39 +242,42 @@ describe('successor choice', () => {
     );
   });
 
-  it('orders equal candidates by age, then name', () => {
+  t.test('orders equal candidates by age, then name', async (t) => {
     const pods = [
       pod('r-z', 'n2', { created: '2026-11-01T00:00:00Z' }),
       pod('r-y', 'n2', { created: '2026-11-02T00:00:00Z' }),
     ];
-    assert.equal(chooseSuccessor({ self, nodes, drainTaints, pods }).successor, 'r-z');
+    t.equal(chooseSuccessor({ self, nodes, drainTaints, pods }).successor, 'r-z');
     const same = [pod('r-q', 'n2'), pod('r-p', 'n2')];
-    assert.equal(chooseSuccessor({ self, nodes, drainTaints, pods: same }).successor, 'r-p');
+    t.equal(chooseSuccessor({ self, nodes, drainTaints, pods: same }).successor, 'r-p');
   });
 });
 
-describe('handover decision (recorded Leases)', () => {
+t.test('handover decision (recorded Leases)', async (t) => {
   const skupper = readJson<Lease>('skupper-site-leader.json');
   const leader = 'skupper-router-6d9c7b8f5-x2k4p';
 
-  it('replaces the holder with the successor: fresh MicroTimes, same duration, transitions+1, same resourceVersion', () => {
-    const d = decideHandover({
-      lease: skupper,
-      identity: leader,
-      scheme: 'pod-name',
-      successor: 'skupper-router-2-7c8d9-b5m2n',
-      nowMs: NOW,
-    });
-    assert.equal(d.action, 'replace');
-    matchGolden('decision-replace.json', d);
-    if (d.action !== 'replace') return;
-    assert.equal(d.lease.metadata?.resourceVersion, '48213');
-    assert.match(d.lease.spec?.renewTime ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
-    assert.equal(d.lease.spec?.leaseTransitions, 4);
-    assert.equal(skupper.spec?.holderIdentity, leader, 'input not mutated');
-  });
+  t.test(
+    'replaces the holder with the successor: fresh MicroTimes, same duration, transitions+1, same resourceVersion',
+    async (t) => {
+      const d = decideHandover({
+        lease: skupper,
+        identity: leader,
+        scheme: 'pod-name',
+        successor: 'skupper-router-2-7c8d9-b5m2n',
+        nowMs: NOW,
+      });
+      t.equal(d.action, 'replace');
+      matchGolden(t, 'decision-replace.json', d);
+      if (d.action !== 'replace') return;
+      t.equal(d.lease.metadata?.resourceVersion, '48213');
+      t.match(d.lease.spec?.renewTime ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+      t.equal(d.lease.spec?.leaseTransitions, 4);
+      t.equal(skupper.spec?.holderIdentity, leader, 'input not mutated');
+    },
+  );
 
-  it('releases the client-go way when there is no successor', () => {
+  t.test('releases the client-go way when there is no successor', async (t) => {
     const d = decideHandover({
       lease: skupper,
       identity: leader,
@@ -281,16 +285,16 @@ describe('handover decision (recorded Leases)', () => {
       successor: undefined,
       nowMs: NOW,
     });
-    matchGolden('decision-release.json', d);
-    assert.equal(d.action, 'release');
+    matchGolden(t, 'decision-release.json', d);
+    t.equal(d.action, 'release');
     if (d.action !== 'release') return;
-    assert.equal(d.lease.spec?.holderIdentity, '');
-    assert.equal(d.lease.spec?.leaseDurationSeconds, 1);
-    assert.equal(d.lease.spec?.leaseTransitions, 3);
+    t.equal(d.lease.spec?.holderIdentity, '');
+    t.equal(d.lease.spec?.leaseDurationSeconds, 1);
+    t.equal(d.lease.spec?.leaseTransitions, 3);
   });
 
-  it('skips a Lease another pod holds or nobody holds', () => {
-    assert.deepEqual(
+  t.test('skips a Lease another pod holds or nobody holds', async (t) => {
+    t.strictSame(
       decideHandover({
         lease: skupper,
         identity: 'someone-else',
@@ -302,14 +306,14 @@ describe('handover decision (recorded Leases)', () => {
     );
     const free = structuredClone(skupper);
     free.spec!.holderIdentity = '';
-    assert.equal(
+    t.equal(
       decideHandover({ lease: free, identity: leader, scheme: 'pod-name', successor: 'x', nowMs: NOW })
         .action,
       'skip',
     );
   });
 
-  it('pod-name-prefix: releases, never names a made-up holder', () => {
+  t.test('pod-name-prefix: releases, never names a made-up holder', async (t) => {
     const cr = readJson<Lease>('controller-runtime-leader.json');
     const d = decideHandover({
       lease: cr,
@@ -318,12 +322,12 @@ describe('handover decision (recorded Leases)', () => {
       successor: 'op-manager-5b7d8-abcde',
       nowMs: NOW,
     });
-    matchGolden('decision-prefix-release.json', d);
-    assert.equal(d.action, 'release');
-    assert.equal(d.action === 'release' && d.lease.spec?.holderIdentity, '');
+    matchGolden(t, 'decision-prefix-release.json', d);
+    t.equal(d.action, 'release');
+    t.equal(d.action === 'release' && d.lease.spec?.holderIdentity, '');
   });
 
-  it('coordinated election (spec.strategy): sets preferredHolder, leaves the holder alone', () => {
+  t.test('coordinated election (spec.strategy): sets preferredHolder, leaves the holder alone', async (t) => {
     const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
     const d = decideHandover({
       lease: kcm,
@@ -332,12 +336,12 @@ describe('handover decision (recorded Leases)', () => {
       successor: 'kcm-7f8d9c-b',
       nowMs: NOW,
     });
-    matchGolden('decision-prefer.json', d);
-    assert.equal(d.action, 'prefer');
+    matchGolden(t, 'decision-prefer.json', d);
+    t.equal(d.action, 'prefer');
     if (d.action !== 'prefer') return;
-    assert.equal(d.lease.spec?.holderIdentity, 'kcm-7f8d9c-a');
-    assert.equal(d.lease.spec?.preferredHolder, 'kcm-7f8d9c-b');
-    assert.equal(d.lease.spec?.renewTime, kcm.spec?.renewTime);
+    t.equal(d.lease.spec?.holderIdentity, 'kcm-7f8d9c-a');
+    t.equal(d.lease.spec?.preferredHolder, 'kcm-7f8d9c-b');
+    t.equal(d.lease.spec?.renewTime, kcm.spec?.renewTime);
     // No successor under coordinated election: release, and drop any stale preferredHolder.
     const stale = structuredClone(kcm);
     stale.spec!.preferredHolder = 'kcm-old';
@@ -348,24 +352,24 @@ describe('handover decision (recorded Leases)', () => {
       successor: undefined,
       nowMs: NOW,
     });
-    assert.equal(r.action, 'release');
-    assert.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
+    t.equal(r.action, 'release');
+    t.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
   });
 });
 
-describe('after the write', () => {
+t.test('after the write', async (t) => {
   const skupper = readJson<Lease>('skupper-site-leader.json');
   const me = 'skupper-router-6d9c7b8f5-x2k4p';
 
-  it('409: retry while still ours, stop once the holder changed', () => {
-    assert.equal(afterConflict(skupper, me, 'pod-name'), 'retry');
+  t.test('409: retry while still ours, stop once the holder changed', async (t) => {
+    t.equal(afterConflict(skupper, me, 'pod-name'), 'retry');
     const other = structuredClone(skupper);
     other.spec!.holderIdentity = 'skupper-router-2-x';
-    assert.equal(afterConflict(other, me, 'pod-name'), 'stop');
-    assert.equal(afterConflict(undefined, me, 'pod-name'), 'stop');
+    t.equal(afterConflict(other, me, 'pod-name'), 'stop');
+    t.equal(afterConflict(undefined, me, 'pod-name'), 'stop');
   });
 
-  it('409 after a retried write whose answer was lost: it landed, not "holder changed"', () => {
+  t.test('409 after a retried write whose answer was lost: it landed, not "holder changed"', async (t) => {
     const d = decideHandover({
       lease: skupper,
       identity: me,
@@ -373,18 +377,18 @@ describe('after the write', () => {
       successor: 'skupper-router-2-x',
       nowMs: 1e12,
     });
-    assert.equal(d.action, 'replace');
+    t.equal(d.action, 'replace');
     if (d.action !== 'replace') return;
     // The API server applied the first write; the retry carries the old resourceVersion: 409.
     const stored = { ...structuredClone(d.lease), metadata: { ...d.lease.metadata, resourceVersion: '999' } };
-    assert.equal(afterConflict(stored, me, 'pod-name', d.lease), 'landed');
+    t.equal(afterConflict(stored, me, 'pod-name', d.lease), 'landed');
     // Somebody else's write is not ours, even with the same holder.
     const theirs = structuredClone(stored);
     theirs.spec!.renewTime = '2030-01-01T00:00:00.000000Z';
-    assert.equal(afterConflict(theirs, me, 'pod-name', d.lease), 'stop');
+    t.equal(afterConflict(theirs, me, 'pod-name', d.lease), 'stop');
   });
 
-  it('verification: renewed by the successor, taken by another, acquired after release', () => {
+  t.test('verification: renewed by the successor, taken by another, acquired after release', async (t) => {
     const d = decideHandover({
       lease: skupper,
       identity: me,
@@ -392,16 +396,16 @@ describe('after the write', () => {
       successor: 'succ',
       nowMs: NOW,
     });
-    assert.equal(d.action, 'replace');
+    t.equal(d.action, 'replace');
     if (d.action !== 'replace') return;
     const written = d.lease;
-    assert.equal(verifyProgress(written, written, 'replace').state, 'pending');
+    t.equal(verifyProgress(written, written, 'replace').state, 'pending');
     const renewed = structuredClone(written);
     renewed.spec!.renewTime = '2026-11-22T00:00:03.000000Z';
-    assert.equal(verifyProgress(written, renewed, 'replace').state, 'renewed');
+    t.equal(verifyProgress(written, renewed, 'replace').state, 'renewed');
     const taken = structuredClone(renewed);
     taken.spec!.holderIdentity = 'third';
-    assert.deepEqual(verifyProgress(written, taken, 'replace'), { state: 'taken-by-other', holder: 'third' });
+    t.strictSame(verifyProgress(written, taken, 'replace'), { state: 'taken-by-other', holder: 'third' });
     const rel = decideHandover({
       lease: skupper,
       identity: me,
@@ -409,10 +413,10 @@ describe('after the write', () => {
       successor: undefined,
       nowMs: NOW,
     });
-    assert.equal(
+    t.equal(
       verifyProgress(rel.action === 'release' ? rel.lease : written, taken, 'release').state,
       'acquired',
     );
-    assert.equal(verifyProgress(written, undefined, 'release').state, 'pending');
+    t.equal(verifyProgress(written, undefined, 'release').state, 'pending');
   });
 });

@@ -1,6 +1,5 @@
 // The capability's I/O edge with a scripted API: which calls it makes, and which it never makes.
-import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import t from 'tap';
 import { systemClock } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
@@ -133,8 +132,8 @@ function context(
   return { ctx, drain, events };
 }
 
-describe('lease handover capability (scripted API)', () => {
-  it('hands over after backing off on 429 and 503, and records an Event', async () => {
+t.test('lease handover capability (scripted API)', async (t) => {
+  t.test('hands over after backing off on 429 and 503, and records an Event', async (t) => {
     const api = fakeApi('router-a');
     api.failures.GET = [429];
     api.failures.PUT = [503];
@@ -144,38 +143,38 @@ describe('lease handover capability (scripted API)', () => {
     drain.terminate();
     await cap.stop();
     const [r] = (await cap.result) ?? [];
-    assert.equal(r?.outcome, 'handed-over');
-    assert.equal(api.lease().spec?.holderIdentity, 'router-b');
-    assert.equal(api.lease().spec?.leaseTransitions, 3);
-    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
-    assert.deepEqual(events, ['LeaseHandedOver']);
-    assert.match(
+    t.equal(r?.outcome, 'handed-over');
+    t.equal(api.lease().spec?.holderIdentity, 'router-b');
+    t.equal(api.lease().spec?.leaseTransitions, 3);
+    t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
+    t.strictSame(events, ['LeaseHandedOver']);
+    t.match(
       ctx.metrics.render(),
       /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 1/,
     );
   });
 
-  it('leaves a Lease alone while the leader container runs', async () => {
+  t.test('leaves a Lease alone while the leader container runs', async (t) => {
     const api = fakeApi('router-a');
     const { ctx, drain, events } = context(api, 'running');
     const cap = new LeaseHandover(ctx);
     await cap.start();
     drain.terminate();
     await cap.stop();
-    assert.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
-    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
-    assert.deepEqual(events, ['LeaseLeftToExpire']);
+    t.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
+    t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    t.strictSame(events, ['LeaseLeftToExpire']);
   });
 
-  it('never writes a Lease another pod holds, nor in observe-only mode', async () => {
+  t.test('never writes a Lease another pod holds, nor in observe-only mode', async (t) => {
     const other = fakeApi('router-b');
     const a = context(other, 'terminated');
     const cap = new LeaseHandover(a.ctx);
     await cap.start();
     a.drain.terminate();
     await cap.stop();
-    assert.equal((await cap.result)?.[0]?.outcome, 'not-holder');
-    assert.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    t.equal((await cap.result)?.[0]?.outcome, 'not-holder');
+    t.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
 
     const mine = fakeApi('router-a');
     const b = context(mine, 'terminated', { DRAINGUARD_OBSERVE_ONLY: 'true' });
@@ -183,34 +182,37 @@ describe('lease handover capability (scripted API)', () => {
     await cap2.start();
     b.drain.terminate();
     await cap2.stop();
-    assert.equal((await cap2.result)?.[0]?.outcome, 'observed');
-    assert.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
-    assert.deepEqual(b.events, ['LeaseHandoverObserved']);
+    t.equal((await cap2.result)?.[0]?.outcome, 'observed');
+    t.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    t.strictSame(b.events, ['LeaseHandoverObserved']);
   });
 
-  it('never touches a Lease once the own pod was re-created under the same name (its identity may be the new pod)', async () => {
-    const api = fakeApi('router-a');
-    const { ctx, drain, events } = context(api, 'terminated');
-    const cap = new LeaseHandover(ctx);
-    await cap.start();
-    drain.terminate(true);
-    await cap.stop();
-    const [r] = (await cap.result) ?? [];
-    assert.equal(r?.outcome, 'pod-replaced');
-    assert.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
-    assert.equal(api.lease().spec?.holderIdentity, 'router-a');
-    assert.deepEqual(events, []);
-  });
+  t.test(
+    'never touches a Lease once the own pod was re-created under the same name (its identity may be the new pod)',
+    async (t) => {
+      const api = fakeApi('router-a');
+      const { ctx, drain, events } = context(api, 'terminated');
+      const cap = new LeaseHandover(ctx);
+      await cap.start();
+      drain.terminate(true);
+      await cap.stop();
+      const [r] = (await cap.result) ?? [];
+      t.equal(r?.outcome, 'pod-replaced');
+      t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
+      t.equal(api.lease().spec?.holderIdentity, 'router-a');
+      t.strictSame(events, []);
+    },
+  );
 
-  it('returns from prestop at once', async () => {
+  t.test('returns from prestop at once', async (t) => {
     const api = fakeApi('router-a');
     const { ctx } = context(api, 'running');
     const cap = new LeaseHandover(ctx);
     await cap.start();
     const t0 = Date.now();
     const summary = await cap.prestop();
-    assert.ok(Date.now() - t0 < 100);
-    assert.equal(summary.started, true);
+    t.ok(Date.now() - t0 < 100);
+    t.equal(summary.started, true);
     await cap.stop();
   });
 });

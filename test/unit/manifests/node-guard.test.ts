@@ -2,15 +2,14 @@
 // test API server: its objects are checked against the 1.30 schema (kubernetes-models), and every
 // CEL expression is evaluated, as the API server would, on admission requests shaped like the
 // ones the L2 sidecar's merge patches produce (capability.ts) — allowed and refused.
-import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { test } from 'node:test';
 import { run } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 import {
   ValidatingAdmissionPolicy,
   ValidatingAdmissionPolicyBinding,
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
 
@@ -42,7 +41,7 @@ interface Request {
 }
 
 /** The API server's order: match conditions, then variables (lazily, here in order), then validations. */
-function admit(r: Request): { matched: boolean; denied: string[] } {
+function admit(t: Test, r: Request): { matched: boolean; denied: string[] } {
   const request = toCel({
     operation: 'UPDATE',
     userInfo: {
@@ -53,7 +52,7 @@ function admit(r: Request): { matched: boolean; denied: string[] } {
   const base = { request, object: toCel(r.object), oldObject: toCel(r.oldObject) };
   const evalBool = (e: Expr, vars: Map<string, unknown>) => {
     const out = run(e.expression, { ...base, variables: vars } as never, { funcs: strings });
-    assert.equal(typeof out, 'boolean', `${e.name ?? e.message}: not a bool (${String(out)})`);
+    t.equal(typeof out, 'boolean', `${e.name ?? e.message}: not a bool (${String(out)})`);
     return out as boolean;
   };
   const vars = new Map<string, unknown>();
@@ -78,96 +77,109 @@ const node = (name: string, over: { labels?: object; annotations?: object; spec?
 });
 const speaker = 'system:serviceaccount:metallb-system:speaker';
 
-test('node-guard objects are valid ValidatingAdmissionPolicy/Binding (admissionregistration.k8s.io/v1, Kubernetes 1.30 schema)', () => {
-  assert.doesNotThrow(() => new ValidatingAdmissionPolicy(docs[0] as never).validate());
-  assert.doesNotThrow(() => new ValidatingAdmissionPolicyBinding(docs[1] as never).validate());
-  assert.equal(binding.spec.policyName, (docs[0] as { metadata: { name: string } }).metadata.name);
-  assert.deepEqual(binding.spec.validationActions, ['Deny']);
-  const kustomization = YAML.parse(readFileSync(new URL('kustomization.yaml', dir), 'utf8'));
-  assert.equal(kustomization.kind, 'Component');
-});
+t.test(
+  'node-guard objects are valid ValidatingAdmissionPolicy/Binding (admissionregistration.k8s.io/v1, Kubernetes 1.30 schema)',
+  async (t) => {
+    t.doesNotThrow(() => new ValidatingAdmissionPolicy(docs[0] as never).validate());
+    t.doesNotThrow(() => new ValidatingAdmissionPolicyBinding(docs[1] as never).validate());
+    t.equal(binding.spec.policyName, (docs[0] as { metadata: { name: string } }).metadata.name);
+    t.strictSame(binding.spec.validationActions, ['Deny']);
+    const kustomization = YAML.parse(readFileSync(new URL('kustomization.yaml', dir), 'utf8'));
+    t.equal(kustomization.kind, 'Component');
+  },
+);
 
-test("allowed: the sidecar's own label, ownership and status annotations on its own Node, and taking them off", () => {
-  const before = node('node-a');
-  const labelled = node('node-a', {
-    labels: { [EXCLUDE_LABEL]: '' },
-    annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: '{"phase":"labelled"}' },
-  });
-  for (const [oldObject, object] of [
-    [before, labelled],
-    [labelled, before],
-  ] as const)
-    assert.deepEqual(admit({ username: speaker, nodeClaim: 'node-a', oldObject, object }), {
-      matched: true,
-      denied: [],
+t.test(
+  "allowed: the sidecar's own label, ownership and status annotations on its own Node, and taking them off",
+  async (t) => {
+    const before = node('node-a');
+    const labelled = node('node-a', {
+      labels: { [EXCLUDE_LABEL]: '' },
+      annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: '{"phase":"labelled"}' },
     });
-  // The Helm chart's account name too.
-  assert.deepEqual(
-    admit({
-      username: 'system:serviceaccount:metallb-system:metallb-speaker',
-      nodeClaim: 'node-a',
-      oldObject: before,
-      object: labelled,
-    }).denied,
-    [],
-  );
-});
+    for (const [oldObject, object] of [
+      [before, labelled],
+      [labelled, before],
+    ] as const)
+      t.strictSame(admit(t, { username: speaker, nodeClaim: 'node-a', oldObject, object }), {
+        matched: true,
+        denied: [],
+      });
+    // The Helm chart's account name too.
+    t.strictSame(
+      admit(t, {
+        username: 'system:serviceaccount:metallb-system:metallb-speaker',
+        nodeClaim: 'node-a',
+        oldObject: before,
+        object: labelled,
+      }).denied,
+      [],
+    );
+  },
+);
 
-test('refused: another Node, no node-name claim, a spec change (taint, cordon), another label or annotation', () => {
-  const denied = (r: Omit<Request, 'username'>) => admit({ username: speaker, ...r }).denied.join(' | ');
-  const a = node('node-a');
-  assert.match(
-    denied({
-      nodeClaim: 'node-b',
-      oldObject: a,
-      object: node('node-a', { labels: { [EXCLUDE_LABEL]: '' } }),
-    }),
-    /only the Node its pod runs on/,
-  );
-  assert.match(
-    denied({ oldObject: a, object: node('node-a', { labels: { [EXCLUDE_LABEL]: '' } }) }),
-    /only the Node its pod runs on/,
-  );
-  assert.match(
-    denied({
-      nodeClaim: 'node-a',
-      oldObject: a,
-      object: node('node-a', { spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] } }),
-    }),
-    /may not change a Node's spec/,
-  );
-  assert.match(
-    denied({ nodeClaim: 'node-a', oldObject: a, object: node('node-a', { spec: { unschedulable: true } }) }),
-    /spec/,
-  );
-  assert.match(
-    denied({
-      nodeClaim: 'node-a',
-      oldObject: a,
-      object: node('node-a', { labels: { 'node-role.kubernetes.io/control-plane': '' } }),
-    }),
-    /only the label node\.kubernetes\.io\/exclude-from-external-load-balancers/,
-  );
-  // Removing or changing someone else's label is a change too.
-  const { labels: _drop, ...bare } = a.metadata;
-  assert.match(
-    denied({ nodeClaim: 'node-a', oldObject: a, object: { ...a, metadata: { ...bare, labels: {} } } }),
-    /only the label/,
-  );
-  assert.match(
-    denied({
-      nodeClaim: 'node-a',
-      oldObject: a,
-      object: node('node-a', { annotations: { 'node.alpha.kubernetes.io/ttl': '30' } }),
-    }),
-    /only drainguard\.io\/ annotations/,
-  );
-});
+t.test(
+  'refused: another Node, no node-name claim, a spec change (taint, cordon), another label or annotation',
+  async (t) => {
+    const denied = (r: Omit<Request, 'username'>) => admit(t, { username: speaker, ...r }).denied.join(' | ');
+    const a = node('node-a');
+    t.match(
+      denied({
+        nodeClaim: 'node-b',
+        oldObject: a,
+        object: node('node-a', { labels: { [EXCLUDE_LABEL]: '' } }),
+      }),
+      /only the Node its pod runs on/,
+    );
+    t.match(
+      denied({ oldObject: a, object: node('node-a', { labels: { [EXCLUDE_LABEL]: '' } }) }),
+      /only the Node its pod runs on/,
+    );
+    t.match(
+      denied({
+        nodeClaim: 'node-a',
+        oldObject: a,
+        object: node('node-a', { spec: { taints: [{ key: 'x', effect: 'NoSchedule' }] } }),
+      }),
+      /may not change a Node's spec/,
+    );
+    t.match(
+      denied({
+        nodeClaim: 'node-a',
+        oldObject: a,
+        object: node('node-a', { spec: { unschedulable: true } }),
+      }),
+      /spec/,
+    );
+    t.match(
+      denied({
+        nodeClaim: 'node-a',
+        oldObject: a,
+        object: node('node-a', { labels: { 'node-role.kubernetes.io/control-plane': '' } }),
+      }),
+      /only the label node\.kubernetes\.io\/exclude-from-external-load-balancers/,
+    );
+    // Removing or changing someone else's label is a change too.
+    const { labels: _drop, ...bare } = a.metadata;
+    t.match(
+      denied({ nodeClaim: 'node-a', oldObject: a, object: { ...a, metadata: { ...bare, labels: {} } } }),
+      /only the label/,
+    );
+    t.match(
+      denied({
+        nodeClaim: 'node-a',
+        oldObject: a,
+        object: node('node-a', { annotations: { 'node.alpha.kubernetes.io/ttl': '30' } }),
+      }),
+      /only drainguard\.io\/ annotations/,
+    );
+  },
+);
 
-test('other users are not matched (kubelet, controllers, kubectl)', () => {
+t.test('other users are not matched (kubelet, controllers, kubectl)', async (t) => {
   for (const username of ['system:node:node-a', 'system:serviceaccount:kube-system:node-controller', 'admin'])
-    assert.deepEqual(
-      admit({
+    t.strictSame(
+      admit(t, {
         username,
         oldObject: node('node-a'),
         object: node('node-a', { spec: { unschedulable: true } }),

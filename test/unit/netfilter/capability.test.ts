@@ -1,6 +1,5 @@
-import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import pino from 'pino';
+import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
@@ -27,8 +26,8 @@ function stubClient(pods: unknown[]): KubeClient {
   } as unknown as KubeClient;
 }
 
-describe('netfilter-cleanup capability (fake host, stub API)', () => {
-  it('dry-run: reports each stale item once (Event, metrics), deletes nothing', async () => {
+t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
+  t.test('dry-run: reports each stale item once (Event, metrics), deletes nothing', async (t) => {
     const h = new FakeHost();
     h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
     h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
@@ -69,11 +68,11 @@ describe('netfilter-cleanup capability (fake host, stub API)', () => {
       await cap.idle();
     }
     await cap.stop();
-    assert.deepEqual(events, [
+    t.strictSame(events, [
       'NetfilterCleanupDryRun: netfilter cleanup would remove 1 stale ebtables rule(s) and 0 neighbour(s): arpreply 198.51.100.12→02:aa:00:00:00:12',
     ]);
-    assert.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="true",kind="rule"\} 1\n/);
-    assert.equal(h.rules.length, 1);
-    assert.equal(h.deleted.length, 0);
+    t.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="true",kind="rule"\} 1\n/);
+    t.equal(h.rules.length, 1);
+    t.equal(h.deleted.length, 0);
   });
 });

@@ -1,6 +1,5 @@
-import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import t from 'tap';
 import { ConfirmationTracker } from '../../../sidecar/netfilter/confirm.ts';
 import { decide, type PodInfo, type Snapshot } from '../../../sidecar/netfilter/decide.ts';
 import { parseListing } from '../../../sidecar/netfilter/ebtables.ts';
@@ -40,140 +39,141 @@ const pad = (spec: string) =>
       .join(':'),
   );
 
-describe('staleness decision on the recorded azure-vnet layout', () => {
+t.test('staleness decision on the recorded azure-vnet layout', async (t) => {
   for (const listing of ['nat-nft.txt', 'nat-legacy.txt']) {
-    it(`${listing}: exactly the stale rules and neighbours, nothing protected`, () => {
+    t.test(`${listing}: exactly the stale rules and neighbours, nothing protected`, async (t) => {
       const d = decide({ snapshot: snapshot(listing), pods, nodeAddresses: ['192.0.2.10'] });
-      assert.deepEqual(d.staleRules.map((r) => pad(r.rule.spec)).sort(), [...expected.staleSpecs].sort());
-      assert.deepEqual(d.staleNeighbours.map((n) => n.key).sort(), [...expected.staleNeighbours].sort());
+      t.strictSame(d.staleRules.map((r) => pad(r.rule.spec)).sort(), [...expected.staleSpecs].sort());
+      t.strictSame(d.staleNeighbours.map((n) => n.key).sort(), [...expected.staleNeighbours].sort());
       const kept = d.verdicts
         .filter((v) => v.verdict !== 'stale')
         .map((v) => `${v.rule.chain} ${pad(v.rule.spec)}`);
-      for (const k of expected.keptSpecs) assert.ok(kept.includes(`${k.chain} ${k.spec}`), `kept: ${k.spec}`);
-      for (const n of expected.keptNeighbours) assert.ok(!d.staleNeighbours.some((s) => s.key === n), n);
+      for (const k of expected.keptSpecs) t.ok(kept.includes(`${k.chain} ${k.spec}`), `kept: ${k.spec}`);
+      for (const n of expected.keptNeighbours) t.ok(!d.staleNeighbours.some((s) => s.key === n), n);
     });
   }
 
-  it('says why: pod owner, gone pods, and the MAC', () => {
+  t.test('says why: pod owner, gone pods, and the MAC', async (t) => {
     const d = decide({ snapshot: snapshot('nat-nft.txt'), pods, nodeAddresses: [] });
     const reasons = d.staleRules.map((r) => r.reason);
-    assert.ok(
+    t.ok(
       reasons.includes(
         'arpreply for 198.51.100.13 (pod kube-system/lxc-health) points at MAC 02:aa:00:00:00:13, not known here',
       ),
       reasons.join('\n'),
     );
-    assert.ok(reasons.some((r) => r.startsWith('dnat for 2001:db8:1::12 (no current pod on this node)')));
+    t.ok(reasons.some((r) => r.startsWith('dnat for 2001:db8:1::12 (no current pod on this node)')));
     const n = d.staleNeighbours.find((x) => x.key === '198.51.100.17|azure0');
-    assert.match(n!.reason, /FAILED neighbour for 198.51.100.17 .* on azure0, but its route is via lxc13/);
+    t.match(n!.reason, /FAILED neighbour for 198.51.100.17 .* on azure0, but its route is via lxc13/);
   });
 
-  it('tunnel mode: one shared MAC, decided per IP', () => {
+  t.test('tunnel mode: one shared MAC, decided per IP', async (t) => {
     const d = decide({ snapshot: snapshot('nat-nft.txt'), pods, nodeAddresses: [] });
     const byIp = (ip: string) => d.verdicts.filter((v) => v.rule.perPod?.ip === ip).map((v) => v.verdict);
-    assert.deepEqual(byIp('198.51.100.16'), ['live', 'live']);
-    assert.deepEqual(byIp('198.51.100.14'), ['stale', 'stale']);
-    assert.deepEqual(byIp('198.51.100.15'), ['stale', 'stale']);
+    t.strictSame(byIp('198.51.100.16'), ['live', 'live']);
+    t.strictSame(byIp('198.51.100.14'), ['stale', 'stale']);
+    t.strictSame(byIp('198.51.100.15'), ['stale', 'stale']);
   });
 
-  it('node addresses from the Node object protect rules even without a local interface', () => {
+  t.test('node addresses from the Node object protect rules even without a local interface', async (t) => {
     const s = snapshot('nat-nft.txt');
     const d = decide({ snapshot: s, pods, nodeAddresses: ['198.51.100.12'] });
-    assert.ok(!d.staleRules.some((r) => r.rule.perPod?.ip === '198.51.100.12'));
-    assert.ok(
-      d.verdicts.some((v) => v.verdict === 'protected' && v.reason === '198.51.100.12 is a node address'),
-    );
+    t.ok(!d.staleRules.some((r) => r.rule.perPod?.ip === '198.51.100.12'));
+    t.ok(d.verdicts.some((v) => v.verdict === 'protected' && v.reason === '198.51.100.12 is a node address'));
   });
 
-  it('a MAC learned in the bridge FDB on a local port is known', () => {
+  t.test('a MAC learned in the bridge FDB on a local port is known', async (t) => {
     const s = snapshot('nat-nft.txt');
     s.ifaces.push({ name: 'veth9', ips: [], kind: 'veth' });
     s.fdb.push({ mac: '02aa00000012', dev: 'veth9', master: 'azure0', state: '', flags: [] });
     const d = decide({ snapshot: s, pods, nodeAddresses: [] });
-    assert.ok(!d.staleRules.some((r) => r.rule.perPod?.ip === '198.51.100.12'));
-    assert.ok(
+    t.ok(!d.staleRules.some((r) => r.rule.perPod?.ip === '198.51.100.12'));
+    t.ok(
       d.verdicts.some(
         (v) => v.reason === 'MAC 02:aa:00:00:00:12 is known here (bridge FDB on veth9 (azure0))',
       ),
     );
   });
 
-  it('a MAC learned on the uplink is not "here" (tunnel mode: the gateway MAC is learned on eth0)', () => {
-    const s = snapshot('nat-nft.txt');
-    // eth0 is a veth in the test layout, but the nat rules name it (-i eth0 / -o eth0): uplink.
-    s.ifaces.push({ name: 'ens5', ips: [] }); // a physical NIC: no link kind
-    s.fdb.push(
-      { mac: '123456789abc', dev: 'eth0', master: 'azure0', state: '', flags: [] },
-      { mac: '02aa00000012', dev: 'ens5', master: 'azure0', state: '', flags: [] },
-    );
-    const d = decide({ snapshot: s, pods, nodeAddresses: [] });
-    const stale = new Set(d.staleRules.map((r) => r.rule.perPod?.ip));
-    assert.ok(stale.has('198.51.100.14') && stale.has('198.51.100.15'), 'tunnel-mode rules still stale');
-    assert.ok(stale.has('198.51.100.12'), 'a MAC learned on a physical port is not known here');
-  });
+  t.test(
+    'a MAC learned on the uplink is not "here" (tunnel mode: the gateway MAC is learned on eth0)',
+    async (t) => {
+      const s = snapshot('nat-nft.txt');
+      // eth0 is a veth in the test layout, but the nat rules name it (-i eth0 / -o eth0): uplink.
+      s.ifaces.push({ name: 'ens5', ips: [] }); // a physical NIC: no link kind
+      s.fdb.push(
+        { mac: '123456789abc', dev: 'eth0', master: 'azure0', state: '', flags: [] },
+        { mac: '02aa00000012', dev: 'ens5', master: 'azure0', state: '', flags: [] },
+      );
+      const d = decide({ snapshot: s, pods, nodeAddresses: [] });
+      const stale = new Set(d.staleRules.map((r) => r.rule.perPod?.ip));
+      t.ok(stale.has('198.51.100.14') && stale.has('198.51.100.15'), 'tunnel-mode rules still stale');
+      t.ok(stale.has('198.51.100.12'), 'a MAC learned on a physical port is not known here');
+    },
+  );
 
-  it('no ebtables (unusable flavour): neighbours are still judged', () => {
+  t.test('no ebtables (unusable flavour): neighbours are still judged', async (t) => {
     const s = snapshot('nat-nft.txt');
     delete s.rules;
     const d = decide({ snapshot: s, pods, nodeAddresses: [] });
-    assert.equal(d.staleRules.length, 0);
-    assert.equal(d.staleNeighbours.length, expected.staleNeighbours.length);
+    t.equal(d.staleRules.length, 0);
+    t.equal(d.staleNeighbours.length, expected.staleNeighbours.length);
   });
 });
 
-describe('two-pass confirmation', () => {
-  it('confirms only on a later pass at least confirmMs after the first sighting', () => {
-    const t = new ConfirmationTracker(2000);
-    assert.deepEqual([...t.observe(0, ['a', 'b'])], []);
-    assert.deepEqual([...t.observe(500, ['a', 'b'])], [], 'event-triggered pass too soon');
-    assert.deepEqual([...t.observe(2000, ['a'])], ['a']);
-    assert.deepEqual([...t.observe(2100, ['a', 'b'])], ['a'], 'b broke its run at 2000 and starts again');
-    assert.deepEqual(t.pending(), [
+t.test('two-pass confirmation', async (t) => {
+  t.test('confirms only on a later pass at least confirmMs after the first sighting', async (t) => {
+    const tracker = new ConfirmationTracker(2000);
+    t.strictSame([...tracker.observe(0, ['a', 'b'])], []);
+    t.strictSame([...tracker.observe(500, ['a', 'b'])], [], 'event-triggered pass too soon');
+    t.strictSame([...tracker.observe(2000, ['a'])], ['a']);
+    t.strictSame([...tracker.observe(2100, ['a', 'b'])], ['a'], 'b broke its run at 2000 and starts again');
+    t.strictSame(tracker.pending(), [
       { key: 'a', confirmableAt: 2000 },
       { key: 'b', confirmableAt: 4100 },
     ]);
-    t.forget(['a']);
-    assert.deepEqual(
-      [...t.observe(5000, ['a', 'b'])],
+    tracker.forget(['a']);
+    t.strictSame(
+      [...tracker.observe(5000, ['a', 'b'])],
       ['b'],
       'a deleted and re-added: needs two sightings again',
     );
   });
 
-  it('rejects a negative interval', () => {
-    assert.throws(() => new ConfirmationTracker(-1), /confirmMs must be >= 0/);
+  t.test('rejects a negative interval', async (t) => {
+    t.throws(() => new ConfirmationTracker(-1), /confirmMs must be >= 0/);
   });
 });
 
-describe('batch plans', () => {
-  it('one ebtables-restore batch with one -D per occurrence, and one ip batch', () => {
+t.test('batch plans', async (t) => {
+  t.test('one ebtables-restore batch with one -D per occurrence, and one ip batch', async (t) => {
     const d = decide({ snapshot: snapshot('nat-legacy.txt'), pods, nodeAddresses: [] });
     const text = ebtablesRestoreInput(d.staleRules);
     const lines = text.trim().split('\n');
-    assert.equal(lines[0], '*nat');
-    assert.equal(lines.at(-1), 'COMMIT');
-    assert.equal(lines.length, expected.staleSpecs.length + 2);
-    assert.ok(
+    t.equal(lines[0], '*nat');
+    t.equal(lines.at(-1), 'COMMIT');
+    t.equal(lines.length, expected.staleSpecs.length + 2);
+    t.ok(
       lines.includes(
         '-D PREROUTING -p ARP --arp-op Request --arp-ip-dst 198.51.100.12 -j arpreply --arpreply-mac 2:aa:0:0:0:12',
       ),
     );
-    assert.deepEqual(ebtablesDeleteArgs(d.staleRules[0]!).slice(0, 4), ['-t', 'nat', '-D', 'PREROUTING']);
-    assert.equal(
+    t.strictSame(ebtablesDeleteArgs(d.staleRules[0]!).slice(0, 4), ['-t', 'nat', '-D', 'PREROUTING']);
+    t.equal(
       neighbourBatchInput(d.staleNeighbours.filter((n) => n.key === '198.51.100.17|azure0')),
       'neigh del 198.51.100.17 dev azure0\n',
     );
   });
 
-  it('refuses specs that could break out of a batch line', () => {
+  t.test('refuses specs that could break out of a batch line', async (t) => {
     const d = decide({ snapshot: snapshot('nat-nft.txt'), pods, nodeAddresses: [] });
     const bad = { ...d.staleRules[0]!, rule: { ...d.staleRules[0]!.rule, spec: '-j ACCEPT\n-F' } };
-    assert.throws(() => ebtablesRestoreInput([bad]), /refusing/);
+    t.throws(() => ebtablesRestoreInput([bad]), /refusing/);
   });
 });
 
-describe('pods and node addresses', () => {
-  it('keeps pods of this node with their own IPs', () => {
+t.test('pods and node addresses', async (t) => {
+  t.test('keeps pods of this node with their own IPs', async (t) => {
     const list = parsePodList(
       JSON.stringify({
         kind: 'PodList',
@@ -211,12 +211,12 @@ describe('pods and node addresses', () => {
       }),
       'pods.json',
     );
-    assert.deepEqual(podInfos(list, 'n1'), [
+    t.strictSame(podInfos(list, 'n1'), [
       { namespace: 'x', name: 'a', ips: ['198.51.100.1', '2001:db8:1::1'] },
     ]);
-    assert.throws(() => parsePodList('{}', 'f.json'), /f.json: expected a PodList/);
-    assert.throws(() => parsePodList('nope', 'f.json'), /f.json: not JSON/);
-    assert.deepEqual(
+    t.throws(() => parsePodList('{}', 'f.json'), /f.json: expected a PodList/);
+    t.throws(() => parsePodList('nope', 'f.json'), /f.json: not JSON/);
+    t.strictSame(
       nodeAddresses({
         status: {
           addresses: [

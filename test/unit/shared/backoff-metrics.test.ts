@@ -1,25 +1,24 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { Backoff } from '../../../shared/backoff.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { Registry } from '../../../shared/metrics.ts';
 
-test('backoff grows exponentially within [half, full], is capped, and resets', () => {
+t.test('backoff grows exponentially within [half, full], is capped, and resets', async (t) => {
   const lo = new Backoff({ baseMs: 100, capMs: 1000, random: () => 0 });
   const hi = new Backoff({ baseMs: 100, capMs: 1000, random: () => 1 });
-  assert.deepEqual(
+  t.strictSame(
     [1, 2, 3, 4, 5, 6].map(() => lo.next()),
     [50, 100, 200, 400, 500, 500],
   );
-  assert.deepEqual(
+  t.strictSame(
     [1, 2, 3, 4, 5, 6].map(() => hi.next()),
     [100, 200, 400, 800, 1000, 1000],
   );
   hi.reset();
-  assert.equal(hi.next(), 100);
+  t.equal(hi.next(), 100);
 });
 
-test('metrics render Prometheus text with escaped labels and histogram buckets', () => {
+t.test('metrics render Prometheus text with escaped labels and histogram buckets', async (t) => {
   const r = new Registry();
   const c = r.counter('drainguard_things_total', 'Things.');
   c.inc({ kind: 'a"b' });
@@ -28,14 +27,14 @@ test('metrics render Prometheus text with escaped labels and histogram buckets',
   h.observe({}, 0.05);
   h.observe({}, 0.5);
   const text = r.render();
-  assert.match(text, /drainguard_things_total\{kind="a\\"b"\} 3/);
-  assert.match(text, /drainguard_latency_seconds_bucket\{le="0.1"\} 1/);
-  assert.match(text, /drainguard_latency_seconds_bucket\{le="1"\} 2/);
-  assert.match(text, /drainguard_latency_seconds_bucket\{le="\+Inf"\} 2/);
-  assert.match(text, /drainguard_latency_seconds_count 2/);
-  assert.throws(() => r.counter('other_total', 'x'), /must match drainguard_/);
+  t.match(text, /drainguard_things_total\{kind="a\\"b"\} 3/);
+  t.match(text, /drainguard_latency_seconds_bucket\{le="0.1"\} 1/);
+  t.match(text, /drainguard_latency_seconds_bucket\{le="1"\} 2/);
+  t.match(text, /drainguard_latency_seconds_bucket\{le="\+Inf"\} 2/);
+  t.match(text, /drainguard_latency_seconds_count 2/);
+  t.throws(() => r.counter('other_total', 'x'), /must match drainguard_/);
 });
 
-test('MicroTime has six fractional digits', () => {
-  assert.equal(microTime(Date.UTC(2026, 0, 2, 3, 4, 5, 678)), '2026-01-02T03:04:05.678000Z');
+t.test('MicroTime has six fractional digits', async (t) => {
+  t.equal(microTime(Date.UTC(2026, 0, 2, 3, 4, 5, 678)), '2026-01-02T03:04:05.678000Z');
 });

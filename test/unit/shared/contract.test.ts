@@ -1,5 +1,4 @@
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import {
   CONTRACT,
   ContractError,
@@ -16,17 +15,17 @@ const base = {
   DRAINGUARD_NODE_NAME: 'node-a',
 };
 
-test('defaults fill every optional variable', () => {
+t.test('defaults fill every optional variable', async (t) => {
   const c = parseSidecarEnv(base);
-  assert.equal(c.port, 7480);
-  assert.equal(c.observeOnly, false);
-  assert.deepEqual(c.drainTaints, DEFAULT_DRAIN_TAINTS);
-  assert.deepEqual(c.memberlistPorts, [7946]);
-  assert.equal(c.identityScheme, 'pod-name');
-  assert.deepEqual(c.podIPs, []);
+  t.equal(c.port, 7480);
+  t.equal(c.observeOnly, false);
+  t.strictSame(c.drainTaints, DEFAULT_DRAIN_TAINTS);
+  t.strictSame(c.memberlistPorts, [7946]);
+  t.equal(c.identityScheme, 'pod-name');
+  t.strictSame(c.podIPs, []);
 });
 
-test('every problem is reported at once, naming the variable and what is accepted', () => {
+t.test('every problem is reported at once, naming the variable and what is accepted', async (t) => {
   const err = (() => {
     try {
       parseSidecarEnv({
@@ -40,37 +39,38 @@ test('every problem is reported at once, naming the variable and what is accepte
       return e;
     }
   })();
-  assert.ok(err instanceof ContractError);
+  t.ok(err instanceof ContractError);
+  if (!(err instanceof ContractError)) return;
   const text = err.problems.join('\n');
-  assert.match(text, /DRAINGUARD_PORT="70000": accepted is a whole number from 1 to 65535/);
-  assert.match(text, /DRAINGUARD_OBSERVE_ONLY="yes": accepted values are true, false/);
-  assert.match(
+  t.match(text, /DRAINGUARD_PORT="70000": accepted is a whole number from 1 to 65535/);
+  t.match(text, /DRAINGUARD_OBSERVE_ONLY="yes": accepted values are true, false/);
+  t.match(
     text,
     /DRAINGUARD_FEATURES=.*unknown teleport; accepted values are l2-handover, lease-handover, netfilter-cleanup/,
   );
-  assert.match(text, /DRAINGUARD_NODE_NAME is required/);
-  assert.equal(err.problems.length, 4);
+  t.match(text, /DRAINGUARD_NODE_NAME is required/);
+  t.equal(err.problems.length, 4);
 });
 
-test('lease-handover without leases is refused', () => {
-  assert.throws(
+t.test('lease-handover without leases is refused', async (t) => {
+  t.throws(
     () => parseSidecarEnv({ ...base, DRAINGUARD_FEATURES: 'lease-handover' }),
     /DRAINGUARD_LEASES is required/,
   );
 });
 
-test('memberlist ports must be ports', () => {
-  assert.throws(
+t.test('memberlist ports must be ports', async (t) => {
+  t.throws(
     () => parseSidecarEnv({ ...base, DRAINGUARD_MEMBERLIST_PORTS: '7946,abc' }),
     /DRAINGUARD_MEMBERLIST_PORTS/,
   );
-  assert.deepEqual(
+  t.strictSame(
     parseSidecarEnv({ ...base, DRAINGUARD_MEMBERLIST_PORTS: '7946, 7947' }).memberlistPorts,
     [7946, 7947],
   );
 });
 
-test('render → parse round-trips, with downward-API identity and only non-default values', () => {
+t.test('render → parse round-trips, with downward-API identity and only non-default values', async (t) => {
   const env = renderSidecarEnv({
     profile: 'skupper-router',
     features: ['lease-handover'],
@@ -80,8 +80,8 @@ test('render → parse round-trips, with downward-API identity and only non-defa
     guardedContainer: 'kube-adaptor',
   });
   const names = env.map((e) => e.name);
-  assert.ok(!names.includes('DRAINGUARD_OBSERVE_ONLY'), 'defaults stay implicit');
-  assert.deepEqual(
+  t.ok(!names.includes('DRAINGUARD_OBSERVE_ONLY'), 'defaults stay implicit');
+  t.strictSame(
     env.filter((e) => e.valueFrom).map((e) => e.valueFrom?.fieldRef.fieldPath),
     ['metadata.name', 'metadata.namespace', 'metadata.uid', 'spec.nodeName', 'status.podIPs'],
   );
@@ -95,18 +95,18 @@ test('render → parse round-trips, with downward-API identity and only non-defa
   };
   for (const e of env) if (e.value !== undefined) resolved[e.name] = e.value;
   const c = parseSidecarEnv(resolved);
-  assert.equal(c.profile, 'skupper-router');
-  assert.deepEqual(c.leases, ['skupper-site-leader']);
-  assert.equal(c.port, 7481);
-  assert.equal(c.guardedContainer, 'kube-adaptor');
-  assert.deepEqual(c.podIPs, ['10.0.0.1']);
+  t.equal(c.profile, 'skupper-router');
+  t.strictSame(c.leases, ['skupper-site-leader']);
+  t.equal(c.port, 7481);
+  t.equal(c.guardedContainer, 'kube-adaptor');
+  t.strictSame(c.podIPs, ['10.0.0.1']);
 });
 
-test('every contract variable is unique and documented', () => {
+t.test('every contract variable is unique and documented', async (t) => {
   const envs = CONTRACT.map((v) => v.env);
-  assert.equal(new Set(envs).size, envs.length);
+  t.equal(new Set(envs).size, envs.length);
   for (const v of CONTRACT) {
-    assert.match(v.env, /^DRAINGUARD_[A-Z0-9_]+$/);
-    assert.ok(v.description.length > 10, v.env);
+    t.match(v.env, /^DRAINGUARD_[A-Z0-9_]+$/);
+    t.ok(v.description.length > 10, v.env);
   }
 });

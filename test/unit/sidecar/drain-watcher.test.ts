@@ -1,8 +1,7 @@
 // DrainWatcher against a scripted API (lists, then watch events the test pushes): the
 // terminating state a preStop hook sets, and what ends it.
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
 import pino from 'pino';
+import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
@@ -64,81 +63,90 @@ function watcher(client: KubeClient, podUid?: string) {
   });
 }
 
-test('goingAway: a hook with the pod not deleted and the node not draining is a container restart', async () => {
-  const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
-  const w = watcher(api.client);
-  w.start();
-  try {
-    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
-    assert.deepEqual(await w.goingAway(), {
-      going: false,
-      why: 'pod not deleted, node not draining (a container restart)',
-    });
-  } finally {
-    await w.stop();
-  }
-  // The fresh read sees a deletion our watch has not delivered yet; an unreadable Pod counts as going.
-  const deleted = watcher(
-    scriptedApi(node, pod(0, true), async () => pod(0, true, '2026-11-23T00:00:00Z')).client,
-  );
-  assert.deepEqual(await deleted.goingAway(), { going: true, why: 'pod deleted' });
-  const down = watcher(
-    scriptedApi(node, pod(0, true), async () => {
-      throw new Error('connect ECONNREFUSED');
-    }).client,
-  );
-  assert.match((await down.goingAway()).why, /own Pod unknown \(connect ECONNREFUSED\)/);
-});
-
-test('terminating set by a hook ends when the guarded container runs again, not before, and never while the pod is deleted', async () => {
-  const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
-  const w = watcher(api.client);
-  w.start();
-  try {
-    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
-    w.markTerminating();
-    assert.equal(w.current.terminating, true);
-    api.push('pod', pod(0, false)); // killed after the hook
-    assert.equal(w.current.terminating, true);
-    api.push('pod', pod(1, true)); // restarted and running
-    assert.equal(w.current.terminating, false);
-    // A real deletion: the hook's mark stays even if the container were restarted.
-    w.markTerminating();
-    api.push('pod', pod(2, true, '2026-11-23T00:00:00Z'));
-    assert.equal(w.current.terminating, true);
-  } finally {
-    await w.stop();
-  }
-});
-
-test('a pod re-created under the own name (another UID) is not this pod: gone, terminating, never its view', async () => {
-  const own = { ...pod(0, true), metadata: { ...pod(0, true).metadata, uid: 'uid-own' } };
-  const other = (deletionTimestamp?: string): Pod => {
-    const p = pod(0, true, deletionTimestamp);
-    return { ...p, metadata: { ...p.metadata, uid: 'uid-new', resourceVersion: '9' } };
-  };
-  const api = scriptedApi(node, own, async () => other());
-  const w = watcher(api.client, 'uid-own');
-  w.start();
-  try {
-    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
-    assert.equal(w.pod?.metadata?.uid, 'uid-own');
-    assert.deepEqual(
-      { terminating: w.current.terminating, replaced: w.current.podReplaced },
-      { terminating: false, replaced: false },
+t.test(
+  'goingAway: a hook with the pod not deleted and the node not draining is a container restart',
+  async (t) => {
+    const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
+    const w = watcher(api.client);
+    w.start();
+    try {
+      await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+      t.strictSame(await w.goingAway(), {
+        going: false,
+        why: 'pod not deleted, node not draining (a container restart)',
+      });
+    } finally {
+      await w.stop();
+    }
+    // The fresh read sees a deletion our watch has not delivered yet; an unreadable Pod counts as going.
+    const deleted = watcher(
+      scriptedApi(node, pod(0, true), async () => pod(0, true, '2026-11-23T00:00:00Z')).client,
     );
-    // Force-deleted and re-created by its StatefulSet: the watch shows a pod of the same name.
-    api.push('pod', other());
-    assert.equal(w.pod, undefined, "the new pod's status is not this pod's");
-    assert.deepEqual(
-      { terminating: w.current.terminating, replaced: w.current.podReplaced },
-      { terminating: true, replaced: true },
+    t.strictSame(await deleted.goingAway(), { going: true, why: 'pod deleted' });
+    const down = watcher(
+      scriptedApi(node, pod(0, true), async () => {
+        throw new Error('connect ECONNREFUSED');
+      }).client,
     );
-    assert.deepEqual(await w.goingAway(), { going: true, why: 'pod re-created under the same name' });
-  } finally {
-    await w.stop();
-  }
-  // Before the watch shows it, the fresh read in goingAway() does.
-  const fresh = watcher(scriptedApi(node, own, async () => other()).client, 'uid-own');
-  assert.deepEqual(await fresh.goingAway(), { going: true, why: 'pod re-created under the same name' });
-});
+    t.match((await down.goingAway()).why, /own Pod unknown \(connect ECONNREFUSED\)/);
+  },
+);
+
+t.test(
+  'terminating set by a hook ends when the guarded container runs again, not before, and never while the pod is deleted',
+  async (t) => {
+    const api = scriptedApi(node, pod(0, true), async () => pod(0, true));
+    const w = watcher(api.client);
+    w.start();
+    try {
+      await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+      w.markTerminating();
+      t.equal(w.current.terminating, true);
+      api.push('pod', pod(0, false)); // killed after the hook
+      t.equal(w.current.terminating, true);
+      api.push('pod', pod(1, true)); // restarted and running
+      t.equal(w.current.terminating, false);
+      // A real deletion: the hook's mark stays even if the container were restarted.
+      w.markTerminating();
+      api.push('pod', pod(2, true, '2026-11-23T00:00:00Z'));
+      t.equal(w.current.terminating, true);
+    } finally {
+      await w.stop();
+    }
+  },
+);
+
+t.test(
+  'a pod re-created under the own name (another UID) is not this pod: gone, terminating, never its view',
+  async (t) => {
+    const own = { ...pod(0, true), metadata: { ...pod(0, true).metadata, uid: 'uid-own' } };
+    const other = (deletionTimestamp?: string): Pod => {
+      const p = pod(0, true, deletionTimestamp);
+      return { ...p, metadata: { ...p.metadata, uid: 'uid-new', resourceVersion: '9' } };
+    };
+    const api = scriptedApi(node, own, async () => other());
+    const w = watcher(api.client, 'uid-own');
+    w.start();
+    try {
+      await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+      t.equal(w.pod?.metadata?.uid, 'uid-own');
+      t.strictSame(
+        { terminating: w.current.terminating, replaced: w.current.podReplaced },
+        { terminating: false, replaced: false },
+      );
+      // Force-deleted and re-created by its StatefulSet: the watch shows a pod of the same name.
+      api.push('pod', other());
+      t.equal(w.pod, undefined, "the new pod's status is not this pod's");
+      t.strictSame(
+        { terminating: w.current.terminating, replaced: w.current.podReplaced },
+        { terminating: true, replaced: true },
+      );
+      t.strictSame(await w.goingAway(), { going: true, why: 'pod re-created under the same name' });
+    } finally {
+      await w.stop();
+    }
+    // Before the watch shows it, the fresh read in goingAway() does.
+    const fresh = watcher(scriptedApi(node, own, async () => other()).client, 'uid-own');
+    t.strictSame(await fresh.goingAway(), { going: true, why: 'pod re-created under the same name' });
+  },
+);

@@ -1,5 +1,4 @@
-import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import t from 'tap';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { SidecarServer } from '../../../sidecar/http.ts';
@@ -8,7 +7,7 @@ let server: SidecarServer;
 let base: string;
 let prestops = 0;
 
-before(async () => {
+t.before(async () => {
   server = new SidecarServer({
     port: 0,
     host: '127.0.0.1',
@@ -23,9 +22,9 @@ before(async () => {
   const addr = await server.listen();
   base = `http://127.0.0.1:${addr.port}`;
 });
-after(() => server.close());
+t.teardown(() => server.close());
 
-test('a kubelet before 1.26 asks for //prestop: it is the preStop hook, not a 404', async () => {
+t.test('a kubelet before 1.26 asks for //prestop: it is the preStop hook, not a 404', async (t) => {
   // fetch would normalise the URL; send the request line exactly as kubelet 1.20 does.
   const { request } = await import('node:http');
   const status = await new Promise<number>((resolve, reject) => {
@@ -36,17 +35,17 @@ test('a kubelet before 1.26 asks for //prestop: it is the preStop hook, not a 40
     req.on('error', reject);
     req.end();
   });
-  assert.equal(status, 200);
-  assert.equal(prestops, 1);
+  t.equal(status, 200);
+  t.equal(prestops, 1);
 });
 
-test('unknown paths still get a 404 naming the routes', async () => {
+t.test('unknown paths still get a 404 naming the routes', async (t) => {
   const r = await fetch(`${base}/nope`);
-  assert.equal(r.status, 404);
-  assert.match(await r.text(), /routes are \/healthz \/readyz \/prestop \/metrics/);
+  t.equal(r.status, 404);
+  t.match(await r.text(), /routes are \/healthz \/readyz \/prestop \/metrics/);
 });
 
-test('profiles without a preStop hook do not serve /prestop (no door for other pods)', async () => {
+t.test('profiles without a preStop hook do not serve /prestop (no door for other pods)', async (t) => {
   const bare = new SidecarServer({
     port: 0,
     host: '127.0.0.1',
@@ -57,8 +56,8 @@ test('profiles without a preStop hook do not serve /prestop (no door for other p
   const { port } = await bare.listen();
   try {
     const r = await fetch(`http://127.0.0.1:${port}/prestop`);
-    assert.equal(r.status, 404);
-    assert.match(await r.text(), /no \/prestop for this profile/);
+    t.equal(r.status, 404);
+    t.match(await r.text(), /no \/prestop for this profile/);
   } finally {
     await bare.close();
   }

@@ -1,7 +1,6 @@
 // The speaker simulator's memberlist liveness (lab/sim/speaker/election.ts): SWIM probe/ack,
 // reduced to direct probes, on plain data. A tiny in-memory network delivers the messages.
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import {
   liveMembers,
   type MemberMsg,
@@ -51,60 +50,69 @@ function world(names: string[]) {
   };
 }
 
-test('memberlist probe/ack: peers that answer our pings are alive; one that stops is dead after deadMs, not before', () => {
-  const w = world(['a', 'b', 'c']);
-  w.run(1000);
-  for (const n of ['a', 'b', 'c']) assert.deepEqual(w.live(n), ['a', 'b', 'c']);
-  // c's process is gone (SIGKILL: no leave): nothing reaches it, nothing comes from it.
-  w.setDrop((from, to) => from === 'c' || to === 'c');
-  w.run(DEAD_MS - 2 * PROBE_MS);
-  assert.deepEqual(w.live('a'), ['a', 'b', 'c'], 'still alive within deadMs of its last ack');
-  w.run(3 * PROBE_MS);
-  assert.deepEqual(w.live('a'), ['a', 'b']);
-  assert.deepEqual(w.live('b'), ['a', 'b']);
-});
+t.test(
+  'memberlist probe/ack: peers that answer our pings are alive; one that stops is dead after deadMs, not before',
+  async (t) => {
+    const w = world(['a', 'b', 'c']);
+    w.run(1000);
+    for (const n of ['a', 'b', 'c']) t.strictSame(w.live(n), ['a', 'b', 'c']);
+    // c's process is gone (SIGKILL: no leave): nothing reaches it, nothing comes from it.
+    w.setDrop((from, to) => from === 'c' || to === 'c');
+    w.run(DEAD_MS - 2 * PROBE_MS);
+    t.strictSame(w.live('a'), ['a', 'b', 'c'], 'still alive within deadMs of its last ack');
+    w.run(3 * PROBE_MS);
+    t.strictSame(w.live('a'), ['a', 'b']);
+    t.strictSame(w.live('b'), ['a', 'b']);
+  },
+);
 
-test('memberlist probe/ack: a node whose output on 7946 is dropped hears pings, yet sees ALL peers die and every peer sees it die', () => {
-  const w = world(['a', 'b', 'c']);
-  w.run(1000);
-  // drainguard's fail-safe cut on c: `th dport 7946` and `th sport 7946` dropped on OUTPUT, i.e.
-  // everything c sends: its pings and its acks. What the peers send still reaches it.
-  w.setDrop((from) => from === 'c');
-  const heardBefore = w.heard.get('c') as number;
-  w.run(DEAD_MS + 2 * PROBE_MS);
-  assert.ok((w.heard.get('c') as number) - heardBefore > 20, 'c kept receiving pings');
-  assert.deepEqual(w.live('c'), ['c'], 'no ack to its pings: c sees every peer dead');
-  assert.deepEqual(w.live('a'), ['a', 'b'], "c's acks never arrive: a sees c dead");
-  assert.deepEqual(w.live('b'), ['a', 'b']);
-  // The cut lifted: one probe round later everyone is back.
-  w.setDrop(() => false);
-  w.run(PROBE_MS);
-  for (const n of ['a', 'b', 'c']) assert.deepEqual(w.live(n), ['a', 'b', 'c']);
-});
+t.test(
+  'memberlist probe/ack: a node whose output on 7946 is dropped hears pings, yet sees ALL peers die and every peer sees it die',
+  async (t) => {
+    const w = world(['a', 'b', 'c']);
+    w.run(1000);
+    // drainguard's fail-safe cut on c: `th dport 7946` and `th sport 7946` dropped on OUTPUT, i.e.
+    // everything c sends: its pings and its acks. What the peers send still reaches it.
+    w.setDrop((from) => from === 'c');
+    const heardBefore = w.heard.get('c') as number;
+    w.run(DEAD_MS + 2 * PROBE_MS);
+    t.ok((w.heard.get('c') as number) - heardBefore > 20, 'c kept receiving pings');
+    t.strictSame(w.live('c'), ['c'], 'no ack to its pings: c sees every peer dead');
+    t.strictSame(w.live('a'), ['a', 'b'], "c's acks never arrive: a sees c dead");
+    t.strictSame(w.live('b'), ['a', 'b']);
+    // The cut lifted: one probe round later everyone is back.
+    w.setDrop(() => false);
+    w.run(PROBE_MS);
+    for (const n of ['a', 'b', 'c']) t.strictSame(w.live(n), ['a', 'b', 'c']);
+  },
+);
 
-test('memberlist probe/ack: a node cut only in its input is dead for its peers and sees them dead too', () => {
-  const w = world(['a', 'b', 'c']);
-  w.run(1000);
-  w.setDrop((_from, to) => to === 'c');
-  w.run(DEAD_MS + PROBE_MS);
-  assert.deepEqual(w.live('c'), ['c']);
-  assert.deepEqual(w.live('a'), ['a', 'b']);
-});
+t.test(
+  'memberlist probe/ack: a node cut only in its input is dead for its peers and sees them dead too',
+  async (t) => {
+    const w = world(['a', 'b', 'c']);
+    w.run(1000);
+    w.setDrop((_from, to) => to === 'c');
+    w.run(DEAD_MS + PROBE_MS);
+    t.strictSame(w.live('c'), ['c']);
+    t.strictSame(w.live('a'), ['a', 'b']);
+  },
+);
 
-test('memberlist probe/ack: only an ack to one of our own pings to that node counts', () => {
+t.test('memberlist probe/ack: only an ack to one of our own pings to that node counts', async (t) => {
   const v = newMemberView();
   receive(v, 'a', 1, { type: 'ack', node: 'b', seq: 1, inc: 1 }, 0);
-  assert.deepEqual([...liveMembers('a', v, 10, DEAD_MS)], ['a'], 'an unsolicited ack');
+  t.strictSame([...liveMembers('a', v, 10, DEAD_MS)], ['a'], 'an unsolicited ack');
   const [toB] = probeRound(v, 'a', 1, ['a', 'b', 'c'], 0, DEAD_MS);
-  assert.equal(toB?.to, 'b');
-  assert.equal(toB?.msg.type, 'ping');
+  t.equal(toB?.to, 'b');
+  t.equal(toB?.msg.type, 'ping');
   const seq = toB?.msg.type === 'ping' ? toB.msg.seq : -1;
   receive(v, 'a', 1, { type: 'ack', node: 'c', seq, inc: 1 }, 5);
-  assert.deepEqual([...liveMembers('a', v, 10, DEAD_MS)], ['a'], "c's ack to the ping sent to b");
+  t.strictSame([...liveMembers('a', v, 10, DEAD_MS)], ['a'], "c's ack to the ping sent to b");
   receive(v, 'a', 1, { type: 'ack', node: 'b', seq, inc: 1 }, 5);
-  assert.deepEqual([...liveMembers('a', v, 10, DEAD_MS)].sort(), ['a', 'b']);
+  t.strictSame([...liveMembers('a', v, 10, DEAD_MS)].sort(), ['a', 'b']);
   // A ping is answered with an ack carrying its sequence number, from the receiver.
-  assert.deepEqual(receive(v, 'a', 7, { type: 'ping', node: 'b', seq: 42, inc: 1 }, 6), {
+  t.strictSame(receive(v, 'a', 7, { type: 'ping', node: 'b', seq: 42, inc: 1 }, 6), {
     type: 'ack',
     node: 'a',
     seq: 42,
@@ -115,20 +123,23 @@ test('memberlist probe/ack: only an ack to one of our own pings to that node cou
   const late = v.seq;
   probeRound(v, 'a', 1, ['c'], 100 + DEAD_MS, DEAD_MS);
   receive(v, 'a', 1, { type: 'ack', node: 'b', seq: late, inc: 1 }, 100 + DEAD_MS + 1);
-  assert.equal(v.lastAck.get('b'), 5);
+  t.equal(v.lastAck.get('b'), 5);
 });
 
-test('memberlist Leave: the member is gone at once; only a newer incarnation (a restarted speaker) comes back', () => {
-  const w = world(['a', 'b', 'c']);
-  w.run(1000);
-  w.deliver('c', 'a', { type: 'leave', node: 'c', inc: 1 });
-  w.deliver('c', 'b', { type: 'leave', node: 'c', inc: 1 });
-  assert.deepEqual(w.live('a'), ['a', 'b'], 'no wait for deadMs');
-  // An ack from the same incarnation (in flight when it left) does not revive it.
-  w.run(1000);
-  assert.deepEqual(w.live('a'), ['a', 'b']);
-  // Restarted: a new incarnation answers the next ping.
-  w.inc.set('c', 2);
-  w.run(PROBE_MS);
-  assert.deepEqual(w.live('a'), ['a', 'b', 'c']);
-});
+t.test(
+  'memberlist Leave: the member is gone at once; only a newer incarnation (a restarted speaker) comes back',
+  async (t) => {
+    const w = world(['a', 'b', 'c']);
+    w.run(1000);
+    w.deliver('c', 'a', { type: 'leave', node: 'c', inc: 1 });
+    w.deliver('c', 'b', { type: 'leave', node: 'c', inc: 1 });
+    t.strictSame(w.live('a'), ['a', 'b'], 'no wait for deadMs');
+    // An ack from the same incarnation (in flight when it left) does not revive it.
+    w.run(1000);
+    t.strictSame(w.live('a'), ['a', 'b']);
+    // Restarted: a new incarnation answers the next ping.
+    w.inc.set('c', 2);
+    w.run(PROBE_MS);
+    t.strictSame(w.live('a'), ['a', 'b', 'c']);
+  },
+);

@@ -1,7 +1,6 @@
 // Fuzz: generated and mutated AdmissionReviews (structure-aware mutations plus raw byte damage).
 // Never a 5xx, never a crash, every returned patch applies to its pod. FUZZ_RUNS / FUZZ_SEED to vary.
-import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import t from 'tap';
 import { hugePod, review, skupperPod, speakerPod } from './fixtures.ts';
 import { appFor, applyPatch, baseOptions, decode } from './helpers.ts';
 
@@ -12,10 +11,10 @@ function prng(seed: number) {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
   };
 }
 
@@ -101,7 +100,7 @@ function gen(r: () => number) {
   return { pick, scalar, paths, setAt };
 }
 
-test(`fuzz: ${RUNS} generated and mutated AdmissionReviews`, async () => {
+t.test(`fuzz: ${RUNS} generated and mutated AdmissionReviews`, async (t) => {
   const r = prng(SEED);
   const g = gen(r);
   const bases = [speakerPod, skupperPod, () => hugePod(50)];
@@ -148,23 +147,20 @@ test(`fuzz: ${RUNS} generated and mutated AdmissionReviews`, async () => {
       payload,
       headers: { 'content-type': 'application/json' },
     });
-    assert.ok(
-      res.statusCode < 500,
-      `run ${i} (seed ${SEED}): HTTP ${res.statusCode} ${res.body.slice(0, 200)}`,
-    );
+    t.ok(res.statusCode < 500, `run ${i} (seed ${SEED}): HTTP ${res.statusCode} ${res.body.slice(0, 200)}`);
     if (res.statusCode !== 200) {
       bad++;
-      assert.equal(res.statusCode, 400, `run ${i}: ${res.statusCode}`);
+      t.equal(res.statusCode, 400, `run ${i}: ${res.statusCode}`);
       continue;
     }
     const d = decode(res.statusCode, res.body);
-    assert.ok(d.result?.code !== 500, `run ${i} (seed ${SEED}): planner crashed: ${d.result?.message}`);
+    t.ok(d.result?.code !== 500, `run ${i} (seed ${SEED}): planner crashed: ${d.result?.message}`);
     if (d.patch) {
       patched++;
       try {
         applyPatch((JSON.parse(payload) as { request: { object: J } }).request.object, d.patch);
       } catch (e) {
-        assert.fail(
+        t.fail(
           `run ${i} (seed ${SEED}): patch does not apply: ${(e as Error).message}\n${payload.slice(0, 2000)}`,
         );
       }
@@ -172,7 +168,7 @@ test(`fuzz: ${RUNS} generated and mutated AdmissionReviews`, async () => {
   }
   await Promise.all(apps.map((a) => a.close()));
   // The generator must exercise all three answers, or it proves little.
-  assert.ok(patched > RUNS / 20, `only ${patched} patched`);
-  assert.ok(denied > RUNS / 50, `only ${denied} denied`);
-  assert.ok(bad > RUNS / 100, `only ${bad} rejected`);
+  t.ok(patched > RUNS / 20, `only ${patched} patched`);
+  t.ok(denied > RUNS / 50, `only ${denied} denied`);
+  t.ok(bad > RUNS / 100, `only ${bad} rejected`);
 });

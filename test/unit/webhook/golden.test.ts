@@ -1,9 +1,8 @@
 // Golden fixtures: AdmissionReview in → decoded response and patched pod out, for every profile
 // and edge case. UPDATE_GOLDEN=1 rewrites the files; review the diff before committing.
-import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import t, { type Test } from 'tap';
 import type { PlannerOptions } from '../../../webhook/planner.ts';
 import { review, skupperPod, speakerPod } from './fixtures.ts';
 import { appFor, applyPatch, baseOptions, decode, validatePod } from './helpers.ts';
@@ -18,7 +17,7 @@ interface Case {
   request?: Obj;
   options?: Partial<PlannerOptions>;
   expect: 'patched' | 'unchanged' | 'denied';
-  check?: (out: { patched?: Obj; warnings?: string[]; message?: string }) => void;
+  check?: (out: { patched?: Obj; warnings?: string[]; message?: string }, t: Test) => void;
 }
 
 const withMeta = (pod: Obj, f: (p: Obj) => void) => {
@@ -32,24 +31,21 @@ const cases: Case[] = [
     name: 'metallb-speaker-native',
     pod: speakerPod,
     expect: 'patched',
-    check: ({ patched, warnings }) => {
+    check: ({ patched, warnings }, t) => {
       const sc = patched!.spec.initContainers[0];
-      assert.equal(sc.name, 'drainguard');
-      assert.equal(sc.restartPolicy, 'Always');
-      assert.equal(sc.readinessProbe.httpGet.host, '127.0.0.1');
-      assert.deepEqual(sc.securityContext.capabilities.add, ['NET_ADMIN']);
-      assert.deepEqual(patched!.spec.containers[0].lifecycle.preStop.httpGet, {
+      t.equal(sc.name, 'drainguard');
+      t.equal(sc.restartPolicy, 'Always');
+      t.equal(sc.readinessProbe.httpGet.host, '127.0.0.1');
+      t.strictSame(sc.securityContext.capabilities.add, ['NET_ADMIN']);
+      t.strictSame(patched!.spec.containers[0].lifecycle.preStop.httpGet, {
         path: '/prestop',
         port: 7480,
         host: '127.0.0.1',
         scheme: 'HTTP',
       });
-      assert.equal(patched!.spec.terminationGracePeriodSeconds, 35);
-      assert.equal(
-        patched!.metadata.annotations['drainguard.io/original-termination-grace-period-seconds'],
-        '0',
-      );
-      assert.ok(warnings?.some((w) => w.includes('raised from 0 to 35')));
+      t.equal(patched!.spec.terminationGracePeriodSeconds, 35);
+      t.equal(patched!.metadata.annotations['drainguard.io/original-termination-grace-period-seconds'], '0');
+      t.ok(warnings?.some((w) => w.includes('raised from 0 to 35')));
     },
   },
   {
@@ -57,10 +53,10 @@ const cases: Case[] = [
     pod: speakerPod,
     options: classicOldNode,
     expect: 'patched',
-    check: ({ patched }) => {
-      assert.equal(patched!.spec.initContainers, undefined);
-      assert.equal(patched!.spec.containers[1].name, 'drainguard');
-      assert.equal(patched!.spec.containers[1].restartPolicy, undefined);
+    check: ({ patched }, t) => {
+      t.equal(patched!.spec.initContainers, undefined);
+      t.equal(patched!.spec.containers[1].name, 'drainguard');
+      t.equal(patched!.spec.containers[1].restartPolicy, undefined);
     },
   },
   {
@@ -82,10 +78,10 @@ const cases: Case[] = [
         delete p.spec.terminationGracePeriodSeconds;
       }),
     expect: 'patched',
-    check: ({ patched }) => {
-      assert.equal(patched!.spec.volumes[0].name, 'drainguard-tmp');
-      assert.equal(patched!.spec.initContainers.length, 1);
-      assert.equal(
+    check: ({ patched }, t) => {
+      t.equal(patched!.spec.volumes[0].name, 'drainguard-tmp');
+      t.equal(patched!.spec.initContainers.length, 1);
+      t.equal(
         patched!.metadata.annotations['drainguard.io/original-termination-grace-period-seconds'],
         'unset',
       );
@@ -98,9 +94,9 @@ const cases: Case[] = [
         p.spec.containers[0].lifecycle = { preStop: { exec: { command: ['sleep', '5'] } } };
       }),
     expect: 'patched',
-    check: ({ patched, warnings }) => {
-      assert.deepEqual(patched!.spec.containers[0].lifecycle.preStop, { exec: { command: ['sleep', '5'] } });
-      assert.ok(warnings?.some((w) => w.includes('already has a preStop')));
+    check: ({ patched, warnings }, t) => {
+      t.strictSame(patched!.spec.containers[0].lifecycle.preStop, { exec: { command: ['sleep', '5'] } });
+      t.ok(warnings?.some((w) => w.includes('already has a preStop')));
     },
   },
   {
@@ -110,9 +106,9 @@ const cases: Case[] = [
         p.spec.containers[0].lifecycle = { postStart: { exec: { command: ['true'] } } };
       }),
     expect: 'patched',
-    check: ({ patched }) => {
-      assert.ok(patched!.spec.containers[0].lifecycle.postStart);
-      assert.equal(patched!.spec.containers[0].lifecycle.preStop.httpGet.path, '/prestop');
+    check: ({ patched }, t) => {
+      t.ok(patched!.spec.containers[0].lifecycle.postStart);
+      t.equal(patched!.spec.containers[0].lifecycle.preStop.httpGet.path, '/prestop');
     },
   },
   {
@@ -122,10 +118,10 @@ const cases: Case[] = [
         p.spec.containers[0].ports.push({ name: 'x', containerPort: 7480, hostPort: 7480 });
       }),
     expect: 'patched',
-    check: ({ patched }) => {
+    check: ({ patched }, t) => {
       // 7481-7483 are other profiles' defaults: skipped so two injected DaemonSets never meet.
       const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
-      assert.equal(env.find((e) => e.name === 'DRAINGUARD_PORT')?.value, '7484');
+      t.equal(env.find((e) => e.name === 'DRAINGUARD_PORT')?.value, '7484');
     },
   },
   {
@@ -135,8 +131,8 @@ const cases: Case[] = [
         p.metadata.annotations = { 'drainguard.io/port': '7946' };
       }),
     expect: 'denied',
-    check: ({ message }) =>
-      assert.match(message!, /drainguard\.io\/port=7946: port 7946 is already used by container speaker/),
+    check: ({ message }, t) =>
+      t.match(message!, /drainguard\.io\/port=7946: port 7946 is already used by container speaker/),
   },
   {
     name: 'annotation-port-honoured',
@@ -174,12 +170,12 @@ const cases: Case[] = [
         p.spec.initContainers = [{ name: 'init~/x', image: 'busybox' }];
       }),
     expect: 'patched',
-    check: ({ patched }) => {
-      assert.equal(patched!.metadata.annotations['example.com/a~b'], 'x');
-      assert.equal(patched!.metadata.annotations['a/b~1c'], 'y');
-      assert.ok(patched!.metadata.annotations['drainguard.io/status']);
-      assert.equal(patched!.spec.initContainers[0].name, 'drainguard');
-      assert.equal(patched!.spec.initContainers[1].name, 'init~/x');
+    check: ({ patched }, t) => {
+      t.equal(patched!.metadata.annotations['example.com/a~b'], 'x');
+      t.equal(patched!.metadata.annotations['a/b~1c'], 'y');
+      t.ok(patched!.metadata.annotations['drainguard.io/status']);
+      t.equal(patched!.spec.initContainers[0].name, 'drainguard');
+      t.equal(patched!.spec.initContainers[1].name, 'init~/x');
     },
   },
   {
@@ -217,9 +213,9 @@ const cases: Case[] = [
       }),
     request: { namespace: 'lb' },
     expect: 'patched',
-    check: ({ patched }) => {
+    check: ({ patched }, t) => {
       const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
-      assert.equal(env.find((e) => e.name === 'DRAINGUARD_METALLB_NAMESPACE')?.value, 'lb');
+      t.equal(env.find((e) => e.name === 'DRAINGUARD_METALLB_NAMESPACE')?.value, 'lb');
     },
   },
   {
@@ -227,8 +223,8 @@ const cases: Case[] = [
     pod: () =>
       withMeta(speakerPod(), (p) => (p.metadata.annotations = { 'drainguard.io/profile': 'metallb' })),
     expect: 'denied',
-    check: ({ message }) =>
-      assert.match(
+    check: ({ message }, t) =>
+      t.match(
         message!,
         /drainguard\.io\/profile="metallb": accepted values are metallb-speaker, skupper-router, lease, netfilter-cleanup/,
       ),
@@ -238,11 +234,8 @@ const cases: Case[] = [
     pod: () =>
       withMeta(speakerPod(), (p) => (p.metadata.annotations = { 'drainguard.io/sidecar-mode': 'fast' })),
     expect: 'denied',
-    check: ({ message }) =>
-      assert.match(
-        message!,
-        /drainguard\.io\/sidecar-mode="fast": accepted values are auto, native, classic/,
-      ),
+    check: ({ message }, t) =>
+      t.match(message!, /drainguard\.io\/sidecar-mode="fast": accepted values are auto, native, classic/),
   },
   {
     name: 'bad-budget-annotation',
@@ -252,8 +245,8 @@ const cases: Case[] = [
         (p) => (p.metadata.annotations = { 'drainguard.io/handover-budget-seconds': '0' }),
       ),
     expect: 'denied',
-    check: ({ message }) =>
-      assert.match(
+    check: ({ message }, t) =>
+      t.match(
         message!,
         /drainguard\.io\/handover-budget-seconds="0": accepted is a whole number from 1 to 600/,
       ),
@@ -263,23 +256,23 @@ const cases: Case[] = [
     pod: () =>
       withMeta(speakerPod(), (p) => (p.metadata.annotations = { 'drainguard.io/sidecar-mode': 'classic' })),
     expect: 'patched',
-    check: ({ patched }) => assert.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
+    check: ({ patched }, t) => t.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
   },
   {
     name: 'skupper-router-native',
     pod: skupperPod,
     request: { namespace: 'site-a' },
     expect: 'patched',
-    check: ({ patched }) => {
+    check: ({ patched }, t) => {
       const sc = patched!.spec.initContainers[0];
-      assert.deepEqual(sc.securityContext.capabilities, { drop: ['ALL'] });
-      assert.equal(sc.securityContext.runAsNonRoot, true);
-      assert.equal(sc.readinessProbe.httpGet.host, undefined);
+      t.strictSame(sc.securityContext.capabilities, { drop: ['ALL'] });
+      t.equal(sc.securityContext.runAsNonRoot, true);
+      t.equal(sc.readinessProbe.httpGet.host, undefined);
       // Lease profiles get no preStop: the Lease is handed over after the leader container stops.
-      for (const c of patched!.spec.containers) assert.equal(c.lifecycle, undefined);
+      for (const c of patched!.spec.containers) t.equal(c.lifecycle, undefined);
       const env = sc.env as { name: string; value?: string }[];
-      assert.equal(env.find((e) => e.name === 'DRAINGUARD_LEASES')?.value, 'skupper-site-leader');
-      assert.equal(env.find((e) => e.name === 'DRAINGUARD_GUARDED_CONTAINER')?.value, 'kube-adaptor');
+      t.equal(env.find((e) => e.name === 'DRAINGUARD_LEASES')?.value, 'skupper-site-leader');
+      t.equal(env.find((e) => e.name === 'DRAINGUARD_GUARDED_CONTAINER')?.value, 'kube-adaptor');
     },
   },
   {
@@ -308,11 +301,11 @@ const cases: Case[] = [
     options: { mode: 'classic' },
     request: { namespace: 'ops' },
     expect: 'patched',
-    check: ({ patched }) => {
-      assert.equal(patched!.spec.terminationGracePeriodSeconds, 60);
+    check: ({ patched }, t) => {
+      t.equal(patched!.spec.terminationGracePeriodSeconds, 60);
       // The sidecar sees the leader's processes go (the kubelet publishes no status mid-termination).
-      assert.equal(patched!.spec.shareProcessNamespace, true);
-      assert.equal(
+      t.equal(patched!.spec.shareProcessNamespace, true);
+      t.equal(
         patched!.metadata.annotations['drainguard.io/original-termination-grace-period-seconds'],
         undefined,
       );
@@ -335,9 +328,9 @@ const cases: Case[] = [
     options: { mode: 'classic' },
     request: { namespace: 'ops' },
     expect: 'patched',
-    check: ({ patched, warnings }) => {
-      assert.equal(patched!.spec.shareProcessNamespace, false);
-      assert.ok(
+    check: ({ patched, warnings }, t) => {
+      t.equal(patched!.spec.shareProcessNamespace, false);
+      t.ok(
         warnings?.some((w) => w.includes('shareProcessNamespace is false')),
         String(warnings),
       );
@@ -355,7 +348,7 @@ const cases: Case[] = [
       },
     }),
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /drainguard\.io\/leader-container is required/),
+    check: ({ message }, t) => t.match(message!, /drainguard\.io\/leader-container is required/),
   },
   {
     name: 'netfilter-cleanup-hostnetwork',
@@ -365,10 +358,10 @@ const cases: Case[] = [
     }),
     request: { namespace: 'infra' },
     expect: 'patched',
-    check: ({ patched }) => {
+    check: ({ patched }, t) => {
       const sc = patched!.spec.initContainers[0];
-      assert.deepEqual(sc.securityContext.capabilities.add, ['NET_ADMIN']);
-      assert.equal(patched!.spec.terminationGracePeriodSeconds, undefined);
+      t.strictSame(sc.securityContext.capabilities.add, ['NET_ADMIN']);
+      t.equal(patched!.spec.terminationGracePeriodSeconds, undefined);
     },
   },
   {
@@ -378,13 +371,13 @@ const cases: Case[] = [
       spec: { containers: [{ name: 'agent', image: 'agent:1' }] },
     }),
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /spec\.hostNetwork: true/),
+    check: ({ message }, t) => t.match(message!, /spec\.hostNetwork: true/),
   },
   {
     name: 'hostnetwork-alone-is-no-profile',
     pod: () => ({ metadata: {}, spec: { hostNetwork: true, containers: [{ name: 'x', image: 'x' }] } }),
     expect: 'unchanged',
-    check: ({ warnings }) => assert.match(warnings![0]!, /no drainguard profile/),
+    check: ({ warnings }, t) => t.match(warnings![0]!, /no drainguard profile/),
   },
   {
     name: 'opted-out-label',
@@ -400,7 +393,7 @@ const cases: Case[] = [
       }),
     request: { namespace: 'apps' },
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /spec\.hostNetwork: true/),
+    check: ({ message }, t) => t.match(message!, /spec\.hostNetwork: true/),
   },
   {
     name: 'automount-token-false-denied',
@@ -410,7 +403,7 @@ const cases: Case[] = [
       }),
     request: { namespace: 'site' },
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /spec\.automountServiceAccountToken: false/),
+    check: ({ message }, t) => t.match(message!, /spec\.automountServiceAccountToken: false/),
   },
   {
     name: 'memberlist-port-not-declared-denied',
@@ -419,7 +412,7 @@ const cases: Case[] = [
         p.metadata.annotations = { 'drainguard.io/memberlist-ports': '6443' };
       }),
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /declared by container speaker: 7472, 7946/),
+    check: ({ message }, t) => t.match(message!, /declared by container speaker: 7472, 7946/),
   },
   {
     name: 'l2-interfaces-bad-name-denied',
@@ -428,7 +421,7 @@ const cases: Case[] = [
         p.metadata.annotations = { 'drainguard.io/l2-interfaces': 'eth0/../x' };
       }),
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /^drainguard\.io\/l2-interfaces=/),
+    check: ({ message }, t) => t.match(message!, /^drainguard\.io\/l2-interfaces=/),
   },
   {
     name: 'metallb-namespace-not-dns1123-denied',
@@ -437,7 +430,7 @@ const cases: Case[] = [
         p.metadata.annotations = { 'drainguard.io/metallb-namespace': '../../api' };
       }),
     expect: 'denied',
-    check: ({ message }) => assert.match(message!, /DNS-1123 label/),
+    check: ({ message }, t) => t.match(message!, /DNS-1123 label/),
   },
   {
     name: 'own-namespace-excluded',
@@ -474,7 +467,7 @@ const cases: Case[] = [
       ]),
     },
     expect: 'patched',
-    check: ({ patched }) => assert.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
+    check: ({ patched }, t) => t.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
   },
   {
     name: 'unknown-node-mixed-cluster-classic',
@@ -486,43 +479,43 @@ const cases: Case[] = [
       ]),
     },
     expect: 'patched',
-    check: ({ patched }) => assert.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
+    check: ({ patched }, t) => t.equal(patched!.spec.containers.at(-1).name, 'drainguard'),
   },
   {
     name: 'no-cluster-access-auto-classic',
     pod: speakerPod,
     options: { kubeletVersions: undefined },
     expect: 'patched',
-    check: ({ patched, warnings }) => {
-      assert.equal(patched!.spec.containers.at(-1).name, 'drainguard');
-      assert.ok(warnings?.some((w) => w.includes('no cluster access')));
+    check: ({ patched, warnings }, t) => {
+      t.equal(patched!.spec.containers.at(-1).name, 'drainguard');
+      t.ok(warnings?.some((w) => w.includes('no cluster access')));
     },
   },
 ];
 
 for (const c of cases) {
-  test(`golden: ${c.name}`, async () => {
+  t.test(`golden: ${c.name}`, async (t) => {
     const pod = c.pod();
     const body = review(pod, c.request ?? {});
     const app = appFor(baseOptions(c.options ?? {}));
     const res = await app.inject({ method: 'POST', url: '/mutate', payload: body });
     await app.close();
     const d = decode(res.statusCode, res.body);
-    assert.equal(d.status, 200);
-    assert.equal(d.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');
+    t.equal(d.status, 200);
+    t.equal(d.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');
     const patched = d.patch ? applyPatch(pod, d.patch) : undefined;
     if (c.expect === 'patched') {
-      assert.equal(d.allowed, true);
-      assert.ok(d.patch && d.patch.length > 0, 'expected a patch');
+      t.equal(d.allowed, true);
+      t.ok(d.patch && d.patch.length > 0, 'expected a patch');
       validatePod(patched);
     } else if (c.expect === 'unchanged') {
-      assert.equal(d.allowed, true);
-      assert.equal(d.patch, undefined);
+      t.equal(d.allowed, true);
+      t.equal(d.patch, undefined);
     } else {
-      assert.equal(d.allowed, false);
-      assert.ok(d.result && d.result.code >= 400 && d.result.code < 500);
+      t.equal(d.allowed, false);
+      t.ok(d.result && d.result.code >= 400 && d.result.code < 500);
     }
-    c.check?.({ patched, warnings: d.warnings, message: d.result?.message });
+    c.check?.({ patched, warnings: d.warnings, message: d.result?.message }, t);
     const golden = {
       request: body,
       response: { allowed: d.allowed, warnings: d.warnings, status: d.result, patch: d.patch },
@@ -534,7 +527,7 @@ for (const c of cases) {
       mkdirSync(dir, { recursive: true });
       writeFileSync(file, text);
     }
-    assert.deepEqual(
+    t.strictSame(
       JSON.parse(text),
       JSON.parse(readFileSync(file, 'utf8')),
       `${file} differs (UPDATE_GOLDEN=1 to rewrite)`,

@@ -1,11 +1,10 @@
-import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { test } from 'node:test';
+import t from 'tap';
 import { certNotAfter, createCA, createServingCert } from '../../../shared/pki.ts';
 
-test('CA signs a serving cert that Node verifies for its DNS and IP SANs', async () => {
+t.test('CA signs a serving cert that Node verifies for its DNS and IP SANs', async (t) => {
   const ca = createCA('drainguard-test-ca', 10);
   const serving = createServingCert(ca, {
     dnsNames: ['drainguard.drainguard-system.svc', 'localhost'],
@@ -13,11 +12,11 @@ test('CA signs a serving cert that Node verifies for its DNS and IP SANs', async
     days: 2,
   });
   const x = new X509Certificate(serving.certPem);
-  assert.ok(x.checkIssued(new X509Certificate(ca.certPem)));
-  assert.match(x.subjectAltName ?? '', /DNS:drainguard\.drainguard-system\.svc/);
-  assert.match(x.subjectAltName ?? '', /IP Address:127\.0\.0\.1/);
-  assert.ok(new X509Certificate(ca.certPem).ca);
-  assert.ok(certNotAfter(serving.certPem) - Date.now() > 1.9 * 86_400_000);
+  t.ok(x.checkIssued(new X509Certificate(ca.certPem)));
+  t.match(x.subjectAltName ?? '', /DNS:drainguard\.drainguard-system\.svc/);
+  t.match(x.subjectAltName ?? '', /IP Address:127\.0\.0\.1/);
+  t.ok(new X509Certificate(ca.certPem).ca);
+  t.ok(certNotAfter(serving.certPem) - Date.now() > 1.9 * 86_400_000);
 
   const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) =>
     res.end('ok'),
@@ -37,18 +36,18 @@ test('CA signs a serving cert that Node verifies for its DNS and IP SANs', async
               ...(host === 'localhost' ? { servername: host } : {}),
             },
             (res) => {
-              let t = '';
-              res.on('data', (c) => (t += c));
-              res.on('end', () => resolve(t));
+              let data = '';
+              res.on('data', (c) => (data += c));
+              res.on('end', () => resolve(data));
             },
           )
           .on('error', reject);
       });
-      assert.equal(body, 'ok');
+      t.equal(body, 'ok');
     }
     // A different CA must not be trusted.
     const other = createCA('other', 1);
-    await assert.rejects(
+    await t.rejects(
       new Promise((resolve, reject) =>
         https.get({ host: '127.0.0.1', port, ca: other.certPem }, resolve).on('error', reject),
       ),
@@ -58,9 +57,9 @@ test('CA signs a serving cert that Node verifies for its DNS and IP SANs', async
   }
 });
 
-test('createServingCert names the bad field', () => {
+t.test('createServingCert names the bad field', async (t) => {
   const ca = createCA('x', 1);
-  assert.throws(() => createServingCert(ca, { days: 1 }), /dnsNames, ipAddresses/);
-  assert.throws(() => createServingCert(ca, { ipAddresses: ['nope'], days: 1 }), /ipAddresses: nope/);
-  assert.throws(() => createCA('x', 0), /days/);
+  t.throws(() => createServingCert(ca, { days: 1 }), /dnsNames, ipAddresses/);
+  t.throws(() => createServingCert(ca, { ipAddresses: ['nope'], days: 1 }), /ipAddresses: nope/);
+  t.throws(() => createCA('x', 0), /days/);
 });
