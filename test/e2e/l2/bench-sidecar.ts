@@ -1,12 +1,16 @@
 // make bench-sidecar: the sidecar as it ships (dist/drainguard.mjs, with the node flags it is
 // launched with, API access as in a pod: service account, no kubeconfig) against a local control
-// plane: time to /readyz, RSS after 10 s idle, next to a bare `node -e` measured in the same run.
+// plane: time to /readyz, RSS after 10 s idle, next to a bare `node -e` and next to a bundle of
+// @kubernetes/client-node's KubeConfig + Watch alone (one field-selected watch, same flags),
+// measured in the same run. That last figure is why the sidecar keeps its own lean in-cluster
+// client (docs/architecture.md). Fails (exit 1) when the sidecar idles above RSS_LIMIT_MIB.
 // Last line: one JSON object.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { build } from 'esbuild';
 import { startControlPlane } from '../../../lab/control-plane.ts';
 import { podAccess } from '../../../lab/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -19,6 +23,8 @@ const flags =
     ? SIDECAR_NODE_FLAGS
     : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 const IDLE_MS = 10_000;
+/** The sidecar runs on every node: its idle RSS must stay at or below this (issue 14). */
+const RSS_LIMIT_MIB = 72;
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const bundle = `${ROOT}dist/drainguard.mjs`;
 if (!existsSync(bundle)) throw new Error(`${bundle} missing: run make build first`);
@@ -49,6 +55,32 @@ const cp = await startControlPlane({ dir: cpDir });
 const client = cp.client();
 let sidecar: ChildProcess | undefined;
 let bare: ChildProcess | undefined;
+let clientNode: ChildProcess | undefined;
+// client-node bundled as the sidecar is (esbuild, ESM, a require() shim for CommonJS parts).
+const clientNodeBundle = join(cpDir, 'client-node-watch.mjs');
+await build({
+  stdin: {
+    contents: `import { KubeConfig, Watch } from '@kubernetes/client-node';
+const kc = new KubeConfig();
+kc.loadFromFile(process.env.KC);
+await new Watch(kc).watch('/api/v1/nodes', { fieldSelector: 'metadata.name=bench-node' }, (type) => process.stderr.write('[client-node] ' + type + '\\n'), (err) => err && process.stderr.write('[client-node] watch ended: ' + err + '\\n'));
+setInterval(() => {}, 1000);`,
+    resolveDir: ROOT,
+    loader: 'ts',
+  },
+  outfile: clientNodeBundle,
+  bundle: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node24',
+  minifyWhitespace: true,
+  minifySyntax: true,
+  legalComments: 'none',
+  logLevel: 'error',
+  banner: {
+    js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);",
+  },
+});
 try {
   await client.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'bench-node' } });
   await client.create('/api/v1/namespaces', {
@@ -64,6 +96,10 @@ try {
   });
   const port = await freePort();
   bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  clientNode = spawn(process.execPath, [...flags, clientNodeBundle], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH, KC: cp.kubeconfigPath },
+  });
   const t0 = performance.now();
   // As in a pod: the service account, no kubeconfig (which would load @kubernetes/client-node).
   const pod = podAccess(cp);
@@ -98,18 +134,32 @@ try {
   await sleep(IDLE_MS);
   const rss = rssMiB(proc.pid ?? 0);
   const bareRss = rssMiB(bare.pid ?? 0);
+  if (clientNode.exitCode !== null)
+    throw new Error(`the client-node bundle exited with ${clientNode.exitCode}`);
+  const clientNodeRss = rssMiB(clientNode.pid ?? 0);
+  const r1 = (x: number) => Math.round(x * 10) / 10;
   process.stdout.write(
     `${JSON.stringify({
       bench: 'sidecar',
-      rss_mib: Math.round(rss * 10) / 10,
-      bare_node_rss_mib: Math.round(bareRss * 10) / 10,
+      rss_mib: r1(rss),
+      rss_limit_mib: RSS_LIMIT_MIB,
+      within_limit: rss <= RSS_LIMIT_MIB,
+      bare_node_rss_mib: r1(bareRss),
+      client_node_watch_rss_mib: r1(clientNodeRss),
+      rss_ratio_to_bare: r1(rss / bareRss),
+      client_node_ratio_to_bare: r1(clientNodeRss / bareRss),
       ready_s: Math.round(readyS * 1000) / 1000,
       node_flags: flags.join(' '),
     })}\n`,
   );
+  if (rss > RSS_LIMIT_MIB) {
+    note(`the sidecar idles at ${r1(rss)} MiB, above the ${RSS_LIMIT_MIB} MiB limit`);
+    process.exitCode = 1;
+  }
 } finally {
   if (sidecar) await stop(sidecar);
   if (bare) await stop(bare);
+  if (clientNode) await stop(clientNode);
   client.close();
   await cp.stop();
   rmSync(cpDir, { recursive: true, force: true });
