@@ -11,7 +11,7 @@ const DIRS = ['webhook', 'sidecar', 'shared', 'cli'];
 
 const made = spawnSync(
   process.execPath,
-  [`${ROOT}node_modules/tap/dist/esm/run.mjs`, 'report', 'json-summary'],
+  [`${ROOT}node_modules/tap/dist/esm/run.mjs`, 'report', 'json-summary', '--allow-incomplete-coverage'],
   {
     cwd: ROOT,
     encoding: 'utf8',
