@@ -1,5 +1,5 @@
+import { VERSION } from '../shared/names.ts';
 import { COMMANDS } from './commands.ts';
-import { VERSION } from './version.ts';
 
 function help(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length), 7);

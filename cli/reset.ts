@@ -6,10 +6,9 @@ import { isApiError, KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION } from '../sidecar/l2/core.ts';
-import { FENCE_TABLE, fenceTablesIn, renderUnfence } from '../sidecar/l2/fence.ts';
+import { ANNOTATION_PREFIX, EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
+import { fenceTablesIn, renderUnfence } from '../sidecar/l2/fence.ts';
 import { ToolError, ToolRunner } from '../sidecar/runner.ts';
-import { ANNOTATION_PREFIX } from '../webhook/profiles.ts';
 import { injectedStatus } from './status.ts';
 
 export const USAGE = `Usage: drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--context NAME] [--netns NAME]

@@ -7,12 +7,11 @@ import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
 import { isApiError, KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
+import { ANNOTATIONS, SIDECAR_NAME, STATUS_ANNOTATION } from '../shared/names.ts';
 import { formatTable } from '../shared/table.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
-import { STATUS_ANNOTATION } from '../sidecar/l2/core.ts';
-import { formatRows, type NodeRow as L2NodeRow, rowsOf } from '../sidecar/l2/status.ts';
 import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
-import { A, SIDECAR_NAME } from '../webhook/profiles.ts';
+import { formatRows, type NodeRow as L2NodeRow, rowsOf } from './l2-status.ts';
 
 export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [--context NAME] [-o table|json] [NODE...]
 
@@ -76,7 +75,7 @@ interface InjectedStatus {
 }
 
 export function injectedStatus(pod: Pod): InjectedStatus | undefined {
-  const raw = pod.metadata?.annotations?.[A.status];
+  const raw = pod.metadata?.annotations?.[ANNOTATIONS.status];
   if (raw === undefined) return undefined;
   try {
     return JSON.parse(raw) as InjectedStatus;

@@ -1,12 +1,12 @@
 // `drainguard webhook`: flags/env → TLS source → fastify HTTPS server (+ node-version cache).
 import { parseArgs } from 'node:util';
-import { VERSION } from '../cli/version.ts';
 import { systemClock } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import { Informer } from '../shared/kube/informer.ts';
 import type { Node, Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
+import { VERSION } from '../shared/names.ts';
 import { SIDECAR_MODES, type SidecarMode } from './planner.ts';
 import { createWebhookApp } from './server.ts';
 import { CertDirReloader, SelfManagedTls, type ServingPair } from './tls.ts';

@@ -1,24 +1,7 @@
 // Profiles: which workload a pod is, and what the sidecar does for it. Detection is by
 // well-known labels (pure data in, decision out); `drainguard.io/profile` overrides it.
 import { type Feature, PROFILES, type Profile } from '../shared/contract.ts';
-
-export const ANNOTATION_PREFIX = 'drainguard.io/';
-export const A = {
-  profile: 'drainguard.io/profile',
-  sidecarMode: 'drainguard.io/sidecar-mode',
-  port: 'drainguard.io/port',
-  leases: 'drainguard.io/leases',
-  leaderContainer: 'drainguard.io/leader-container',
-  guardedContainer: 'drainguard.io/guarded-container',
-  netfilterCleanup: 'drainguard.io/netfilter-cleanup',
-  /** Written by the webhook: what was injected (idempotency guard). */
-  status: 'drainguard.io/status',
-  /** Written by the webhook: terminationGracePeriodSeconds before it was raised. */
-  originalGrace: 'drainguard.io/original-termination-grace-period-seconds',
-} as const;
-
-export const INJECT_LABEL = 'drainguard.io/inject';
-export const SIDECAR_NAME = 'drainguard';
+import { ANNOTATIONS } from '../shared/names.ts';
 
 /** Default sidecar port per profile: different, so two injected hostNetwork pods on one node do not meet. */
 export const DEFAULT_PORTS: Record<Profile, number> = {
@@ -48,9 +31,9 @@ export function detectProfile(
   labels: Record<string, string>,
   annotations: Record<string, string>,
 ): Detection {
-  const explicit = annotations[A.profile];
+  const explicit = annotations[ANNOTATIONS.profile];
   if (explicit !== undefined && isProfile(explicit))
-    return { profile: explicit, source: 'annotation', reason: `${A.profile}=${explicit}` };
+    return { profile: explicit, source: 'annotation', reason: `${ANNOTATIONS.profile}=${explicit}` };
   const l = (k: string) => labels[k];
   if (
     (l('app.kubernetes.io/name') === 'metallb' && l('app.kubernetes.io/component') === 'speaker') ||
@@ -59,10 +42,14 @@ export function detectProfile(
     return { profile: 'metallb-speaker', source: 'labels', reason: 'MetalLB speaker labels' };
   if (l('skupper.io/component') === 'router' || l('application') === 'skupper-router')
     return { profile: 'skupper-router', source: 'labels', reason: 'skupper router labels' };
-  if (annotations[A.leases] !== undefined)
-    return { profile: 'lease', source: 'annotation', reason: `${A.leases} is set` };
-  if (annotations[A.netfilterCleanup] === 'true')
-    return { profile: 'netfilter-cleanup', source: 'annotation', reason: `${A.netfilterCleanup}=true` };
+  if (annotations[ANNOTATIONS.leases] !== undefined)
+    return { profile: 'lease', source: 'annotation', reason: `${ANNOTATIONS.leases} is set` };
+  if (annotations[ANNOTATIONS.netfilterCleanup] === 'true')
+    return {
+      profile: 'netfilter-cleanup',
+      source: 'annotation',
+      reason: `${ANNOTATIONS.netfilterCleanup}=true`,
+    };
   return {
     source: 'none',
     reason:

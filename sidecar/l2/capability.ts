@@ -6,9 +6,9 @@ import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
+import { EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import {
-  EXCLUDE_LABEL,
   failsafeDue,
   initialMemory,
   L2_PHASES,
@@ -16,13 +16,11 @@ import {
   type L2Memory,
   type L2Observation,
   type L2Settings,
-  LABEL_OWNED_ANNOTATION,
   needsTick,
   otherCandidates,
   parseStatus,
   resume,
   type ServiceVips,
-  STATUS_ANNOTATION,
   settled,
   statusOf,
   step,
@@ -554,7 +552,7 @@ class L2Handover implements Capability {
     const tables = fenceTablesIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout);
     const texts: string[] = [];
     for (const family of tables)
-      texts.push((await runner.run('nft', ['-j', 'list', 'table', family, 'drainguard'])).stdout);
+      texts.push((await runner.run('nft', ['-j', 'list', 'table', family, FENCE_TABLE])).stdout);
     return parseFence(texts);
   }
 

@@ -3,13 +3,8 @@
 // executes actions and calls step() again; every action is idempotent, so a repeated step
 // after a crash or a failed action is harmless.
 import type { Node, Pod } from '../../shared/kube/types.ts';
+import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
-
-export const EXCLUDE_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
-/** Set next to the exclude label when drainguard added it; only then does drainguard remove it. */
-export const LABEL_OWNED_ANNOTATION = 'drainguard.io/exclude-label-added';
-/** Human- and `drainguard status`-readable state of the handover on this node. */
-export const STATUS_ANNOTATION = 'drainguard.io/l2-handover';
 
 export const L2_PHASES = [
   'idle',

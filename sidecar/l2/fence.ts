@@ -4,8 +4,7 @@
 // hook sees it, but the VIP is the ICMPv6 target (body), matched as raw payload because Debian
 // 12's nft 1.0.6 has no `icmpv6 taddr`.
 import { isIPv4, isIPv6 } from 'node:net';
-
-export const FENCE_TABLE = 'drainguard';
+import { FENCE_TABLE } from '../../shared/names.ts';
 
 export interface FenceSpec {
   vips4: string[];

@@ -1,7 +1,8 @@
 // What the sidecar guards: the container whose stop it waits for, the Leases it hands over, the
 // memberlist ports its fail-safe may cut.
 import type { Feature, Profile } from '../../shared/contract.ts';
-import { A, PROFILE_SPECS } from '../profiles.ts';
+import { ANNOTATIONS } from '../../shared/names.ts';
+import { PROFILE_SPECS } from '../profiles.ts';
 import { checkLeases, checkMemberlistPorts } from '../validate.ts';
 import { declaredPorts } from './port.ts';
 import { type ContainerLike, type Denial, denial, type Step, skip } from './step.ts';
@@ -21,8 +22,9 @@ export function findGuardedContainer(
 ): Step<Guarded> {
   const names = containers.map((c) => String(c.name));
   const preferred = PROFILE_SPECS[profile].guardedContainer;
-  const key = profile === 'metallb-speaker' ? A.guardedContainer : A.leaderContainer;
-  const raw = annotations[key] ?? annotations[A.guardedContainer] ?? annotations[A.leaderContainer];
+  const key = profile === 'metallb-speaker' ? ANNOTATIONS.guardedContainer : ANNOTATIONS.leaderContainer;
+  const raw =
+    annotations[key] ?? annotations[ANNOTATIONS.guardedContainer] ?? annotations[ANNOTATIONS.leaderContainer];
   if (raw !== undefined)
     return names.includes(raw)
       ? { guarded: raw, warnings: [] }
@@ -30,7 +32,7 @@ export function findGuardedContainer(
   if (preferred && names.includes(preferred)) return { guarded: preferred, warnings: [] };
   if (profile === 'skupper-router')
     return skip('no-profile', [
-      `drainguard: not injected: skupper router pod has no container ${preferred}; set ${A.leaderContainer}`,
+      `drainguard: not injected: skupper router pod has no container ${preferred}; set ${ANNOTATIONS.leaderContainer}`,
     ]);
   if (!features.has('lease-handover') && !features.has('l2-handover'))
     return { guarded: undefined, warnings: [] };
@@ -47,10 +49,10 @@ export function resolveLeases(
   profile: Profile,
   annotations: Record<string, string>,
 ): Step<string[] | undefined> {
-  const raw = annotations[A.leases];
+  const raw = annotations[ANNOTATIONS.leases];
   if (raw === undefined) return PROFILE_SPECS[profile].leases;
   const checked = checkLeases(raw);
-  return checked.leases ?? denial(`${A.leases}=${JSON.stringify(raw)}: ${checked.problem}`);
+  return checked.leases ?? denial(`${ANNOTATIONS.leases}=${JSON.stringify(raw)}: ${checked.problem}`);
 }
 
 const ML_ANNOTATION = 'drainguard.io/memberlist-ports';
@@ -75,5 +77,5 @@ export function requireLeases(
   leases: readonly string[] | undefined,
 ): Denial | undefined {
   if (!features.has('lease-handover') || (leases ?? []).length > 0) return undefined;
-  return denial(`${A.leases} is required for profile ${profile}: name the Lease(s) to hand over`);
+  return denial(`${ANNOTATIONS.leases} is required for profile ${profile}: name the Lease(s) to hand over`);
 }

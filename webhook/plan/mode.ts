@@ -1,6 +1,7 @@
 // Native sidecar (an init container with restartPolicy: Always, Kubernetes >= 1.29) or classic.
+
+import { ANNOTATIONS } from '../../shared/names.ts';
 import type { PlannerOptions } from '../planner.ts';
-import { A } from '../profiles.ts';
 import { denial, isObj, type Obj, type Step } from './step.ts';
 
 export const SIDECAR_MODES = ['auto', 'native', 'classic'] as const;
@@ -87,9 +88,11 @@ export function chooseMode(
   spec: Obj,
   opts: Pick<PlannerOptions, 'mode' | 'kubeletVersions' | 'apiServerVersion'>,
 ): Step<ModeChoice> {
-  const raw = annotations[A.sidecarMode];
+  const raw = annotations[ANNOTATIONS.sidecarMode];
   if (raw !== undefined && !(SIDECAR_MODES as readonly string[]).includes(raw))
-    return denial(`${A.sidecarMode}=${JSON.stringify(raw)}: accepted values are ${SIDECAR_MODES.join(', ')}`);
+    return denial(
+      `${ANNOTATIONS.sidecarMode}=${JSON.stringify(raw)}: accepted values are ${SIDECAR_MODES.join(', ')}`,
+    );
   const mode = decideMode(
     (raw as SidecarMode | undefined) ?? opts.mode,
     spec,

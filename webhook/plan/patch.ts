@@ -1,7 +1,8 @@
 // The JSON Patch, from small builders: missing arrays and maps are created first, keys escaped (RFC 6901).
 import { type Feature, PRESTOP_PROFILES, type Profile } from '../../shared/contract.ts';
+import { ANNOTATIONS, SIDECAR_NAME } from '../../shared/names.ts';
 import { type PatchOp, pointer } from '../patch.ts';
-import { A, PROFILE_SPECS, SIDECAR_NAME } from '../profiles.ts';
+import { PROFILE_SPECS } from '../profiles.ts';
 import type { PodView } from './pod.ts';
 import { type Endpoint, httpGet } from './port.ts';
 import type { Sidecar } from './sidecar.ts';
@@ -87,7 +88,7 @@ export function graceOps(
     warnings: [
       `drainguard: terminationGracePeriodSeconds raised from ${current ?? 'default 30'} to ${needed} to cover the ${budgetSeconds} s handover budget`,
     ],
-    annotations: { [A.originalGrace]: current === undefined ? 'unset' : String(current) },
+    annotations: { [ANNOTATIONS.originalGrace]: current === undefined ? 'unset' : String(current) },
   };
 }
 
@@ -134,7 +135,7 @@ export function buildPatch(i: PatchInputs): PatchResult {
   const grace = graceOps(profile, pod.spec, i.budgetSeconds);
   const annotations: Record<string, string> = {
     ...grace.annotations,
-    [A.status]: JSON.stringify({
+    [ANNOTATIONS.status]: JSON.stringify({
       version: i.version,
       profile,
       features: [...features],

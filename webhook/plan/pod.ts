@@ -1,7 +1,8 @@
 // The first steps: the pod in the request, the pods never injected, the profile, the token.
 import { PROFILES, type Profile } from '../../shared/contract.ts';
+import { ANNOTATIONS, INJECT_LABEL, SIDECAR_NAME } from '../../shared/names.ts';
 import type { AdmissionRequestLike, PlannerOptions } from '../planner.ts';
-import { A, detectProfile, INJECT_LABEL, SIDECAR_NAME } from '../profiles.ts';
+import { detectProfile } from '../profiles.ts';
 import {
   type ContainerLike,
   type Denial,
@@ -76,7 +77,8 @@ export function findExclusion(
   if (self && Object.keys(self).length > 0 && Object.entries(self).every(([k, v]) => labels[k] === v))
     return skip('self');
   const names = new Set([...pod.containers, ...pod.inits].map((c) => String(c.name)));
-  if (pod.annotations[A.status] !== undefined || names.has(SIDECAR_NAME)) return skip('already-injected');
+  if (pod.annotations[ANNOTATIONS.status] !== undefined || names.has(SIDECAR_NAME))
+    return skip('already-injected');
   return undefined;
 }
 
@@ -85,9 +87,11 @@ export function chooseProfile(
   labels: Record<string, string>,
   annotations: Record<string, string>,
 ): Step<Profile> {
-  const explicit = annotations[A.profile];
+  const explicit = annotations[ANNOTATIONS.profile];
   if (explicit !== undefined && !(PROFILES as readonly string[]).includes(explicit))
-    return denial(`${A.profile}=${JSON.stringify(explicit)}: accepted values are ${PROFILES.join(', ')}`);
+    return denial(
+      `${ANNOTATIONS.profile}=${JSON.stringify(explicit)}: accepted values are ${PROFILES.join(', ')}`,
+    );
   const detection = detectProfile(labels, annotations);
   if (!detection.profile) return skip('no-profile', [`drainguard: not injected: ${detection.reason}`]);
   return detection.profile;

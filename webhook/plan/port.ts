@@ -1,6 +1,7 @@
 // The sidecar's port and bind address, and how the kubelet reaches it there.
 import type { Profile } from '../../shared/contract.ts';
-import { A, DEFAULT_PORTS } from '../profiles.ts';
+import { ANNOTATIONS } from '../../shared/names.ts';
+import { DEFAULT_PORTS } from '../profiles.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';
 
 export interface Endpoint {
@@ -32,7 +33,7 @@ export function choosePort(
   containers: ContainerLike[],
   hostNetwork: boolean,
 ): Step<Endpoint> {
-  const port = freePort(profile, annotations[A.port], declaredPorts(containers));
+  const port = freePort(profile, annotations[ANNOTATIONS.port], declaredPorts(containers));
   if (typeof port === 'string') return denial(port);
   // hostNetwork: /prestop withdraws the node's VIPs and must not be reachable from the network.
   return hostNetwork ? { port, host: '127.0.0.1' } : { port };
@@ -47,10 +48,10 @@ function freePort(
   if (requested !== undefined) {
     const n = /^\d+$/.test(requested) ? Number(requested) : Number.NaN;
     if (!Number.isInteger(n) || n < 1024 || n > 65535)
-      return `${A.port}=${JSON.stringify(requested)}: accepted is a whole number from 1024 to 65535`;
+      return `${ANNOTATIONS.port}=${JSON.stringify(requested)}: accepted is a whole number from 1024 to 65535`;
     const owner = used.get(n);
     if (owner !== undefined)
-      return `${A.port}=${n}: port ${n} is already used by container ${owner}; choose another port`;
+      return `${ANNOTATIONS.port}=${n}: port ${n} is already used by container ${owner}; choose another port`;
     return n;
   }
   // Skip other profiles' defaults too: two injected DaemonSets on one node must not meet.

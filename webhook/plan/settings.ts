@@ -6,7 +6,8 @@ import {
   parseSidecarEnv,
   type SidecarConfig,
 } from '../../shared/contract.ts';
-import { A, PROFILE_SPECS } from '../profiles.ts';
+import { ANNOTATIONS } from '../../shared/names.ts';
+import { PROFILE_SPECS } from '../profiles.ts';
 import { checkInterfaces, checkNamespace } from '../validate.ts';
 import { denial, type Step } from './step.ts';
 
@@ -97,9 +98,11 @@ export function resolveFeatures(
   annotations: Record<string, string>,
   hostNetwork: boolean,
 ): Step<Set<Feature>> {
-  const nfRaw = annotations[A.netfilterCleanup];
+  const nfRaw = annotations[ANNOTATIONS.netfilterCleanup];
   if (nfRaw !== undefined && nfRaw !== 'true' && nfRaw !== 'false')
-    return denial(`${A.netfilterCleanup}=${JSON.stringify(nfRaw)}: accepted values are true, false`);
+    return denial(
+      `${ANNOTATIONS.netfilterCleanup}=${JSON.stringify(nfRaw)}: accepted values are true, false`,
+    );
   const features = new Set<Feature>(PROFILE_SPECS[profile].features);
   if (nfRaw === 'true') features.add('netfilter-cleanup');
   // The fence and ARP/NDP handover act on the node's interfaces: off the host network they would only
@@ -110,7 +113,7 @@ export function resolveFeatures(
     );
   if (features.has('netfilter-cleanup') && !hostNetwork)
     return denial(
-      `netfilter cleanup (${profile === 'netfilter-cleanup' ? `profile ${profile}` : `${A.netfilterCleanup}=true`}) ` +
+      `netfilter cleanup (${profile === 'netfilter-cleanup' ? `profile ${profile}` : `${ANNOTATIONS.netfilterCleanup}=true`}) ` +
         'works in the node network namespace only: the pod needs spec.hostNetwork: true',
     );
   return features;

@@ -1,6 +1,7 @@
 // The sidecar container and its /tmp volume.
 import type { EnvVar, Feature } from '../../shared/contract.ts';
-import { NETFILTER_FEATURES, SIDECAR_NAME } from '../profiles.ts';
+import { SIDECAR_NAME } from '../../shared/names.ts';
+import { NETFILTER_FEATURES } from '../profiles.ts';
 import { type Endpoint, httpGet } from './port.ts';
 import { isObj, type Obj } from './step.ts';
 

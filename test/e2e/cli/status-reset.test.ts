@@ -10,10 +10,16 @@ import { EventRecorder } from '../../../shared/kube/events.ts';
 import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
-import { FENCE_TABLE, fenceTablesIn, renderFence } from '../../../sidecar/l2/fence.ts';
+import {
+  ANNOTATIONS,
+  EXCLUDE_LABEL,
+  FENCE_TABLE,
+  LABEL_OWNED_ANNOTATION,
+  SIDECAR_NAME,
+  STATUS_ANNOTATION,
+} from '../../../shared/names.ts';
+import { fenceTablesIn, renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
-import { A, SIDECAR_NAME } from '../../../webhook/profiles.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 const CRD = new URL('../../../lab/crds/servicel2status.yaml', import.meta.url).pathname;
@@ -69,7 +75,7 @@ t.test(
         name: 'router-1',
         namespace: 'st-site',
         annotations: {
-          [A.status]: JSON.stringify({ profile: 'skupper-router', features: ['lease-handover'] }),
+          [ANNOTATIONS.status]: JSON.stringify({ profile: 'skupper-router', features: ['lease-handover'] }),
         },
       },
       spec: {

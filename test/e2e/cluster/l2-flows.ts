@@ -11,12 +11,12 @@ import { follow } from '../../../lab/cluster/logs.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import { withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'metallb-system';
 const NAMES = ['node-a', 'node-b', 'node-c'];
-const EXCLUDE_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
 const T = { timeoutMs: 120_000, intervalMs: 250 };
 
 interface Pod {

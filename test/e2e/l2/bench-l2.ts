@@ -19,7 +19,7 @@ import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
 import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/l2-world.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL } from '../../../sidecar/l2/core.ts';
+import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 
 const INTERVAL_MS = 50;
 const WINDOW_MS = 8_000;

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 

@@ -2,9 +2,14 @@ import t from 'tap';
 import { describePlan, nodePatch, planNode } from '../../../cli/reset.ts';
 import { buildStatus, guardedLeases, renderStatus } from '../../../cli/status.ts';
 import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import {
+  ANNOTATIONS,
+  EXCLUDE_LABEL,
+  LABEL_OWNED_ANNOTATION,
+  SIDECAR_NAME,
+  STATUS_ANNOTATION,
+} from '../../../shared/names.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
-import { A, SIDECAR_NAME } from '../../../webhook/profiles.ts';
 
 const l2Status = (over: Record<string, unknown> = {}) =>
   JSON.stringify({
@@ -42,7 +47,10 @@ const injected = (
       name,
       namespace: ns,
       annotations: {
-        [A.status]: JSON.stringify({ profile, features: (env.DRAINGUARD_FEATURES ?? '').split(',') }),
+        [ANNOTATIONS.status]: JSON.stringify({
+          profile,
+          features: (env.DRAINGUARD_FEATURES ?? '').split(','),
+        }),
       },
     },
     spec: {
@@ -142,7 +150,7 @@ t.test('status per node: drain, phase, fence, VIPs, and who put the exclude labe
   t.equal(c?.excludeLabel, 'none');
   t.equal(d?.status, undefined);
   const text = renderStatus(r, Date.parse('2026-11-22T01:00:30.000Z'));
-  // The L2 table as sidecar/l2/status.ts formats it, then the cluster-wide columns.
+  // The L2 table as cli/l2-status.ts formats it, then the cluster-wide columns.
   t.match(text, /^NODE\s+CORDONED\s+EXCLUDE-LABEL\s+L2-PHASE/);
   t.match(text, /node-a\s+yes\s+drainguard\s+fenced\s+30s\s+198\.51\.100\.100\s+node-b\s+eth0/);
   t.match(text, /\nNODE\s+DRAINING\s+ANNOUNCES\s+INJECTED PODS\n/);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import {
-  EXCLUDE_LABEL,
   initialMemory,
   type L2Action,
   type L2Memory,

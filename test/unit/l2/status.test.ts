@@ -1,6 +1,6 @@
 import t from 'tap';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
-import { formatRows, rowsOf } from '../../../sidecar/l2/status.ts';
+import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
 t.test('drainguard status: one row per node from labels and the status annotation', async (t) => {
   const now = Date.parse('2026-11-22T00:10:30Z');

@@ -11,7 +11,7 @@ import {
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../sidecar/l2/core.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
 const dir = new URL('../../../manifests/components/node-guard/', import.meta.url);
 const docs = YAML.parseAllDocuments(readFileSync(new URL('policy.yaml', dir), 'utf8')).map(

@@ -1,15 +1,10 @@
 // The L2 handover state of every node, as the sidecars publish it in the Node annotation
 // drainguard.io/l2-handover: rows and table, pure (`drainguard status` prints them).
 
-import type { Node } from '../../shared/kube/types.ts';
-import { formatTable } from '../../shared/table.ts';
-import {
-  EXCLUDE_LABEL,
-  type L2Status,
-  LABEL_OWNED_ANNOTATION,
-  parseStatus,
-  STATUS_ANNOTATION,
-} from './core.ts';
+import type { Node } from '../shared/kube/types.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../shared/names.ts';
+import { formatTable } from '../shared/table.ts';
+import { type L2Status, parseStatus } from '../sidecar/l2/core.ts';
 
 export interface NodeRow {
   node: string;

@@ -1,0 +1,57 @@
+// The dependency rules of docs/architecture.md, read from the import statements of the tree:
+// roles share code only through shared/, so no role imports another's internals for a name.
+import { globSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
+import t from 'tap';
+
+const ROOT = new URL('../../../', import.meta.url).pathname;
+
+/** Top-level directories a file imports from (relative imports only; packages are not roles). */
+function importedDirs(file: string): { spec: string; dir: string }[] {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  const out: { spec: string; dir: string }[] = [];
+  for (const m of text.matchAll(/(?:from|import\()\s*'(\.{1,2}\/[^']+)'/g)) {
+    const target = normalize(join(dirname(file), m[1] as string));
+    out.push({ spec: m[1] as string, dir: target.split('/')[0] as string });
+  }
+  return out;
+}
+
+const RULES: Record<string, string[]> = {
+  shared: ['shared'],
+  webhook: ['webhook', 'shared'],
+  sidecar: ['sidecar', 'shared'],
+  // The CLI starts the roles (sidecar, netfilter-cleanup) and reads what the sidecar's core
+  // defines (its Node annotation, its fence); never the webhook's internals.
+  cli: ['cli', 'shared', 'sidecar'],
+};
+/** The command dispatcher starts each role from its entry point (lazily). */
+const ENTRY_POINTS: Record<string, string[]> = { 'cli/commands.ts': ['../webhook/main.ts'] };
+
+for (const [role, allowed] of Object.entries(RULES)) {
+  t.test(`${role}/ imports only ${allowed.join(', ')}`, async (t) => {
+    const files = globSync(`${role}/**/*.ts`, { cwd: ROOT });
+    t.ok(files.length > 0, `${role}/ has files`);
+    const bad = files.flatMap((f) =>
+      importedDirs(f)
+        .filter((i) => !allowed.includes(i.dir) && !ENTRY_POINTS[f]?.includes(i.spec))
+        .map((i) => `${f}: ${i.spec}`),
+    );
+    t.strictSame(bad, []);
+  });
+}
+
+t.test('names used by more than one role are defined once, in shared/names.ts', async (t) => {
+  const names = [
+    'ANNOTATION_PREFIX',
+    'INJECT_LABEL',
+    'SIDECAR_NAME',
+    'EXCLUDE_LABEL',
+    'LABEL_OWNED_ANNOTATION',
+  ];
+  const defs = globSync('{webhook,sidecar,cli,shared}/**/*.ts', { cwd: ROOT }).flatMap((f) => {
+    const text = readFileSync(join(ROOT, f), 'utf8');
+    return names.filter((n) => new RegExp(`export const ${n}\\b`).test(text)).map((n) => `${n} in ${f}`);
+  });
+  t.strictSame(defs.sort(), names.map((n) => `${n} in shared/names.ts`).sort());
+});
