@@ -2,9 +2,9 @@
 // drainguard.io/l2-handover: rows and table, pure (`drainguard status` prints them).
 
 import type { Node } from '../shared/kube/types.ts';
+import { type L2Status, parseStatus } from '../shared/l2-state.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../shared/names.ts';
 import { formatTable } from '../shared/table.ts';
-import { type L2Status, parseStatus } from '../sidecar/l2/core.ts';
 
 export interface NodeRow {
   node: string;

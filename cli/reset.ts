@@ -7,7 +7,7 @@ import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
 import { ANNOTATION_PREFIX, EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
-import { fenceTablesIn, renderUnfence } from '../sidecar/l2/fence.ts';
+import { fenceTablesIn, renderUnfence } from '../shared/net/fence-tables.ts';
 import { ToolError, ToolRunner } from '../sidecar/runner.ts';
 import { injectedStatus } from './status.ts';
 

@@ -42,7 +42,7 @@ export interface EventLike {
 }
 
 /**
- * One node: the L2 sidecar's row (from sidecar/l2/status.ts: cordoned, who added the exclude
+ * One node: the L2 sidecar's row (from cli/l2-status.ts: cordoned, who added the exclude
  * label, the published L2Status) plus what only the cluster-wide view knows.
  */
 export interface NodeRow extends L2NodeRow {
@@ -194,7 +194,7 @@ export function buildStatus(input: {
 
 export function renderStatus(r: StatusReport, now: number): string {
   const out: string[] = [];
-  // The L2 sidecar's own view first (the same table `sidecar/l2/status.ts` formats), then the rest.
+  // The L2 sidecar's own view first (the same table `cli/l2-status.ts` formats), then the rest.
   out.push(formatRows(r.nodes, now).trimEnd());
   out.push('');
   const nodeRows = [['NODE', 'DRAINING', 'ANNOUNCES', 'INJECTED PODS']];

@@ -3,24 +3,18 @@
 // executes actions and calls step() again; every action is idempotent, so a repeated step
 // after a crash or a failed action is harmless.
 import type { Node, Pod } from '../../shared/kube/types.ts';
+import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
 
-export const L2_PHASES = [
-  'idle',
-  'labelled',
-  'awaiting-confirmation',
-  'fenced',
-  'failsafe-fenced',
-  'undoing',
-] as const;
-export type L2Phase = (typeof L2_PHASES)[number];
-
-export interface ServiceVips {
-  /** namespace/name */
-  service: string;
-  ips: string[];
-}
+// The published state's format lives in shared/ (the CLI reads it); the core re-exports it.
+export {
+  L2_PHASES,
+  type L2Phase,
+  type L2Status,
+  parseStatus,
+  type ServiceVips,
+} from '../../shared/l2-state.ts';
 
 export interface L2Settings {
   handoverBudgetMs: number;
@@ -455,22 +449,6 @@ export function settled(mem: L2Memory): boolean {
 
 // --- resumption: what the Node annotation and the nft table say after a restart -----------
 
-export interface L2Status {
-  phase: L2Phase;
-  since: string;
-  handoverStartedAt?: string;
-  vips: string[];
-  services: ServiceVips[];
-  handedTo: Record<string, string>;
-  fenced: boolean;
-  failsafe: boolean;
-  interfaces: string[];
-  stranded?: boolean;
-  /** Given up unconfirmed while the drain lasts (label removed). */
-  gaveUp?: boolean;
-  observeOnly?: boolean;
-}
-
 export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
   return {
     phase: mem.phase,
@@ -491,16 +469,6 @@ export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
     ...(mem.gaveUp ? { gaveUp: true } : {}),
     ...(observeOnly ? { observeOnly: true } : {}),
   };
-}
-
-export function parseStatus(text: string | undefined): L2Status | undefined {
-  if (!text) return undefined;
-  try {
-    const s = JSON.parse(text) as L2Status;
-    return L2_PHASES.includes(s.phase) ? s : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** Memory rebuilt on start from the Node annotation and the installed fence. */

@@ -5,6 +5,10 @@
 // 12's nft 1.0.6 has no `icmpv6 taddr`.
 import { isIPv4, isIPv6 } from 'node:net';
 import { FENCE_TABLE } from '../../shared/names.ts';
+import { UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
+
+// Removing the fence is shared with `drainguard reset`; re-exported for the sidecar's edge.
+export { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 
 export interface FenceSpec {
   vips4: string[];
@@ -119,14 +123,6 @@ export function hexToIpv6(hex: string): string {
   return `${hexes.slice(0, best).join(':')}::${hexes.slice(best + bestLen).join(':')}`;
 }
 
-const REMOVE = [
-  // "add" makes the delete safe when the table is absent: one transaction, no error either way.
-  `table netdev ${FENCE_TABLE} {}`,
-  `delete table netdev ${FENCE_TABLE}`,
-  `table inet ${FENCE_TABLE} {}`,
-  `delete table inet ${FENCE_TABLE}`,
-];
-
 /**
  * One `nft -f -` transaction that replaces whatever drainguard had with exactly this fence,
  * so re-running it (after a restart, or with more VIPs) never duplicates a rule.
@@ -135,7 +131,7 @@ export function renderFence(input: FenceSpec): string {
   const problems = validateFence(input);
   if (problems.length > 0) throw new Error(`invalid fence: ${problems.join('; ')}`);
   const spec = normalizeFence(input);
-  const lines = [...REMOVE];
+  const lines = [...UNFENCE_LINES];
   const foreign = fencesForeign(spec);
   if ((spec.vips4.length > 0 || foreign) && spec.interfaces.length > 0) {
     lines.push(`table netdev ${FENCE_TABLE} {`);
@@ -184,23 +180,7 @@ export function renderFence(input: FenceSpec): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** The transaction that removes the fence (a no-op when none is installed). */
-export function renderUnfence(): string {
-  return `${REMOVE.join('\n')}\n`;
-}
-
 type NftItem = Record<string, Record<string, unknown>>;
-
-/** Table families present, from `nft -j list tables`. */
-export function fenceTablesIn(listTablesJson: string): ('netdev' | 'inet')[] {
-  const doc = JSON.parse(listTablesJson) as { nftables?: NftItem[] };
-  const out = new Set<'netdev' | 'inet'>();
-  for (const item of doc.nftables ?? []) {
-    const t = item.table as { family?: string; name?: string } | undefined;
-    if (t?.name === FENCE_TABLE && (t.family === 'netdev' || t.family === 'inet')) out.add(t.family);
-  }
-  return [...out].sort() as ('netdev' | 'inet')[];
-}
 
 const elems = (set: Record<string, unknown>): unknown[] => (Array.isArray(set.elem) ? set.elem : []);
 

@@ -21,8 +21,9 @@ const RULES: Record<string, string[]> = {
   shared: ['shared'],
   webhook: ['webhook', 'shared'],
   sidecar: ['sidecar', 'shared'],
-  // The CLI starts the roles (sidecar, netfilter-cleanup) and reads what the sidecar's core
-  // defines (its Node annotation, its fence); never the webhook's internals.
+  // The CLI starts the roles (sidecar, netfilter-cleanup) and uses the sidecar's tool runner and
+  // drain and Lease readers; what it shares with the L2 sidecar (its Node annotation's format, the
+  // fence's tables) is in shared/. Never the webhook's internals.
   cli: ['cli', 'shared', 'sidecar'],
 };
 /** The command dispatcher starts each role from its entry point (lazily). */
@@ -40,6 +41,15 @@ for (const [role, allowed] of Object.entries(RULES)) {
     t.strictSame(bad, []);
   });
 }
+
+t.test('cli/ does not import sidecar/l2/', async (t) => {
+  const bad = globSync('cli/**/*.ts', { cwd: ROOT }).flatMap((f) =>
+    importedDirs(f)
+      .filter((i) => normalize(join(dirname(f), i.spec)).startsWith('sidecar/l2/'))
+      .map((i) => `${f}: ${i.spec}`),
+  );
+  t.strictSame(bad, []);
+});
 
 t.test('names used by more than one role are defined once, in shared/names.ts', async (t) => {
   const names = [

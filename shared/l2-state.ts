@@ -1,0 +1,44 @@
+// The L2 sidecar's state as it publishes it in its Node's annotation (STATUS_ANNOTATION, JSON):
+// written by the sidecar's core, read back by it on restart and by `drainguard status`.
+
+export const L2_PHASES = [
+  'idle',
+  'labelled',
+  'awaiting-confirmation',
+  'fenced',
+  'failsafe-fenced',
+  'undoing',
+] as const;
+export type L2Phase = (typeof L2_PHASES)[number];
+
+export interface ServiceVips {
+  /** namespace/name */
+  service: string;
+  ips: string[];
+}
+
+export interface L2Status {
+  phase: L2Phase;
+  since: string;
+  handoverStartedAt?: string;
+  vips: string[];
+  services: ServiceVips[];
+  handedTo: Record<string, string>;
+  fenced: boolean;
+  failsafe: boolean;
+  interfaces: string[];
+  stranded?: boolean;
+  /** Given up unconfirmed while the drain lasts (label removed). */
+  gaveUp?: boolean;
+  observeOnly?: boolean;
+}
+
+export function parseStatus(text: string | undefined): L2Status | undefined {
+  if (!text) return undefined;
+  try {
+    const s = JSON.parse(text) as L2Status;
+    return L2_PHASES.includes(s.phase) ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}
