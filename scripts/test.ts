@@ -9,7 +9,7 @@
 // Path substrings keep only the matching files (for a quick run of one area).
 // --coverage (make coverage) runs the main lane only with tap's coverage on; the cluster lane's
 // product code runs inside containers, where tap cannot measure it.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { globSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Parser, type Result } from 'tap-parser';
@@ -72,12 +72,25 @@ function brief(diag: unknown, pad: string): string {
     .join('\n');
 }
 
+// Ctrl-C or a CI timeout stops the lanes too: tap passes the signal to the running test file,
+// whose exit hooks stop its control plane or cluster. Without this, tap (its process title is
+// "tap") would go on starting test files after this runner has gone.
+const lanesRunning = new Set<ChildProcess>();
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.on(sig, () => {
+    process.stdout.write(`\n${sig}: stopping ${lanesRunning.size} lane(s)\n`);
+    for (const c of lanesRunning) c.kill(sig);
+    process.exitCode = 130;
+  });
+
 function runLane(lane: string, testFiles: string[], args: string[]): Promise<Summary> {
   const started = Date.now();
   const child = spawn(process.execPath, [TAP, '--reporter=tap', '--no-color', ...args, ...testFiles], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  lanesRunning.add(child);
+  child.once('close', () => lanesRunning.delete(child));
   const s: Summary = {
     lane,
     files: 0,
@@ -214,4 +227,4 @@ if (sum('files') !== expectedFiles)
   process.stdout.write(`only ${sum('files')} of ${expectedFiles} files reported\n`);
 // A skipped test is a test that did not run: CI provides what every test needs.
 if (sum('skip') + sum('todo') > 0) process.stdout.write('skipped or todo tests are not allowed\n');
-process.exit(ok && sum('skip') + sum('todo') === 0 ? 0 : 1);
+process.exit(process.exitCode === 130 ? 130 : ok && sum('skip') + sum('todo') === 0 ? 0 : 1);
