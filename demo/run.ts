@@ -21,8 +21,8 @@ import { owner as metallbOwner } from '../lab/sim/speaker/election.ts';
 import { waitFor } from '../shared/clock.ts';
 import type { KubeClient } from '../shared/kube/client.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
+import { parseStatus } from '../shared/l2-state.ts';
 import { EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../shared/names.ts';
-import { parseStatus } from '../sidecar/l2/core.ts';
 import { podDiff, summarize } from './diff.ts';
 import { renderReport } from './report.ts';
 import {

@@ -86,6 +86,8 @@ export interface L2World {
   /** The same for any address. */
   probeVip(vip: string, rounds: number, intervalMs?: number): Promise<ProbeRound[]>;
   startProbe(intervalMs: number, onRound: (r: ProbeRound) => void): ChildProcess;
+  /** Waits (20 s) until every round of six probes of `vip` is answered by `node`'s MAC alone. */
+  answeredOnlyBy(node: string, vip?: string): Promise<void>;
   nft(name: string, args: string[]): Promise<string>;
   l2Statuses(): Promise<{ node: string; service: string }[]>;
   destroy(): Promise<void>;
@@ -407,6 +409,16 @@ async function populate(
     startProbe: (intervalMs, onRound) => startArpProbe(bed.node('client'), vip, intervalMs, onRound),
     probe: (rounds, intervalMs = 50) => probeRounds(bed.node('client'), vip, rounds, intervalMs),
     probeVip: (v, rounds, intervalMs = 50) => probeRounds(bed.node('client'), v, rounds, intervalMs),
+    async answeredOnlyBy(node, v = vip) {
+      await waitFor(
+        `only ${node} answers ARP for ${v}`,
+        async () => {
+          const rounds = await probeRounds(bed.node('client'), v, 6, 50);
+          return macsIn(rounds).join() === bed.node(node).mac && rounds.every((r) => r.macs.length === 1);
+        },
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+    },
     nft: (name, args) => bed.node(name).run(['nft', ...args]),
     async l2Statuses() {
       if (noCrd) return [];

@@ -15,7 +15,8 @@ export function renderUnfence(): string {
   return `${UNFENCE_LINES.join('\n')}\n`;
 }
 
-type NftItem = Record<string, Record<string, unknown>>;
+/** One item of `nft -j` output: `{ table: {...} }`, `{ chain: {...} }`, … */
+export type NftItem = Record<string, Record<string, unknown>>;
 
 /** Table families present, from `nft -j list tables`. */
 export function fenceTablesIn(listTablesJson: string): ('netdev' | 'inet')[] {

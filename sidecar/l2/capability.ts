@@ -6,28 +6,27 @@ import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
+import { L2_PHASES, parseStatus, type ServiceVips } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
+import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import {
   failsafeDue,
   initialMemory,
-  L2_PHASES,
   type L2Action,
   type L2Memory,
   type L2Observation,
   type L2Settings,
   needsTick,
   otherCandidates,
-  parseStatus,
   resume,
-  type ServiceVips,
   settled,
   statusOf,
   step,
   vipsOf,
 } from './core.ts';
 import { eligibleFor, type MetalLbConfig, metallbConfigFrom, readyEndpointNodes } from './eligibility.ts';
-import { type FenceSpec, fenceTablesIn, parseFence, renderFence, renderUnfence } from './fence.ts';
+import { type FenceSpec, parseFence, renderFence } from './fence.ts';
 import { ownAddresses, routeDevice } from './routes.ts';
 
 interface ServiceL2Status extends KubeObject {
@@ -38,6 +37,9 @@ interface ServiceL2Status extends KubeObject {
     interfaces?: { name?: string }[];
   };
 }
+/** The wide reads around a handover: a couple of retries, and a bound so a step never hangs. */
+const WIDE_READ = { retries: 2, timeoutMs: 10_000 };
+
 interface Service extends KubeObject {
   spec?: { type?: string; externalTrafficPolicy?: string };
   status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
@@ -696,10 +698,7 @@ class L2Handover implements Capability {
 
   private async refreshAllLbServices(): Promise<void> {
     try {
-      const list = await this.ctx.client.get<KubeList<Service>>('/api/v1/services', {
-        retries: 2,
-        timeoutMs: 10_000,
-      });
+      const list = await this.ctx.client.get<KubeList<Service>>('/api/v1/services', WIDE_READ);
       const lbs = (list.items ?? []).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
       const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;
       for (const s of lbs) this.noteTrafficPolicy(key(s), s);
@@ -727,12 +726,9 @@ class L2Handover implements Capability {
       const services = [...this.mem.services, ...this.observe().announced];
       const keys = [...new Set(services.map((s) => s.service))];
       const [nodes, pods, metallb, slices] = await Promise.all([
-        ctx.client.get<KubeList<Node>>('/api/v1/nodes', { retries: 2, timeoutMs: 10_000 }),
+        ctx.client.get<KubeList<Node>>('/api/v1/nodes', WIDE_READ),
         ownerUid
-          ? ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, {
-              retries: 2,
-              timeoutMs: 10_000,
-            })
+          ? ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, WIDE_READ)
           : Promise.resolve({ items: [] } as KubeList<Pod>),
         this.readMetalLbConfig(),
         Promise.all(
@@ -790,7 +786,7 @@ class L2Handover implements Capability {
     const get = (v: string) =>
       this.ctx.client.get<KubeList<KubeObject>>(
         `/apis/discovery.k8s.io/${v}/namespaces/${ns}/endpointslices?${q}`,
-        { retries: 2, timeoutMs: 10_000 },
+        WIDE_READ,
       );
     let list: KubeList<KubeObject>;
     try {
@@ -821,14 +817,8 @@ class L2Handover implements Capability {
     const base = `/apis/metallb.io/v1beta1/namespaces/${this.ctx.config.metallbNamespace}`;
     try {
       const [pools, ads] = await Promise.all([
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, {
-          retries: 2,
-          timeoutMs: 10_000,
-        }),
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, {
-          retries: 2,
-          timeoutMs: 10_000,
-        }),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, WIDE_READ),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, WIDE_READ),
       ]);
       return metallbConfigFrom(pools.items ?? [], ads.items ?? []);
     } catch (e) {

@@ -7,15 +7,6 @@ import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
 
-// The published state's format lives in shared/ (the CLI reads it); the core re-exports it.
-export {
-  L2_PHASES,
-  type L2Phase,
-  type L2Status,
-  parseStatus,
-  type ServiceVips,
-} from '../../shared/l2-state.ts';
-
 export interface L2Settings {
   handoverBudgetMs: number;
   /** Without the ServiceL2Status CRD (MetalLB < 0.14.4): wait this long instead of confirming. */

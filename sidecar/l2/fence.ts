@@ -5,10 +5,7 @@
 // 12's nft 1.0.6 has no `icmpv6 taddr`.
 import { isIPv4, isIPv6 } from 'node:net';
 import { FENCE_TABLE } from '../../shared/names.ts';
-import { UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
-
-// Removing the fence is shared with `drainguard reset`; re-exported for the sidecar's edge.
-export { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
+import { type NftItem, UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
 
 export interface FenceSpec {
   vips4: string[];
@@ -179,8 +176,6 @@ export function renderFence(input: FenceSpec): string {
   }
   return `${lines.join('\n')}\n`;
 }
-
-type NftItem = Record<string, Record<string, unknown>>;
 
 const elems = (set: Record<string, unknown>): unknown[] => (Array.isArray(set.elem) ? set.elem : []);
 

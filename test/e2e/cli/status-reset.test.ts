@@ -18,7 +18,8 @@ import {
   SIDECAR_NAME,
   STATUS_ANNOTATION,
 } from '../../../shared/names.ts';
-import { fenceTablesIn, renderFence } from '../../../sidecar/l2/fence.ts';
+import { fenceTablesIn } from '../../../shared/net/fence-tables.ts';
+import { renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;

@@ -3,7 +3,8 @@
 import t from 'tap';
 import { createNamespace, type Netns } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { parseFence, renderFence, renderUnfence } from '../../../sidecar/l2/fence.ts';
+import { renderUnfence } from '../../../shared/net/fence-tables.ts';
+import { parseFence, renderFence } from '../../../sidecar/l2/fence.ts';
 
 const WIRE = new URL('../../../lab/sim/speaker/wire.py', import.meta.url).pathname;
 

@@ -3,7 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { createL2World, type L2World, METALLB_NS, macsIn } from '../../../lab/l2-world.ts';
+import { createL2World, type L2World, METALLB_NS } from '../../../lab/l2-world.ts';
 import { sh } from '../../../lab/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
@@ -14,7 +14,7 @@ const T = { timeoutMs: 20_000, intervalMs: 50 };
 t.test('L2 handover (metallb-speaker profile)', async (t) => {
   let w: L2World;
   let names: string[];
-  const mac = (n: string) => w.bed.node(n).mac;
+  const _mac = (n: string) => w.bed.node(n).mac;
   const status = async (n: string) =>
     JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
       phase?: string;
@@ -29,17 +29,7 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
   };
   const hasFenceTable = async (n: string) =>
     (await w.bed.node(n).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;
-  const answeredOnlyBy = async (n: string, vip = w.vip) => {
-    await waitFor(
-      `only ${n} answers ARP for ${vip}`,
-      async () => {
-        const rounds = await w.probeVip(vip, 6);
-        const macs = macsIn(rounds);
-        return rounds.every((r) => r.macs.length === 1) && macs.length === 1 && macs[0] === mac(n);
-      },
-      T,
-    );
-  };
+  const answeredOnlyBy = (n: string, vip = w.vip) => w.answeredOnlyBy(n, vip);
   const events = async (reason: string) => {
     const list = await w.client.get<{ items: (KubeObject & { reason?: string; message?: string })[] }>(
       '/api/v1/namespaces/default/events',

@@ -3,7 +3,7 @@
 // service, and other nodes' objects are left in place. The handover must still be confirmed by
 // the new owner's write, and fence only then.
 import t from 'tap';
-import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
+import { createL2World, type L2World } from '../../../lab/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
@@ -12,15 +12,7 @@ const T = { timeoutMs: 20_000, intervalMs: 50 };
 t.test('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others left in place)', async (t) => {
   let w: L2World;
   let names: string[];
-  const answeredOnlyBy = (n: string) =>
-    waitFor(
-      `only ${n} answers`,
-      async () => {
-        const rounds = await w.probe(6);
-        return macsIn(rounds).join() === w.bed.node(n).mac && rounds.every((r) => r.macs.length === 1);
-      },
-      T,
-    );
+  const answeredOnlyBy = (n: string) => w.answeredOnlyBy(n);
   const reasons = async () =>
     (await w.client.get<{ items: { reason?: string }[] }>('/api/v1/namespaces/default/events')).items.map(
       (e) => e.reason,

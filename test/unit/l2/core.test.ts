@@ -1,5 +1,6 @@
 import t from 'tap';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { parseStatus } from '../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import {
   initialMemory,
@@ -8,7 +9,6 @@ import {
   type L2Observation,
   type L2Settings,
   otherCandidates,
-  parseStatus,
   resume,
   settled,
   statusOf,

@@ -1,13 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
+import { fenceTablesIn, renderUnfence } from '../../../shared/net/fence-tables.ts';
 import {
   type FenceSpec,
-  fenceTablesIn,
   hexToIpv6,
   ipv6ToHex,
   parseFence,
   renderFence,
-  renderUnfence,
   sameFence,
   validateFence,
 } from '../../../sidecar/l2/fence.ts';
