@@ -21,17 +21,15 @@ const CLUSTER_DIRS = ['test/e2e/cluster/', 'test/e2e/demo/'];
 
 const files = (pattern: string) => globSync(pattern, { cwd: ROOT }).sort();
 const e2e = files('test/e2e/**/*.test.ts');
+const inClusterLane = (f: string) => CLUSTER_DIRS.some((d) => f.startsWith(d));
 const LANES: Record<string, { files: string[]; args: string[] }> = {
   main: {
-    files: [
-      ...files('test/unit/**/*.test.ts'),
-      ...e2e.filter((f) => !CLUSTER_DIRS.some((d) => f.startsWith(d))),
-    ],
+    files: [...files('test/unit/**/*.test.ts'), ...e2e.filter((f) => !inClusterLane(f))],
     args: ['--jobs=2'],
   },
   // One process at a time, and a file runs long: the cluster file is every suite on one cluster.
   cluster: {
-    files: e2e.filter((f) => CLUSTER_DIRS.some((d) => f.startsWith(d))),
+    files: e2e.filter(inClusterLane),
     args: ['--jobs=1', '--timeout=2400'],
   },
 };
@@ -162,13 +160,10 @@ function runLane(lane: string, testFiles: string[], args: string[]): Promise<Sum
   };
   const parser = new Parser();
   attach(parser, 0, []);
-  createInterface({ input: child.stdout }).on('line', (line) => parser.write(`${line}\n`));
+  child.stdout.pipe(parser);
   createInterface({ input: child.stderr }).on('line', (line) => process.stdout.write(`${prefix}${line}\n`));
   return new Promise((resolve) =>
-    child.once('close', (code) => {
-      parser.end();
-      resolve({ ...s, code, ms: Date.now() - started });
-    }),
+    child.once('close', (code) => resolve({ ...s, code, ms: Date.now() - started })),
   );
 }
 
