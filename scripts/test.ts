@@ -212,6 +212,8 @@ process.stdout.write(
   `all: files ${sum('files')}, tests ${sum('tests')}, pass ${sum('pass')}, fail ${sum('fail')}, ` +
     `skipped ${sum('skip')}, todo ${sum('todo')}, assertions ${sum('asserts')}\n`,
 );
+// The conventional closing line CI tools read, alone on its line.
+process.stdout.write(`${sum('pass')} passed, ${sum('fail')} failed, ${sum('skip')} skipped\n`);
 const expectedFiles = lanes.reduce((n, [, l]) => n + l.files.length, 0);
 const ok =
   results.every((r) => r.code === 0) &&
