@@ -27,3 +27,69 @@ export class Backoff {
     return this.attempt;
   }
 }
+
+/**
+ * Per key (an action kind, a request), "not before" after a failure: a caller that is asked again
+ * on every reconcile (it acts on what it observes) must not turn a persistent error into a busy
+ * loop. Each failure backs the key off further; a success clears it.
+ */
+export class RetryGate {
+  private readonly gates = new Map<string, { backoff: Backoff; at: number }>();
+  private readonly opts: BackoffOptions;
+  private readonly now: () => number;
+  constructor(now: () => number, opts: BackoffOptions = { baseMs: 200, capMs: 10_000 }) {
+    this.now = now;
+    this.opts = opts;
+  }
+  /** Whether `key` may be tried now. */
+  open(key: string): boolean {
+    const g = this.gates.get(key);
+    return !g || this.now() >= g.at;
+  }
+  /** Records a failure; returns how long `key` stays closed and the attempt number. */
+  failed(key: string): { waitMs: number; attempt: number } {
+    const g = this.gates.get(key) ?? { backoff: new Backoff(this.opts), at: 0 };
+    const waitMs = g.backoff.next();
+    g.at = this.now() + waitMs;
+    this.gates.set(key, g);
+    return { waitMs, attempt: g.backoff.attempts };
+  }
+  succeeded(key: string): void {
+    this.gates.delete(key);
+  }
+}
+
+/** Thrown by retryUntil when the next wait would end past the deadline. */
+export class DeadlineError extends Error {}
+
+/**
+ * Calls `fn` until it succeeds, backing off between failures that `retryable` accepts; rethrows
+ * any other failure, and throws DeadlineError when the next wait would pass `deadline`.
+ */
+export async function retryUntil<T>(
+  fn: () => Promise<T>,
+  opts: {
+    deadline: number;
+    retryable: (e: unknown) => boolean;
+    clock: { now(): number; sleep(ms: number, signal?: AbortSignal): Promise<void> };
+    backoff?: BackoffOptions;
+    signal?: AbortSignal;
+    /** Called before each wait (logging). */
+    onRetry?: (e: unknown, waitMs: number) => void;
+    what?: string;
+  },
+): Promise<T> {
+  const backoff = new Backoff(opts.backoff ?? { baseMs: 100, capMs: 2_000 });
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!opts.retryable(e)) throw e;
+      const wait = backoff.next();
+      if (opts.clock.now() + wait >= opts.deadline)
+        throw new DeadlineError(`${opts.what ? `${opts.what}: ` : ''}${(e as Error).message}`);
+      opts.onRetry?.(e, wait);
+      await opts.clock.sleep(wait, opts.signal);
+    }
+  }
+}
