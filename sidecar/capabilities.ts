@@ -4,6 +4,6 @@ import type { CapabilityFactory } from './capability.ts';
 /** Each capability is loaded only when its feature is enabled (footprint: one sidecar per node). */
 export const CAPABILITIES: Partial<Record<Feature, () => Promise<CapabilityFactory>>> = {
   'l2-handover': async () => (await import('./l2/capability.ts')).createL2Handover,
-  'lease-handover': async () => (await import('./lease/handover.ts')).factory,
-  'netfilter-cleanup': async () => (await import('./netfilter/capability.ts')).create,
+  'lease-handover': async () => (await import('./lease/capability.ts')).createCapability,
+  'netfilter-cleanup': async () => (await import('./netfilter/capability.ts')).createCapability,
 };

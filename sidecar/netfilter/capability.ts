@@ -308,5 +308,4 @@ class NetfilterCleanup implements Capability {
   }
 }
 
-export const create: CapabilityFactory = (ctx) => new NetfilterCleanup(ctx);
-export default create;
+export const createCapability: CapabilityFactory = (ctx) => new NetfilterCleanup(ctx);

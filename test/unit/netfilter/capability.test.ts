@@ -6,7 +6,7 @@ import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { EventRecorder } from '../../../shared/kube/events.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
-import { create } from '../../../sidecar/netfilter/capability.ts';
+import { createCapability } from '../../../sidecar/netfilter/capability.ts';
 import { FakeHost } from './fakehost.ts';
 
 const log = pino({ level: 'silent' });
@@ -48,7 +48,7 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
       DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
       DRAINGUARD_CLEANUP_DRY_RUN: 'true',
     });
-    const cap = create({
+    const cap = createCapability({
       config,
       log,
       client: stubClient([]),
@@ -60,7 +60,7 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
       drain: {} as DrainWatcher,
       metrics,
       clock: systemClock,
-    }) as ReturnType<typeof create> & { trigger(r: string): void; idle(): Promise<void> };
+    }) as ReturnType<typeof createCapability> & { trigger(r: string): void; idle(): Promise<void> };
     await cap.start();
     await waitFor('dry-run report', () => events.length > 0, { timeoutMs: 10_000 });
     for (let i = 0; i < 3; i++) {

@@ -10,7 +10,7 @@ import { Registry } from '../../../shared/metrics.ts';
 import type { CapabilityContext } from '../../../sidecar/capability.ts';
 import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
 import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
-import { LeaseHandover } from '../../../sidecar/lease/handover.ts';
+import { LeaseHandover } from '../../../sidecar/lease/capability.ts';
 import type { ToolRunner } from '../../../sidecar/runner.ts';
 
 const NS = 'site-a';

@@ -1,7 +1,8 @@
-// The I/O edge of the Lease handover: reads the own pod (through the shared drain watcher),
-// candidate pods, nodes and Leases; writes the Lease; records Events and metrics. Decisions
-// come from ./core.ts. Every API call retries with jittered backoff inside a deadline and
-// never throws out of the capability: API trouble costs a handover, never the sidecar.
+// Sidecar capability "lease-handover", the I/O edge of the Lease handover: reads the own pod
+// (through the shared drain watcher), candidate pods, nodes and Leases; writes the Lease; records
+// Events and metrics. Decisions come from ./core.ts. Every API call retries with jittered backoff
+// inside a deadline and never throws out of the capability: API trouble costs a handover, never
+// the sidecar.
 import { Backoff } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
@@ -542,4 +543,4 @@ export class LeaseHandover implements Capability {
   }
 }
 
-export const factory: CapabilityFactory = (ctx) => new LeaseHandover(ctx);
+export const createCapability: CapabilityFactory = (ctx) => new LeaseHandover(ctx);
