@@ -18,14 +18,19 @@ import {
   type L2Observation,
   type L2Settings,
   needsTick,
-  otherCandidates,
   resume,
   settled,
   statusOf,
   step,
   vipsOf,
 } from './core.ts';
-import { eligibleFor, type MetalLbConfig, metallbConfigFrom, readyEndpointNodes } from './eligibility.ts';
+import {
+  eligibleFor,
+  type MetalLbConfig,
+  metallbConfigFrom,
+  otherCandidates,
+  readyEndpointNodes,
+} from './eligibility.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
 import { ownAddresses, routeDevice } from './routes.ts';
 

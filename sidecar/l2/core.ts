@@ -2,9 +2,7 @@
 // phase and the actions to take out. The I/O edge (capability.ts) gathers observations,
 // executes actions and calls step() again; every action is idempotent, so a repeated step
 // after a crash or a failed action is harmless.
-import type { Node, Pod } from '../../shared/kube/types.ts';
 import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
-import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
 
 export interface L2Settings {
@@ -497,43 +495,4 @@ export function resume(status: L2Status | undefined, fence: FenceSpec | undefine
   // Given up before a restart: not retried until the drain ends (the !want branch resets it).
   if (status?.phase === 'idle' && status.gaveUp) return { ...mem, gaveUp: true };
   return mem;
-}
-
-// --- who else could announce (never strand a VIP) ------------------------------------------
-
-/**
- * Nodes other than `self` where a Ready speaker of the same DaemonSet runs (every node when the
- * own pod has no controller) and that MetalLB would consider: schedulable, no exclude label,
- * Ready, network available. Per-service narrowing (L2Advertisement node selectors, endpoints of
- * Local services) is eligibility.ts's.
- */
-export function otherCandidates(
-  nodes: Node[],
-  speakerPods: Pod[],
-  self: string,
-  ownerUid: string | undefined,
-): string[] {
-  const ready = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-  const speakerNodes = ownerUid
-    ? new Set(
-        speakerPods
-          .filter((p) => !p.metadata?.deletionTimestamp && ready(p))
-          .filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === ownerUid))
-          .map((p) => p.spec?.nodeName),
-      )
-    : undefined;
-  return nodes
-    .filter((n) => {
-      const name = n.metadata?.name ?? '';
-      if (!name || name === self) return false;
-      if (speakerNodes && !speakerNodes.has(name)) return false;
-      if (n.spec?.unschedulable) return false;
-      if (n.metadata?.labels && EXCLUDE_LABEL in n.metadata.labels) return false;
-      const cond = (type: string) => n.status?.conditions?.find((c) => c.type === type)?.status;
-      if (cond('Ready') !== 'True') return false;
-      if (cond('NetworkUnavailable') === 'True') return false;
-      return true;
-    })
-    .map((n) => n.metadata?.name ?? '')
-    .sort();
 }

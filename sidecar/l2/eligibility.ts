@@ -1,7 +1,10 @@
-// Which other nodes MetalLB would let announce a given service (its `ShouldAnnounce`, per
-// service), pure. Read when a handover starts, so the exclude label is added only when every
-// service announced here has somewhere to go, and only such a node's ServiceL2Status confirms.
+// Which other nodes could announce at all (otherCandidates: never strand a VIP) and which of them
+// MetalLB would let announce a given service (its `ShouldAnnounce`, per service), pure. Read when
+// a handover starts, so the exclude label is added only when every service announced here has
+// somewhere to go, and only such a node's ServiceL2Status confirms.
 import { type LabelSelector, selectorMatches } from '../../shared/kube/selector.ts';
+import type { Node, Pod } from '../../shared/kube/types.ts';
+import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { inAddresses } from '../../shared/net/address-pool.ts';
 
 export interface AddressPool {
@@ -31,6 +34,43 @@ export interface ServiceFacts {
   local: boolean;
   /** Nodes with a ready endpoint (read for Local services only). */
   readyEndpointNodes?: string[];
+}
+
+/**
+ * Nodes other than `self` where a Ready speaker of the same DaemonSet runs (every node when the
+ * own pod has no controller) and that MetalLB would consider: schedulable, no exclude label,
+ * Ready, network available. Per-service narrowing (L2Advertisement node selectors, endpoints of
+ * Local services) is eligibleFor's.
+ */
+export function otherCandidates(
+  nodes: Node[],
+  speakerPods: Pod[],
+  self: string,
+  ownerUid: string | undefined,
+): string[] {
+  const ready = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+  const speakerNodes = ownerUid
+    ? new Set(
+        speakerPods
+          .filter((p) => !p.metadata?.deletionTimestamp && ready(p))
+          .filter((p) => p.metadata?.ownerReferences?.some((o) => o.uid === ownerUid))
+          .map((p) => p.spec?.nodeName),
+      )
+    : undefined;
+  return nodes
+    .filter((n) => {
+      const name = n.metadata?.name ?? '';
+      if (!name || name === self) return false;
+      if (speakerNodes && !speakerNodes.has(name)) return false;
+      if (n.spec?.unschedulable) return false;
+      if (n.metadata?.labels && EXCLUDE_LABEL in n.metadata.labels) return false;
+      const cond = (type: string) => n.status?.conditions?.find((c) => c.type === type)?.status;
+      if (cond('Ready') !== 'True') return false;
+      if (cond('NetworkUnavailable') === 'True') return false;
+      return true;
+    })
+    .map((n) => n.metadata?.name ?? '')
+    .sort();
 }
 
 /**

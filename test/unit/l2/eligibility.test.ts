@@ -1,10 +1,13 @@
 import t from 'tap';
 import { selectorMatches } from '../../../shared/kube/selector.ts';
+import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import { inAddresses } from '../../../shared/net/address-pool.ts';
 import {
   advertisementsFor,
   eligibleFor,
   metallbConfigFrom,
+  otherCandidates,
   readyEndpointNodes,
 } from '../../../sidecar/l2/eligibility.ts';
 
@@ -137,3 +140,43 @@ t.test(
     t.ok(!inAddresses('not-an-ip', ['0.0.0.0/0']));
   },
 );
+
+t.test('candidates: same DaemonSet, schedulable, not excluded, Ready, network available', async (t) => {
+  const node = (name: string, extra: Partial<Node> = {}, ready = 'True'): Node => ({
+    metadata: { name, labels: {} },
+    spec: {},
+    status: { conditions: [{ type: 'Ready', status: ready }] },
+    ...extra,
+  });
+  const nodes: Node[] = [
+    node('node-a'),
+    node('node-b'),
+    node('node-c', { spec: { unschedulable: true } }),
+    node('node-d', { metadata: { name: 'node-d', labels: { [EXCLUDE_LABEL]: 'false' } } }),
+    node('node-e', {}, 'False'),
+    node('node-f', {
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'True' },
+          { type: 'NetworkUnavailable', status: 'True' },
+        ],
+      },
+    }),
+    node('node-g'),
+  ];
+  const pod = (n: string, uid = 'ds', ready = 'True'): Pod => ({
+    metadata: {
+      name: `speaker-${n}`,
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'speaker', uid }],
+    },
+    spec: { nodeName: n },
+    status: { conditions: [{ type: 'Ready', status: ready }] },
+  });
+  const pods = ['node-a', 'node-b', 'node-c', 'node-d', 'node-e', 'node-f'].map((n) => pod(n));
+  pods.push(pod('node-g', 'other'));
+  t.strictSame(otherCandidates(nodes, pods, 'node-a', 'ds'), ['node-b']);
+  t.strictSame(otherCandidates(nodes, [], 'node-a', undefined), ['node-b', 'node-g']);
+  // A speaker that is not Ready (crash-looping, starting) cannot take a VIP over.
+  const notReady = pods.map((p) => (p.spec?.nodeName === 'node-b' ? pod('node-b', 'ds', 'False') : p));
+  t.strictSame(otherCandidates(nodes, notReady, 'node-a', 'ds'), []);
+});
