@@ -8,7 +8,7 @@ test-l2: bootstrap
 	$(RUN) node scripts/test.ts --lane main test/unit/l2/ test/e2e/l2/
 
 bench-l2: bootstrap
-	$(RUN) node test/e2e/l2/bench-l2.ts
+	$(RUN) node test/bench/l2/handover.ts
 
 bench-sidecar: bootstrap build
-	$(RUN) node test/e2e/l2/bench-sidecar.ts
+	$(RUN) node test/bench/l2/sidecar-footprint.ts

@@ -2,4 +2,4 @@
 ## make bench-lease  Lease handover vs. expiry baseline, 10 trials each (takes ~1-2 min); last line JSON
 .PHONY: bench-lease
 bench-lease: bootstrap
-	$(RUN) node test/bench/lease/bench.ts
+	$(RUN) node test/bench/lease/handover.ts

@@ -6,7 +6,8 @@
 // printed as a tree prefixed with their lane, and every failed assertion is printed again at the
 // end with its test's path, so the last lines of a CI log say what failed.
 //   node scripts/test.ts [--lane main|cluster] [--coverage] [path-substring ...]
-// Path substrings keep only the matching files (for a quick run of one area).
+// Path substrings keep only the matching files (for a quick run of one area). A lane runs only
+// `*.test.ts` files: the benchmarks (test/bench/, `make bench-*`) are never part of a lane.
 // --coverage (make coverage) runs the main lane only with tap's coverage on; the cluster lane's
 // product code runs inside containers, where tap cannot measure it.
 import { type ChildProcess, spawn } from 'node:child_process';

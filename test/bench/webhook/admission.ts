@@ -12,7 +12,8 @@ import YAML from 'yaml';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
-import { type AdmissionRequestLike, plan } from '../../../webhook/planner.ts';
+import { plan } from '../../../webhook/plan/index.ts';
+import type { AdmissionRequestLike } from '../../../webhook/plan/step.ts';
 import { createWebhookApp, reviewResponse } from '../../../webhook/server.ts';
 import { hugePod, review, speakerPod } from '../../unit/webhook/fixtures.ts';
 
