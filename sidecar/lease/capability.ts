@@ -3,7 +3,7 @@
 // Events and metrics. Decisions come from ./core.ts. Every API call retries with jittered backoff
 // inside a deadline and never throws out of the capability: API trouble costs a handover, never
 // the sidecar.
-import { Backoff } from '../../shared/backoff.ts';
+import { retryUntil } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
@@ -49,10 +49,21 @@ export interface LeaseResult {
   verifyMs?: number;
 }
 
+/** Where the handover's Events go: the own Pod. */
+type PodTarget = { kind: string; name: string; namespace: string; uid?: string };
+
 const leasePath = (r: LeaseRef) => `/apis/coordination.k8s.io/v1/namespaces/${r.namespace}/leases/${r.name}`;
 const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
 
-class DeadlineError extends Error {}
+/**
+ * Which failed Lease API calls are tried again: any the API marks retryable and, as every call
+ * here is a read or a resourceVersion-guarded replace, any other but 404 and 409 (answers).
+ */
+const retryableApiError = (e: unknown): boolean =>
+  e instanceof ApiError && (e.retryable || (e.code !== 404 && e.code !== 409));
+
+/** A write answered 409 while the Lease is still ours (renewed meanwhile): decide again. */
+class StillOursConflict extends Error {}
 
 export class LeaseHandover implements Capability {
   readonly name = 'lease-handover';
@@ -246,41 +257,32 @@ export class LeaseHandover implements Capability {
     }
   }
 
-  /** One API call, retried with jittered backoff until the deadline; non-retryable errors are returned to the caller. */
-  private async call<T>(what: string, deadline: number, fn: () => Promise<T>, retryAll = false): Promise<T> {
-    const backoff = new Backoff({ baseMs: 100, capMs: 2_000 });
-    for (;;) {
-      try {
-        return await fn();
-      } catch (e) {
-        const err = e as ApiError;
-        const retry =
-          err instanceof ApiError && (err.retryable || (retryAll && err.code !== 404 && err.code !== 409));
-        if (!retry) throw e;
-        const wait = backoff.next();
-        if (this.ctx.clock.now() + wait >= deadline) throw new DeadlineError(`${what}: ${err.message}`);
+  /** One API call, retried with jittered backoff until the deadline; other errors are returned to the caller. */
+  private call<T>(what: string, deadline: number, fn: () => Promise<T>): Promise<T> {
+    return retryUntil(fn, {
+      deadline,
+      retryable: retryableApiError,
+      clock: this.ctx.clock,
+      backoff: { baseMs: 100, capMs: 2_000 },
+      signal: this.abort.signal,
+      what,
+      onRetry: (e, waitMs) =>
         this.ctx.log.warn(
-          { what, code: err.code, err: err.message, retryInMs: wait },
+          { what, code: (e as ApiError).code, err: (e as Error).message, retryInMs: waitMs },
           'API call failed; backing off',
-        );
-        await this.ctx.clock.sleep(wait, this.abort.signal);
-      }
-    }
+        ),
+    });
   }
 
   private async successor(s: LeaseSettings, deadline: number) {
     const c = this.ctx.config;
     const pods = s.successorSelector
       ? ((
-          await this.call(
-            'list successor pods',
-            deadline,
-            () =>
-              this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${c.podNamespace}/pods`, {
-                query: { labelSelector: s.successorSelector },
-                timeoutMs: 5_000,
-              }),
-            true,
+          await this.call('list successor pods', deadline, () =>
+            this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${c.podNamespace}/pods`, {
+              query: { labelSelector: s.successorSelector },
+              timeoutMs: 5_000,
+            }),
           )
         ).items ?? [])
       : [];
@@ -369,7 +371,7 @@ export class LeaseHandover implements Capability {
     const c = this.ctx.config;
     const clock = this.ctx.clock;
     const key = refName(ref);
-    const podTarget = {
+    const podTarget: PodTarget = {
       kind: 'Pod',
       name: c.podName,
       namespace: c.podNamespace,
@@ -386,80 +388,17 @@ export class LeaseHandover implements Capability {
         await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
         return { lease: key, outcome: 'leader-still-running', detail: msg };
       }
-      const backoff = new Backoff({ baseMs: 100, capMs: 1_000 });
-      for (;;) {
-        const lease = await this.read(ref, deadline);
-        if (!lease) return { lease: key, outcome: 'lease-missing' };
-        const own = this.ownIdentity(s.identityScheme);
-        if (!isOwnIdentity(lease.spec?.holderIdentity, own, s.identityScheme))
-          return {
-            lease: key,
-            outcome: 'not-holder',
-            detail: `held by ${lease.spec?.holderIdentity || 'nobody'}`,
-          };
-        const choice = await this.successor(s, deadline);
-        const decision = decideHandover({
-          lease,
-          identity: own,
-          scheme: s.identityScheme,
-          successor: choice.successorPod ? podIdentity(choice.successorPod, s.identityScheme) : undefined,
-          nowMs: clock.now(),
-        });
-        this.ctx.log.info(
-          { lease: key, action: decision.action, why: decision.why, rejected: choice.rejected },
-          'Lease handover decision',
-        );
-        if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
-        if (c.observeOnly) {
-          const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
-          await this.ctx.events.record(podTarget, 'Normal', LEASE_EVENT_REASONS.observed, msg);
-          return {
-            lease: key,
-            outcome: 'observed',
-            detail: msg,
-            ...(choice.successor ? { successor: choice.successor } : {}),
-          };
-        }
-        let written: Lease;
-        try {
-          written = await this.call(
-            'write Lease',
-            deadline,
-            () => this.ctx.client.replace<Lease>(leasePath(ref), decision.lease, { timeoutMs: 5_000 }),
-            true,
-          );
-        } catch (e) {
-          if (!isApiError(e, 409)) throw e;
-          const fresh = await this.read(ref, deadline);
-          const next = afterConflict(fresh, own, s.identityScheme, decision.lease);
-          if (next === 'landed' && fresh) {
-            // A retried write whose first answer was lost: the first one went through.
-            this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
-            return await this.verify(
-              ref,
-              decision.action,
-              fresh,
-              clock.now() - stop.at,
-              deadline,
-              podTarget,
-              decision,
-            );
-          }
-          if (next === 'stop') {
-            const holder = fresh?.spec?.holderIdentity || 'nobody';
-            this.ctx.log.info(
-              { lease: key, holder },
-              'Lease changed under us (409): holder changed, nothing to do',
-            );
-            return { lease: key, outcome: 'holder-changed', detail: `now held by ${holder}` };
-          }
-          this.ctx.log.info({ lease: key }, 'Lease changed under us (409) but still ours: deciding again');
-          await clock.sleep(backoff.next(), this.abort.signal);
-          continue;
-        }
-        const writeMs = clock.now() - stop.at;
-        return await this.verify(ref, decision.action, written, writeMs, deadline, podTarget, decision);
-      }
+      // A 409 while the Lease is still ours: decide again from a fresh read, backing off.
+      return await retryUntil(() => this.decideAndWrite(s, ref, stop, deadline, podTarget), {
+        deadline,
+        retryable: (e) => e instanceof StillOursConflict,
+        clock,
+        backoff: { baseMs: 100, capMs: 1_000 },
+        signal: this.abort.signal,
+        what: 'write Lease',
+        onRetry: () =>
+          this.ctx.log.info({ lease: key }, 'Lease changed under us (409) but still ours: deciding again'),
+      });
     } catch (e) {
       const msg = `Lease ${key} not handed over: ${(e as Error).message}; it will expire on its own`;
       this.ctx.log.error({ lease: key, err: (e as Error).message }, msg);
@@ -468,13 +407,89 @@ export class LeaseHandover implements Capability {
     }
   }
 
+  /** One read, decision and write of the Lease; throws StillOursConflict to be run again. */
+  private async decideAndWrite(
+    s: LeaseSettings,
+    ref: LeaseRef,
+    stop: { stopped: boolean; at: number },
+    deadline: number,
+    podTarget: PodTarget,
+  ): Promise<LeaseResult> {
+    const c = this.ctx.config;
+    const clock = this.ctx.clock;
+    const key = refName(ref);
+    const lease = await this.read(ref, deadline);
+    if (!lease) return { lease: key, outcome: 'lease-missing' };
+    const own = this.ownIdentity(s.identityScheme);
+    if (!isOwnIdentity(lease.spec?.holderIdentity, own, s.identityScheme))
+      return {
+        lease: key,
+        outcome: 'not-holder',
+        detail: `held by ${lease.spec?.holderIdentity || 'nobody'}`,
+      };
+    const choice = await this.successor(s, deadline);
+    const decision = decideHandover({
+      lease,
+      identity: own,
+      scheme: s.identityScheme,
+      successor: choice.successorPod ? podIdentity(choice.successorPod, s.identityScheme) : undefined,
+      nowMs: clock.now(),
+    });
+    this.ctx.log.info(
+      { lease: key, action: decision.action, why: decision.why, rejected: choice.rejected },
+      'Lease handover decision',
+    );
+    if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
+    if (c.observeOnly) {
+      const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
+      await this.ctx.events.record(podTarget, 'Normal', LEASE_EVENT_REASONS.observed, msg);
+      return {
+        lease: key,
+        outcome: 'observed',
+        detail: msg,
+        ...(choice.successor ? { successor: choice.successor } : {}),
+      };
+    }
+    let written: Lease;
+    try {
+      written = await this.call('write Lease', deadline, () =>
+        this.ctx.client.replace<Lease>(leasePath(ref), decision.lease, { timeoutMs: 5_000 }),
+      );
+    } catch (e) {
+      if (!isApiError(e, 409)) throw e;
+      const fresh = await this.read(ref, deadline);
+      const next = afterConflict(fresh, own, s.identityScheme, decision.lease);
+      if (next === 'landed' && fresh) {
+        // A retried write whose first answer was lost: the first one went through.
+        this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
+        return await this.verify(
+          ref,
+          decision.action,
+          fresh,
+          clock.now() - stop.at,
+          deadline,
+          podTarget,
+          decision,
+        );
+      }
+      if (next === 'stop') {
+        const holder = fresh?.spec?.holderIdentity || 'nobody';
+        this.ctx.log.info(
+          { lease: key, holder },
+          'Lease changed under us (409): holder changed, nothing to do',
+        );
+        return { lease: key, outcome: 'holder-changed', detail: `now held by ${holder}` };
+      }
+      throw new StillOursConflict((e as Error).message);
+    }
+    const writeMs = clock.now() - stop.at;
+    return await this.verify(ref, decision.action, written, writeMs, deadline, podTarget, decision);
+  }
+
   private async read(ref: LeaseRef, deadline: number): Promise<Lease | undefined> {
     try {
-      return await this.call(
-        'read Lease',
-        deadline,
-        () => this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 5_000 }),
-        true,
+      return await this.call('read Lease', deadline, () =>
+        this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 5_000 }),
       );
     } catch (e) {
       if (isApiError(e, 404)) return undefined;
@@ -488,7 +503,7 @@ export class LeaseHandover implements Capability {
     written: Lease,
     writeMs: number,
     deadline: number,
-    podTarget: { kind: string; name: string; namespace: string },
+    podTarget: PodTarget,
     decision: { why: string; successor?: string },
   ): Promise<LeaseResult> {
     const c = this.ctx.config;

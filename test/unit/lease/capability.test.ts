@@ -154,6 +154,20 @@ t.test('lease handover capability (scripted API)', async (t) => {
     );
   });
 
+  t.test('decides again after a 409 on a Lease still its own, and hands over', async (t) => {
+    const api = fakeApi('router-a');
+    api.failures.PUT = [409];
+    const { ctx, drain, events } = context(api, 'terminated');
+    const cap = new LeaseHandover(ctx);
+    await cap.start();
+    drain.terminate();
+    await cap.stop();
+    t.equal((await cap.result)?.[0]?.outcome, 'handed-over');
+    t.equal(api.lease().spec?.holderIdentity, 'router-b');
+    t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'the conflicting write, then a new one');
+    t.strictSame(events, ['LeaseHandedOver']);
+  });
+
   t.test('leaves a Lease alone while the leader container runs', async (t) => {
     const api = fakeApi('router-a');
     const { ctx, drain, events } = context(api, 'running');
