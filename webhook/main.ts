@@ -7,7 +7,7 @@ import type { Node, Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
 import { VERSION } from '../shared/names.ts';
-import { SIDECAR_MODES, type SidecarMode } from './planner.ts';
+import { SIDECAR_MODES, type SidecarMode } from './plan/step.ts';
 import { createWebhookApp } from './server.ts';
 import { CertDirReloader, SelfManagedTls, type ServingPair } from './tls.ts';
 

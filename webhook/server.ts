@@ -3,7 +3,8 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from '../shared/log.ts';
 import type { Registry } from '../shared/metrics.ts';
-import { type AdmissionRequestLike, type Plan, type PlannerOptions, plan } from './planner.ts';
+import { plan } from './plan/index.ts';
+import type { AdmissionRequestLike, Plan, PlannerOptions } from './plan/step.ts';
 
 export interface WebhookAppOptions {
   /** Current planner options (node versions change while running). */

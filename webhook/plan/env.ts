@@ -8,8 +8,8 @@ import {
   renderSidecarEnv,
   type SidecarConfig,
 } from '../../shared/contract.ts';
-import { PROFILE_SPECS } from '../profiles.ts';
 import type { Endpoint } from './port.ts';
+import { PROFILE_SPECS } from './profiles.ts';
 import { IDENTITY_ENV } from './settings.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';
 

@@ -2,10 +2,10 @@
 // memberlist ports its fail-safe may cut.
 import type { Feature, Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
-import { PROFILE_SPECS } from '../profiles.ts';
-import { checkLeases, checkMemberlistPorts } from '../validate.ts';
 import { declaredPorts } from './port.ts';
+import { PROFILE_SPECS } from './profiles.ts';
 import { type ContainerLike, type Denial, denial, type Step, skip } from './step.ts';
+import { checkLeases, checkMemberlistPorts } from './validate.ts';
 
 export interface Guarded {
   /** The guarded container's name; none for a profile that guards nothing (netfilter cleanup). */

@@ -1,11 +1,15 @@
 // Native sidecar (an init container with restartPolicy: Always, Kubernetes >= 1.29) or classic.
 
 import { ANNOTATIONS } from '../../shared/names.ts';
-import type { PlannerOptions } from '../planner.ts';
-import { denial, isObj, type Obj, type Step } from './step.ts';
-
-export const SIDECAR_MODES = ['auto', 'native', 'classic'] as const;
-export type SidecarMode = (typeof SIDECAR_MODES)[number];
+import {
+  denial,
+  isObj,
+  type Obj,
+  type PlannerOptions,
+  SIDECAR_MODES,
+  type SidecarMode,
+  type Step,
+} from './step.ts';
 
 const NATIVE_MIN_MINOR = 29;
 

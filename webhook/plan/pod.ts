@@ -1,14 +1,15 @@
 // The first steps: the pod in the request, the pods never injected, the profile, the token.
 import { PROFILES, type Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS, INJECT_LABEL, SIDECAR_NAME } from '../../shared/names.ts';
-import type { AdmissionRequestLike, PlannerOptions } from '../planner.ts';
-import { detectProfile } from '../profiles.ts';
+import { detectProfile } from './profiles.ts';
 import {
+  type AdmissionRequestLike,
   type ContainerLike,
   type Denial,
   denial,
   isObj,
   type Obj,
+  type PlannerOptions,
   type Skip,
   type Step,
   skip,

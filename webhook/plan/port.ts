@@ -1,7 +1,7 @@
 // The sidecar's port and bind address, and how the kubelet reaches it there.
 import type { Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
-import { DEFAULT_PORTS } from '../profiles.ts';
+import { DEFAULT_PORTS } from './profiles.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';
 
 export interface Endpoint {

@@ -7,9 +7,9 @@ import {
   type SidecarConfig,
 } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
-import { PROFILE_SPECS } from '../profiles.ts';
-import { checkInterfaces, checkNamespace } from '../validate.ts';
+import { PROFILE_SPECS } from './profiles.ts';
 import { denial, type Step } from './step.ts';
+import { checkInterfaces, checkNamespace } from './validate.ts';
 
 /** Annotations that set one contract value each; validated with the contract's own parser. */
 const SETTING_ANNOTATIONS: readonly { annotation: string; key: keyof SidecarConfig; env: string }[] = [

@@ -1,8 +1,8 @@
 // The sidecar container and its /tmp volume.
 import type { EnvVar, Feature } from '../../shared/contract.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
-import { NETFILTER_FEATURES } from '../profiles.ts';
 import { type Endpoint, httpGet } from './port.ts';
+import { NETFILTER_FEATURES } from './profiles.ts';
 import { isObj, type Obj } from './step.ts';
 
 /** The image keeps the bundle at /app/drainguard.mjs (Dockerfile). */

@@ -3,7 +3,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { PlannerOptions } from '../../../webhook/planner.ts';
+import type { PlannerOptions } from '../../../webhook/plan/step.ts';
 import { review, skupperPod, speakerPod } from './fixtures.ts';
 import { appFor, applyPatch, baseOptions, decode, validatePod } from './helpers.ts';
 

@@ -4,8 +4,8 @@ import { Pod } from 'kubernetes-models/v1';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import type { CertPair } from '../../../shared/pki.ts';
-import { applyPatch, type PatchOp } from '../../../webhook/patch.ts';
-import type { PlannerOptions } from '../../../webhook/planner.ts';
+import { applyPatch, type PatchOp } from '../../../webhook/plan/json-patch.ts';
+import type { PlannerOptions } from '../../../webhook/plan/step.ts';
 import { createWebhookApp } from '../../../webhook/server.ts';
 
 export const silent = () => createLogger('test', 'silent');

@@ -1,7 +1,8 @@
 // Security review (issue 13, items 1–3): privilege, annotation values and the service-account token,
 // decided by the pure planner on plain data.
 import t, { type Test } from 'tap';
-import { type AdmissionRequestLike, type Plan, plan } from '../../../webhook/planner.ts';
+import { plan } from '../../../webhook/plan/index.ts';
+import type { AdmissionRequestLike, Plan } from '../../../webhook/plan/step.ts';
 import { skupperPod, speakerPod } from './fixtures.ts';
 import { baseOptions } from './helpers.ts';
 

@@ -9,7 +9,6 @@ import {
   requireLeases,
   resolveLeases,
 } from '../../../webhook/plan/guard.ts';
-import { chooseMode, targetNode } from '../../../webhook/plan/mode.ts';
 import {
   annotationOps,
   buildPatch,
@@ -17,7 +16,8 @@ import {
   preStopOps,
   processNamespaceOps,
   sidecarOps,
-} from '../../../webhook/plan/patch.ts';
+} from '../../../webhook/plan/injection-patch.ts';
+import { chooseMode, targetNode } from '../../../webhook/plan/mode.ts';
 import {
   chooseProfile,
   findExclusion,
@@ -28,8 +28,7 @@ import {
 import { choosePort, declaredPorts } from '../../../webhook/plan/port.ts';
 import { readSettings, resolveFeatures } from '../../../webhook/plan/settings.ts';
 import { buildSidecar, type SidecarInputs } from '../../../webhook/plan/sidecar.ts';
-import { isStop } from '../../../webhook/plan/step.ts';
-import type { AdmissionRequestLike } from '../../../webhook/planner.ts';
+import { type AdmissionRequestLike, isStop } from '../../../webhook/plan/step.ts';
 import { skupperPod, speakerPod } from './fixtures.ts';
 import { baseOptions } from './helpers.ts';
 

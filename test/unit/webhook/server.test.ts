@@ -1,6 +1,6 @@
 import t from 'tap';
 import { Registry } from '../../../shared/metrics.ts';
-import { escapePointer, pointer, unescapePointer } from '../../../webhook/patch.ts';
+import { escapePointer, pointer, unescapePointer } from '../../../webhook/plan/json-patch.ts';
 import { createWebhookApp } from '../../../webhook/server.ts';
 import { review, skupperPod, speakerPod } from './fixtures.ts';
 import { appFor, applyPatch, baseOptions, decode, silent } from './helpers.ts';
@@ -174,7 +174,7 @@ t.test('healthz, readyz and Prometheus metrics by outcome and profile', async (t
 });
 
 t.test('auto mode: native only where the target kubelet and the API server are >= 1.29', async (t) => {
-  const { plan } = await import('../../../webhook/planner.ts');
+  const { plan } = await import('../../../webhook/plan/index.ts');
   const req = (review(speakerPod()) as { request: Parameters<typeof plan>[0] }).request;
   const mode = (o: Parameters<typeof baseOptions>[0]) => {
     const p = plan(req, baseOptions(o));
@@ -192,7 +192,7 @@ t.test('auto mode: native only where the target kubelet and the API server are >
 });
 
 t.test('the hand-written response text equals the serialised response object', async (t) => {
-  const { plan } = await import('../../../webhook/planner.ts');
+  const { plan } = await import('../../../webhook/plan/index.ts');
   const { reviewResponse, reviewResponseText } = await import('../../../webhook/server.ts');
   for (const pod of [speakerPod(), skupperPod(), { metadata: {}, spec: { containers: [{ name: 'x' }] } }]) {
     const req = (review(pod) as { request: Parameters<typeof plan>[0] & { uid: string } }).request;

@@ -1,7 +1,7 @@
 // Profiles: which workload a pod is, and what the sidecar does for it. Detection is by
 // well-known labels (pure data in, decision out); `drainguard.io/profile` overrides it.
-import { type Feature, PROFILES, type Profile } from '../shared/contract.ts';
-import { ANNOTATIONS } from '../shared/names.ts';
+import { type Feature, PROFILES, type Profile } from '../../shared/contract.ts';
+import { ANNOTATIONS } from '../../shared/names.ts';
 
 /** Default sidecar port per profile: different, so two injected hostNetwork pods on one node do not meet. */
 export const DEFAULT_PORTS: Record<Profile, number> = {

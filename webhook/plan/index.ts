@@ -1,67 +1,17 @@
 // The injection planner: a pure function from (admission request, pod, options) to a JSON
 // Patch plus warnings, or a denial. No I/O: the server feeds it node versions it cached.
-// plan() composes the steps in webhook/plan/: each takes plain data and returns its result, or a
+// plan() composes the steps of this directory: each takes plain data and returns its result, or a
 // Stop (a denial, or an allow that leaves the pod unchanged). A new check belongs in one of them.
-import type { Profile } from '../shared/contract.ts';
-import type { PatchOp } from './patch.ts';
-import { buildEnv } from './plan/env.ts';
-import {
-  checkMemberlistAnnotation,
-  findGuardedContainer,
-  requireLeases,
-  resolveLeases,
-} from './plan/guard.ts';
-import { chooseMode, type SidecarMode } from './plan/mode.ts';
-import { buildPatch } from './plan/patch.ts';
-import { chooseProfile, findExclusion, readPod, requireServiceAccountToken } from './plan/pod.ts';
-import { choosePort } from './plan/port.ts';
-import { readSettings, resolveFeatures } from './plan/settings.ts';
-import { buildSidecar } from './plan/sidecar.ts';
-import { isStop, type Stop } from './plan/step.ts';
-
-export { SIDECAR_MODES, type SidecarMode, targetNode } from './plan/mode.ts';
-export { SIDECAR_COMMAND } from './plan/sidecar.ts';
-
-export interface PlannerOptions {
-  image: string;
-  mode: SidecarMode;
-  /** drainguard version, recorded in the status annotation. */
-  version: string;
-  /** kubeletVersion by node name; undefined = no cluster access (auto then picks classic). */
-  kubeletVersions?: ReadonlyMap<string, string>;
-  /** The API server's gitVersion: one older than 1.29 rejects probes on init containers. */
-  apiServerVersion?: string;
-  /** Namespaces never injected. */
-  excludedNamespaces?: readonly string[];
-  /** The webhook's own namespace: never injected, whatever excludedNamespaces says. */
-  ownNamespace?: string;
-  /** Labels of the webhook's own pods: never injected (a Fail webhook must not block itself). */
-  selfLabels?: Record<string, string>;
-}
-
-export interface AdmissionRequestLike {
-  operation?: string;
-  kind?: { group?: string; version?: string; kind?: string };
-  resource?: { group?: string; version?: string; resource?: string };
-  subResource?: string;
-  namespace?: string;
-  name?: string;
-  dryRun?: boolean;
-  object?: unknown;
-}
-
-export type Plan =
-  | {
-      allowed: true;
-      patch: PatchOp[];
-      warnings: string[];
-      /** Annotations the patch adds (also in the patch), for logs and tests. */
-      annotations: Record<string, string>;
-      /** Profile label for metrics: a profile, or why nothing was done. */
-      outcome: string;
-      profile?: Profile;
-    }
-  | { allowed: false; code: number; message: string; outcome: 'denied'; profile?: Profile };
+import type { Profile } from '../../shared/contract.ts';
+import { buildEnv } from './env.ts';
+import { checkMemberlistAnnotation, findGuardedContainer, requireLeases, resolveLeases } from './guard.ts';
+import { buildPatch } from './injection-patch.ts';
+import { chooseMode } from './mode.ts';
+import { chooseProfile, findExclusion, readPod, requireServiceAccountToken } from './pod.ts';
+import { choosePort } from './port.ts';
+import { readSettings, resolveFeatures } from './settings.ts';
+import { buildSidecar } from './sidecar.ts';
+import { type AdmissionRequestLike, isStop, type Plan, type PlannerOptions, type Stop } from './step.ts';
 
 const allow = (outcome: string, warnings: string[] = []): Plan => ({
   allowed: true,

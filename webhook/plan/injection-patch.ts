@@ -1,10 +1,11 @@
-// The JSON Patch, from small builders: missing arrays and maps are created first, keys escaped (RFC 6901).
+// The injection as a JSON Patch of the pod, from small builders: missing arrays and maps are created
+// first, keys escaped (RFC 6901).
 import { type Feature, PRESTOP_PROFILES, type Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS, SIDECAR_NAME } from '../../shared/names.ts';
-import { type PatchOp, pointer } from '../patch.ts';
-import { PROFILE_SPECS } from '../profiles.ts';
+import { type PatchOp, pointer } from './json-patch.ts';
 import type { PodView } from './pod.ts';
 import { type Endpoint, httpGet } from './port.ts';
+import { PROFILE_SPECS } from './profiles.ts';
 import type { Sidecar } from './sidecar.ts';
 import { type ContainerLike, isObj, type Obj } from './step.ts';
 

@@ -1,5 +1,5 @@
-// RFC 6902 JSON Patch: building paths (RFC 6901 escaping) and applying patches (tests, fuzz,
-// and a self-check). Small on purpose: only add/replace/remove/test are produced or needed.
+// RFC 6902 JSON Patch, the format of the planner's answer: building paths (RFC 6901 escaping) and
+// applying patches (tests and fuzz). Small on purpose: only add/replace/remove/test are produced or needed.
 
 export interface PatchOp {
   op: 'add' | 'replace' | 'remove' | 'test';
