@@ -4,6 +4,7 @@ import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import { Coalescer } from '../coalesce.ts';
 import { Cleaner, type PassResult } from './cleaner.ts';
 import { formatMac } from './ebtables.ts';
 import { nodeAddresses, podInfos, podsAwaitingIp } from './pods.ts';
@@ -37,8 +38,7 @@ class NetfilterCleanup implements Capability {
   private readonly abort = new AbortController();
   private node: Node | undefined;
   private nodeFetchedAt = Number.NEGATIVE_INFINITY;
-  private running: Promise<void> | undefined;
-  private again = false;
+  private readonly coalescer: Coalescer;
   private timer: NodeJS.Timeout | undefined;
   private followUp: NodeJS.Timeout | undefined;
   private readonly removedCounter;
@@ -58,6 +58,10 @@ class NetfilterCleanup implements Capability {
   constructor(ctx: CapabilityContext) {
     this.ctx = ctx;
     const { config } = ctx;
+    this.coalescer = new Coalescer(
+      (reason) => this.onePass(reason),
+      () => this.abort.signal.aborted,
+    );
     this.cleaner = new Cleaner({
       runner: ctx.runner,
       log: ctx.log,
@@ -96,14 +100,14 @@ class NetfilterCleanup implements Capability {
   }
 
   async start(): Promise<void> {
-    const eb = await this.cleaner.detectEbtables();
-    this.usableGauge.set({ flavour: eb.flavour ?? 'unknown' }, eb.usable ? 1 : 0);
-    if (!eb.usable)
+    const ebtables = await this.cleaner.detectEbtables();
+    this.usableGauge.set({ flavour: ebtables.flavour ?? 'unknown' }, ebtables.usable ? 1 : 0);
+    if (!ebtables.usable)
       await this.ctx.events.record(
         { kind: 'Node', name: this.ctx.config.nodeName },
         'Warning',
         'NetfilterCleanupDegraded',
-        `${eb.error}; only neighbour entries are cleaned`,
+        `${ebtables.error}; only neighbour entries are cleaned`,
       );
     this.informer.start();
     this.timer = setInterval(() => this.trigger('resync', true), this.ctx.config.cleanupResyncSeconds * 1000);
@@ -111,31 +115,16 @@ class NetfilterCleanup implements Capability {
     this.trigger('start', true);
   }
 
-  /** Coalesces bursts: at most one pass runs, and one more follows if anything asked meanwhile. */
+  /** Asks for a pass (one at a time, one more if asked meanwhile); `refreshNode`: re-read the Node first. */
   trigger(reason: string, refreshNode = false): void {
     if (this.abort.signal.aborted) return;
     if (refreshNode) this.nodeFetchedAt = Number.NEGATIVE_INFINITY;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.loop(reason).finally(() => {
-      this.running = undefined;
-    });
+    this.coalescer.request(reason);
   }
 
   /** Resolves when no pass is running (tests and stop()). */
-  async idle(): Promise<void> {
-    while (this.running) await this.running;
-  }
-
-  private async loop(reason: string): Promise<void> {
-    let why = reason;
-    do {
-      this.again = false;
-      await this.onePass(why);
-      why = 'coalesced trigger';
-    } while (this.again && !this.abort.signal.aborted);
+  idle(): Promise<void> {
+    return this.coalescer.idle();
   }
 
   private async refreshNode(): Promise<void> {
