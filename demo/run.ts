@@ -9,14 +9,14 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../lab/arp-probe.ts';
+import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../lab/bed/arp-probe.ts';
+import { sh } from '../lab/bed/netns.ts';
 import { type Cluster, startCluster } from '../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase, installNetfilterCleanup } from '../lab/cluster/install.ts';
 import { followEvents } from '../lab/cluster/logs.ts';
 import { installLoadBalancer, installSpeakers } from '../lab/cluster/metallb.ts';
 import { prepareNetfilterScene } from '../lab/cluster/netfilter-scene.ts';
 import { installSkupperSite, leaderChange, SKUPPER_LEASE, siteLeader } from '../lab/cluster/skupper.ts';
-import { sh } from '../lab/netns.ts';
 import { owner as metallbOwner } from '../lab/sim/speaker/election.ts';
 import { waitFor } from '../shared/clock.ts';
 import type { KubeClient } from '../shared/kube/client.ts';

@@ -6,7 +6,7 @@
 #   docker.io/library/node:24-bookworm-slim   a LOCAL STAND-IN for the official image (debootstrap
 #                                             minbase + Node 24 + npm + this machine's CA bundle)
 #   docker.io/library/drainguard:dev          the repo's Dockerfile, unchanged
-#   docker.io/library/drainguard-lab:dev      lab/image/Dockerfile: the simulators (MetalLB speaker,
+#   docker.io/library/drainguard-lab:dev      lab/sim/image/Dockerfile: the simulators (MetalLB speaker,
 #                                             lease candidate / skupper router, ARP client)
 # Prints one line per image (name, size) and, last, the path of images.json describing them.
 set -euo pipefail
@@ -115,7 +115,7 @@ bud "$app" app "$k" Dockerfile
 
 lab=docker.io/library/drainguard-lab:dev
 k=$(printf '%s %s\n' "$base_key" "$(ctx_key lab shared package.json package-lock.json)" | sha256sum | cut -c1-16)
-bud "$lab" lab "$k" lab/image/Dockerfile
+bud "$lab" lab "$k" lab/sim/image/Dockerfile
 
 # --- the list the cluster imports, with sizes ---------------------------------------------------
 "$node_bin" -e '

@@ -3,9 +3,9 @@
 // route, mount and cgroup it made, and says if anything is left.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { pidAlive } from '../lab/bed/proc.ts';
 import { startCluster, stopClusterFromState } from '../lab/cluster/cluster.ts';
 import { type ClusterState, leftovers } from '../lab/cluster/teardown.ts';
-import { pidAlive } from '../lab/proc.ts';
 
 const dir = resolve(import.meta.dirname, '..', '.cluster');
 const stateFile = `${dir}/cluster.json`;

@@ -17,7 +17,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
-import { killAndWait, sh } from '../proc.ts';
+import { killAndWait, sh } from '../bed/proc.ts';
 
 export interface ImageList {
   images: { name: string; tar: string; bytes: number }[];

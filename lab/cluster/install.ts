@@ -68,7 +68,12 @@ export async function installMetalLbBase(c: Cluster): Promise<void> {
   await c.k(['create', 'namespace', 'metallb-system']);
   // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
   for (const crd of ['ipaddresspool', 'l2advertisement', 'servicel2status'])
-    await c.k(['apply', '--validate=false', '-f', join(REPO, 'lab', 'crds', `${crd}.yaml`)]);
+    await c.k([
+      'apply',
+      '--validate=false',
+      '-f',
+      join(REPO, 'lab', 'sim', 'speaker', 'crds', `${crd}.yaml`),
+    ]);
   await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
   await c.k(['apply', '-k', join(REPO, 'manifests', 'sidecar-rbac', 'metallb-namespace')]);
 }

@@ -9,8 +9,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
-import type { TestNode } from '../netns.ts';
-import { sh } from '../proc.ts';
+import type { TestNode } from '../bed/netns.ts';
+import { sh } from '../bed/proc.ts';
 import { cloneRoot } from './images.ts';
 
 export const PAUSE_IMAGE = 'k8s.gcr.io/pause:3.2';

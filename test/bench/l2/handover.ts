@@ -12,11 +12,11 @@
 // fields are R1 (kubectl drain) and R2 (prestop_*) on real kubelets ("kubelet":"real"), with 1 and 2
 // under standin_ keys and A, B as baseline_*.
 import type { ChildProcess } from 'node:child_process';
-import { startArpProbe } from '../../../lab/arp-probe.ts';
+import { startArpProbe } from '../../../lab/bed/arp-probe.ts';
+import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/bed/l2-world.ts';
 import { startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
-import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/l2-world.ts';
 import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL } from '../../../shared/names.ts';

@@ -11,8 +11,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { startControlPlane } from '../../../lab/control-plane.ts';
-import { podAccess } from '../../../lab/pod.ts';
+import { startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { podAccess } from '../../../lab/bed/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 /** The flags the sidecar container runs node with (docs/l2-handover.md, "Footprint"). */

@@ -7,7 +7,7 @@
 // Leaderless window = from the old leader container's exit to the successor's first leader
 // work. Last line: one JSON object.
 
-import { startControlPlane } from '../../../lab/control-plane.ts';
+import { startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { LeaseWorld } from '../../e2e/lease/fixture.ts';
 import { realKubeletTrials } from './real-kubelets.ts';

@@ -3,7 +3,7 @@
 // one batch) against the per-rule-exec baseline (same listing and decision, one
 // `ebtables -t nat -D` per rule), both in this run. Last line: one JSON object.
 import pino from 'pino';
-import { createNamespace, sh } from '../../../lab/netns.ts';
+import { createNamespace, sh } from '../../../lab/bed/netns.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { decide, type PodInfo } from '../../../sidecar/netfilter/decide.ts';
 import { ebtablesDeleteArgs, ebtablesRestoreInput } from '../../../sidecar/netfilter/plan.ts';

@@ -7,8 +7,8 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
 import { stringify } from 'yaml';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
-import { sh } from '../../../lab/proc.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { sh } from '../../../lab/bed/proc.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
 import { kubeconfigAuth } from '../../../shared/kube/kubeconfig.ts';
 

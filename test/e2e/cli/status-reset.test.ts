@@ -1,9 +1,9 @@
 // `drainguard status` and `drainguard reset` as a user runs them: the CLI process against a real
 // API server, and the nft part against real tables in a network namespace.
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
-import { createNamespace } from '../../../lab/netns.ts';
-import { sh } from '../../../lab/proc.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { createNamespace } from '../../../lab/bed/netns.ts';
+import { sh } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
@@ -23,7 +23,7 @@ import { renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
-const CRD = new URL('../../../lab/crds/servicel2status.yaml', import.meta.url).pathname;
+const CRD = new URL('../../../lab/sim/speaker/crds/servicel2status.yaml', import.meta.url).pathname;
 let cp: ControlPlane;
 let client: KubeClient;
 

@@ -5,7 +5,13 @@
 // `kubectl delete pod` (the kubelet runs the injected preStop hook, which holds the speaker until
 // the VIP has moved). ARP probes from a client namespace on the switch show who answers.
 import t from 'tap';
-import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from '../../../lab/arp-probe.ts';
+import {
+  macsIn,
+  type ProbeRound,
+  probeRounds,
+  startArpProbe,
+  stopProcess,
+} from '../../../lab/bed/arp-probe.ts';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { follow } from '../../../lab/cluster/logs.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';

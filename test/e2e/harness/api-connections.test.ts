@@ -7,7 +7,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
 import { Informer } from '../../../shared/kube/informer.ts';

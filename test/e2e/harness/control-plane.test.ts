@@ -1,5 +1,5 @@
 import t from 'tap';
-import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import type { Lease, Node } from '../../../shared/kube/types.ts';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createTestBed, sh, type TestBed } from '../../../lab/netns.ts';
+import { createTestBed, sh, type TestBed } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 let bed: TestBed;

@@ -2,7 +2,7 @@
 // bridges a node also has (they come and go with pods; on kernels before 6.16 a vanished name
 // fails the whole nft transaction). MetalLB's default L2Advertisement names no interface.
 import t from 'tap';
-import { createL2World, type L2World } from '../../../lab/l2-world.ts';
+import { createL2World, type L2World } from '../../../lab/bed/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { parseFence } from '../../../sidecar/l2/fence.ts';
 

@@ -1,7 +1,7 @@
 // The nft fence on a real kernel: what it drops on the wire, what it lets through, and that
 // applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
 import t from 'tap';
-import { createNamespace, type Netns } from '../../../lab/netns.ts';
+import { createNamespace, type Netns } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { renderUnfence } from '../../../shared/net/fence-tables.ts';
 import { parseFence, renderFence } from '../../../sidecar/l2/fence.ts';

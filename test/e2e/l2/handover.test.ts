@@ -3,8 +3,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { createL2World, type L2World, METALLB_NS } from '../../../lab/l2-world.ts';
-import { sh } from '../../../lab/netns.ts';
+import { createL2World, type L2World, METALLB_NS } from '../../../lab/bed/l2-world.ts';
+import { sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';

@@ -4,7 +4,7 @@
 // read "no VIPs announced here", fence nothing and report the handover done.) The same holds when
 // 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
 import t from 'tap';
-import { createL2World, type L2World, macsIn } from '../../../lab/l2-world.ts';
+import { createL2World, type L2World, macsIn } from '../../../lab/bed/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 

@@ -3,7 +3,7 @@
 // service, and other nodes' objects are left in place. The handover must still be confirmed by
 // the new owner's write, and fence only then.
 import t from 'tap';
-import { createL2World, type L2World } from '../../../lab/l2-world.ts';
+import { createL2World, type L2World } from '../../../lab/bed/l2-world.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 

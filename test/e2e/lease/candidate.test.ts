@@ -2,7 +2,7 @@
 // the benchmark and the handover tests are only as good as its fidelity.
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { LeaseCandidate, splitBrain } from '../../../lab/sim/lease-candidate.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';

@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { type ControlPlane, freePort } from '../../../lab/control-plane.ts';
+import { type ControlPlane, freePort } from '../../../lab/bed/control-plane.ts';
 import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../../../lab/sim/kubelet.ts';
 import {
   type CandidateOptions,

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { LeaseWorld } from './fixture.ts';
 

@@ -3,7 +3,7 @@
 // and the Lease verbs removed from its Role (403). Either way the sidecar keeps running and
 // serving health, backs off, and finishes the handover once the API lets it.
 import t, { type Test } from 'tap';
-import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
 import { LeaseWorld, type SidecarProc } from './fixture.ts';

@@ -7,9 +7,9 @@ import {
   IP,
   registerAzureNode,
   TUNNEL_MAC,
-} from '../../../lab/azure-layout.ts';
-import { type ControlPlane, sharedControlPlane, UNPRIVILEGED_USER } from '../../../lab/control-plane.ts';
-import { sh } from '../../../lab/netns.ts';
+} from '../../../lab/bed/azure-layout.ts';
+import { type ControlPlane, sharedControlPlane, UNPRIVILEGED_USER } from '../../../lab/bed/control-plane.ts';
+import { sh } from '../../../lab/bed/netns.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';

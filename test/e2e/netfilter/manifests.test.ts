@@ -1,7 +1,7 @@
 // The standalone DaemonSet overlay: it renders, the API server accepts it, and its service
 // account can do exactly what the sidecar with only netfilter-cleanup needs.
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 
 const overlay = 'manifests/overlays/netfilter-cleanup-daemonset';
 const sa = 'system:serviceaccount:drainguard-netfilter:drainguard-netfilter-cleanup';

@@ -3,9 +3,9 @@
 // /metrics on loopback, clean exit on SIGTERM.
 import { type ChildProcess, spawn } from 'node:child_process';
 import t from 'tap';
-import { type AzureNode, buildAzureNode, registerAzureNode } from '../../../lab/azure-layout.ts';
-import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
-import { pickSegment, sh } from '../../../lab/netns.ts';
+import { type AzureNode, buildAzureNode, registerAzureNode } from '../../../lab/bed/azure-layout.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { pickSegment, sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';

@@ -3,8 +3,8 @@
 // pod (service account, no kubeconfig) it authenticates with the mounted token.
 import { type ChildProcess, spawn } from 'node:child_process';
 import t from 'tap';
-import { type ControlPlane, freePort, startControlPlane } from '../../../lab/control-plane.ts';
-import { type PodAccess, podAccess } from '../../../lab/pod.ts';
+import { type ControlPlane, freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { type PodAccess, podAccess } from '../../../lab/bed/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import t from 'tap';
 import YAML from 'yaml';
-import { type ControlPlane, startControlPlane } from '../../../lab/control-plane.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 const manifests = join(import.meta.dirname, '../../../manifests');

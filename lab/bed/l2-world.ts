@@ -9,25 +9,25 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { waitFor } from '../shared/clock.ts';
-import { isApiError, type KubeClient } from '../shared/kube/client.ts';
-import type { KubeObject, Node } from '../shared/kube/types.ts';
-import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
-import { type ControlPlane, startControlPlane } from './control-plane.ts';
-import { createTestBed, type TestBed, type TestNode } from './netns.ts';
-import { owner } from './sim/speaker/election.ts';
+import { waitFor } from '../../shared/clock.ts';
+import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
+import type { KubeObject, Node } from '../../shared/kube/types.ts';
+import { owner } from '../sim/speaker/election.ts';
 import {
   putEndpoints,
   putL2Config,
   putLoadBalancer,
   waitForMetalLbResources,
-} from './sim/speaker/objects.ts';
+} from '../sim/speaker/objects.ts';
+import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
+import { type ControlPlane, startControlPlane } from './control-plane.ts';
+import { createTestBed, type TestBed, type TestNode } from './netns.ts';
 
 export { macsIn, type ProbeRound };
 
 export const METALLB_NS = 'metallb-system';
 export const SIDECAR_PORT = 7480;
-const ROOT = new URL('..', import.meta.url).pathname;
+const ROOT = new URL('../..', import.meta.url).pathname;
 
 export interface Speaker {
   node: TestNode;
@@ -162,7 +162,7 @@ async function populate(
     ...(noCrd ? [] : [['servicel2status', 'servicel2statuses']]),
   ];
   for (const [file] of crds)
-    await k(['apply', '--validate=false', '-f', join(ROOT, `lab/crds/${file}.yaml`)]);
+    await k(['apply', '--validate=false', '-f', join(ROOT, `lab/sim/speaker/crds/${file}.yaml`)]);
   // Established and served: discovery lists them (kubectl wait races the CRD's first status).
   await waitForMetalLbResources(
     client,

@@ -3,10 +3,10 @@
 // the lab-cluster flows, the benchmarks and the demo.
 import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { waitFor } from '../shared/clock.ts';
+import { waitFor } from '../../shared/clock.ts';
 import type { Netns } from './netns.ts';
 
-const WIRE = new URL('./sim/speaker/wire.py', import.meta.url).pathname;
+const WIRE = new URL('../sim/speaker/wire.py', import.meta.url).pathname;
 
 export interface ProbeRound {
   t: number;

@@ -3,7 +3,7 @@
 // namespaces left by earlier runs whose process is gone are removed at start.
 import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { waitFor } from '../shared/clock.ts';
+import { waitFor } from '../../shared/clock.ts';
 import { type ExecResult, pidAlive, sh } from './proc.ts';
 
 export { type ExecResult, sh } from './proc.ts';

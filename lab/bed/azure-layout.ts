@@ -1,9 +1,9 @@
 // The azure-vnet bridge-mode layout of facts.md, rebuilt in real namespaces after a switch to
 // another CNI: a node with bridge azure0 (uplink eth0 enslaved), a client on the other end of
 // eth0, and one routed "new CNI" pod namespace whose IP azure-vnet once gave to another pod.
-import type { KubeClient } from '../shared/kube/client.ts';
-import type { KubeObject } from '../shared/kube/types.ts';
-import type { PodInfo } from '../sidecar/netfilter/decide.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeObject } from '../../shared/kube/types.ts';
+import type { PodInfo } from '../../sidecar/netfilter/decide.ts';
 import { type Netns as BareNetns, createNamespace, sh } from './netns.ts';
 
 type Netns = BareNetns & { destroy(): Promise<void> };

@@ -16,10 +16,10 @@ import {
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitFor } from '../shared/clock.ts';
-import { KubeClient } from '../shared/kube/client.ts';
-import type { KubeTarget } from '../shared/kube/in-cluster.ts';
-import { createCA, createClientCert, createServingCert } from '../shared/pki.ts';
+import { waitFor } from '../../shared/clock.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import type { KubeTarget } from '../../shared/kube/in-cluster.ts';
+import { createCA, createClientCert, createServingCert } from '../../shared/pki.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 
 export const APISERVER_VERSION = '1.20.2';
@@ -42,7 +42,7 @@ export interface ControlPlaneOptions {
   /** Keep running after this process exits (`make cluster`). */
   detached?: boolean;
   /**
-   * Serve a whole cluster (lab/cluster.ts) instead of a bare API server: service-account admission
+   * Serve a whole cluster (lab/cluster/) instead of a bare API server: service-account admission
    * on (kube-controller-manager mints the tokens), the `kubernetes` Service's endpoint reconciled
    * to bindAddress, Node authorization for kubelets, and webhooks/aggregated APIs dialled at their
    * endpoints (the API server runs outside every node, so it has no kube-proxy for ClusterIPs).

@@ -1,6 +1,6 @@
 // Processes for the test harness and scripts: run a command to completion, and stop a pid for sure.
 import { execFile } from 'node:child_process';
-import { waitFor } from '../shared/clock.ts';
+import { waitFor } from '../../shared/clock.ts';
 
 export interface ExecResult {
   code: number;
