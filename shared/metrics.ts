@@ -3,7 +3,8 @@
 
 type Labels = Record<string, string>;
 
-const key = (labels: Labels) =>
+/** A label set as Prometheus text (sorted, escaped), without braces; also the key of its series. */
+const labelText = (labels: Labels) =>
   Object.keys(labels)
     .sort()
     .map(
@@ -11,65 +12,70 @@ const key = (labels: Labels) =>
     )
     .join(',');
 
-interface Metric {
-  render(): string;
-}
+/** One sample line: the name, the label set in braces if any, the value. */
+const sampleLine = (name: string, labels: string, value: number) =>
+  `${name}${labels ? `{${labels}}` : ''} ${value}`;
 
-export class Counter implements Metric {
-  private readonly values = new Map<string, number>();
+/** What every metric has: a name, a help text, a type, and its samples' lines. */
+abstract class Metric {
   readonly name: string;
   readonly help: string;
-  constructor(name: string, help: string) {
+  private readonly type: string;
+  constructor(name: string, help: string, type: string) {
     this.name = name;
     this.help = help;
+    this.type = type;
+  }
+  protected abstract samples(): string[];
+  render(): string {
+    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`, ...this.samples()].join(
+      '\n',
+    );
+  }
+}
+
+/** One number per label set: counters and gauges. */
+abstract class SingleValueMetric extends Metric {
+  protected readonly values = new Map<string, number>();
+  protected samples(): string[] {
+    return [...this.values].map(([k, v]) => sampleLine(this.name, k, v));
+  }
+}
+
+export class Counter extends SingleValueMetric {
+  constructor(name: string, help: string) {
+    super(name, help, 'counter');
   }
   inc(labels: Labels = {}, by = 1): void {
-    const k = key(labels);
+    const k = labelText(labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
   }
   get(labels: Labels = {}): number {
-    return this.values.get(key(labels)) ?? 0;
-  }
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
-    for (const [k, v] of this.values) lines.push(`${this.name}${k ? `{${k}}` : ''} ${v}`);
-    return lines.join('\n');
+    return this.values.get(labelText(labels)) ?? 0;
   }
 }
 
-export class Gauge implements Metric {
-  private readonly values = new Map<string, number>();
-  readonly name: string;
-  readonly help: string;
+export class Gauge extends SingleValueMetric {
   constructor(name: string, help: string) {
-    this.name = name;
-    this.help = help;
+    super(name, help, 'gauge');
   }
   set(labels: Labels, value: number): void {
-    this.values.set(key(labels), value);
+    this.values.set(labelText(labels), value);
   }
   get(labels: Labels = {}): number | undefined {
-    return this.values.get(key(labels));
-  }
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
-    for (const [k, v] of this.values) lines.push(`${this.name}${k ? `{${k}}` : ''} ${v}`);
-    return lines.join('\n');
+    return this.values.get(labelText(labels));
   }
 }
 
-export class Histogram implements Metric {
+export class Histogram extends Metric {
   private readonly series = new Map<string, { counts: number[]; sum: number; count: number }>();
-  readonly name: string;
-  readonly help: string;
   readonly buckets: number[];
   constructor(name: string, help: string, buckets: number[]) {
-    this.name = name;
-    this.help = help;
+    super(name, help, 'histogram');
     this.buckets = [...buckets].sort((a, b) => a - b);
   }
   observe(labels: Labels, value: number): void {
-    const k = key(labels);
+    const k = labelText(labels);
     let s = this.series.get(k);
     if (!s) {
       s = { counts: this.buckets.map(() => 0), sum: 0, count: 0 };
@@ -79,17 +85,17 @@ export class Histogram implements Metric {
     s.sum += value;
     s.count += 1;
   }
-  render(): string {
-    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+  protected samples(): string[] {
+    const lines: string[] = [];
     for (const [k, s] of this.series) {
       const sep = k ? `${k},` : '';
       for (const [i, b] of this.buckets.entries())
         lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`);
       lines.push(`${this.name}_bucket{${sep}le="+Inf"} ${s.count}`);
-      lines.push(`${this.name}_sum${k ? `{${k}}` : ''} ${s.sum}`);
-      lines.push(`${this.name}_count${k ? `{${k}}` : ''} ${s.count}`);
+      lines.push(sampleLine(`${this.name}_sum`, k, s.sum));
+      lines.push(sampleLine(`${this.name}_count`, k, s.count));
     }
-    return lines.join('\n');
+    return lines;
   }
 }
 

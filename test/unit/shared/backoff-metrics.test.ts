@@ -35,6 +35,29 @@ t.test('metrics render Prometheus text with escaped labels and histogram buckets
   t.throws(() => r.counter('other_total', 'x'), /must match drainguard_/);
 });
 
+t.test('counters and gauges render HELP, TYPE and one line per label set', async (t) => {
+  const r = new Registry();
+  r.counter('drainguard_idle_total', 'Never counted.');
+  const g = r.gauge('drainguard_level', 'A level.');
+  g.set({}, 2);
+  g.set({ b: '2', a: '1' }, 0.5);
+  t.equal(g.get({ a: '1', b: '2' }), 0.5);
+  t.equal(g.get({ a: 'other' }), undefined);
+  t.equal(r.counter('drainguard_idle_total', 'Never counted.').get(), 0);
+  t.equal(
+    r.render(),
+    [
+      '# HELP drainguard_idle_total Never counted.',
+      '# TYPE drainguard_idle_total counter',
+      '# HELP drainguard_level A level.',
+      '# TYPE drainguard_level gauge',
+      'drainguard_level 2',
+      'drainguard_level{a="1",b="2"} 0.5',
+      '',
+    ].join('\n'),
+  );
+});
+
 t.test('MicroTime has six fractional digits', async (t) => {
   t.equal(microTime(Date.UTC(2026, 0, 2, 3, 4, 5, 678)), '2026-01-02T03:04:05.678000Z');
 });
