@@ -18,6 +18,7 @@ import {
   type L2Observation,
   type L2Settings,
   needsTick,
+  PUBLISHED_PHASE,
   resume,
   settled,
   statusOf,
@@ -202,11 +203,12 @@ class L2Handover implements Capability {
         clock: this.ctx.clock,
         signal: this.abort.signal,
       });
-      outcome = this.mem.stranded
-        ? 'no-other-node'
-        : this.mem.phase === 'failsafe-fenced'
-          ? 'failsafe-fenced'
-          : 'handed-over';
+      outcome =
+        this.mem.phase === 'refused'
+          ? 'no-other-node'
+          : this.mem.phase === 'failsafe-fenced'
+            ? 'failsafe-fenced'
+            : 'handed-over';
     } catch {
       outcome = 'budget-spent';
     }
@@ -284,15 +286,16 @@ class L2Handover implements Capability {
     // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
     // node excluded meanwhile is seen before the fence.
     // A handover about to start reads fresh; one under way (or refused) at most every 2 s.
-    const starting = (phase === 'idle' || phase === 'undoing') && !this.mem.stranded && !this.mem.gaveUp;
-    if (want && phase !== 'fenced' && phase !== 'failsafe-fenced') await this.refreshCandidates(starting);
-    if (want && (phase === 'idle' || phase === 'undoing')) {
+    const starting = phase === 'idle' || phase === 'undoing';
+    if (want && phase !== 'fenced-confirmed' && phase !== 'fenced-unconfirmed' && phase !== 'failsafe-fenced')
+      await this.refreshCandidates(starting);
+    if (want && (phase === 'idle' || phase === 'undoing' || phase === 'refused' || phase === 'given-up')) {
       if (this.statusMode() === false) await this.refreshAllLbServices();
     }
     for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
     const before = this.mem;
     const obs = await this.observeWithRoutes();
-    const { mem, actions } = step(this.mem, obs, this.settings);
+    const { memory: mem, actions } = step(this.mem, obs, this.settings);
     this.mem = mem;
     const holding = !obs.synced && mem.phase !== 'idle';
     // Routine for a moment after every restart; worth a warning while the API is down.
@@ -303,13 +306,15 @@ class L2Handover implements Capability {
       );
     this.heldUnsynced = holding;
     for (const a of actions) await this.execute(a);
-    if (before.phase !== mem.phase) {
-      this.ctx.log.info({ from: before.phase, to: mem.phase, vips: vipsOf(mem.services) }, 'L2 phase');
-      if (mem.phase === 'fenced' && mem.handoverStartedAt !== undefined)
+    const from = PUBLISHED_PHASE[before.phase];
+    const to = PUBLISHED_PHASE[mem.phase];
+    if (from !== to) {
+      this.ctx.log.info({ from, to, vips: vipsOf(mem.services) }, 'L2 phase');
+      if (to === 'fenced' && mem.handoverStartedAt !== undefined)
         this.handoverSeconds.set({}, (this.ctx.clock.now() - mem.handoverStartedAt) / 1000);
     }
-    for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === mem.phase ? 1 : 0);
-    this.strandedGauge.set({}, mem.stranded ? 1 : 0);
+    for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === to ? 1 : 0);
+    this.strandedGauge.set({}, mem.phase === 'refused' ? 1 : 0);
     this.flushEvents();
     await this.publishStatus();
   }
@@ -369,7 +374,7 @@ class L2Handover implements Capability {
       apiDownSince: drain.apiDownSince,
       excludeLabel: this.simLabel ?? EXCLUDE_LABEL in labels,
       labelOwned: this.simLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
-      crd,
+      statusSource: crd === undefined ? 'unknown' : crd ? 'servicel2status' : 'services',
       announced: crd === false ? this.allLbServices : own,
       newOwners,
       otherCandidates: this.candidates,
@@ -534,7 +539,7 @@ class L2Handover implements Capability {
       return;
     }
     // An idle node with no annotation needs none.
-    if (onNode === undefined && this.mem.phase === 'idle' && !this.mem.stranded && !this.mem.gaveUp) {
+    if (onNode === undefined && this.mem.phase === 'idle') {
       this.writtenStatus = status;
       return;
     }

@@ -2,17 +2,70 @@
 // phase and the actions to take out. The I/O edge (capability.ts) gathers observations,
 // executes actions and calls step() again; every action is idempotent, so a repeated step
 // after a crash or a failed action is harmless.
+//
+// step() decides in this order, each a function below:
+//   1. drainOver        the node is not draining and the pod not terminating: undo what is left
+//   2. enterFailsafe    the API has been unreachable for the grace period: fence anyway
+//   3. one function per phase: atRest, labelled, awaitingConfirmation, fenced, failsafeFenced
+//
+// Every transition (phase → next phase: when; actions, Event reason):
+//   any leftover fence or own label     → undoing                drain over, view synced (not a
+//                                                                fail-safe with the API still down);
+//                                                                unfence first, then unlabel
+//   undoing                             → idle                   nothing left; L2HandoverUndone
+//   idle, refused, given-up             → idle                   drain over, nothing left
+//   any but failsafe-fenced,            → failsafe-fenced        draining, API down ≥ grace, other
+//     fenced-confirmed                                           speakers may exist; fence with the
+//                                                                memberlist cut, L2FailsafeFence
+//   idle, undoing, refused              → refused                some service could go nowhere
+//                                                                (never strand a VIP);
+//                                                                L2HandoverImpossible, once
+//   idle, undoing, refused              → labelled               every service can move; label,
+//                                                                L2HandoverStarted
+//   given-up                            → given-up               still draining: label kept off
+//   given-up                            → (as idle)              the pod terminates: a new attempt
+//   labelled                            → awaiting-confirmation  the exclude label is on the Node
+//                                                                (labelled again until it is)
+//   awaiting-confirmation, overdue      → refused                eligibility lost after the label;
+//                                                                unlabel, L2HandoverImpossible
+//   awaiting-confirmation, overdue      → fenced-confirmed       every service has a new owner's
+//                                                                ServiceL2Status; fence,
+//                                                                L2HandoverDone
+//   awaiting-confirmation               → fenced-unconfirmed     nothing can confirm (no usable
+//                                                                ServiceL2Status): settle time
+//                                                                passed; fence,
+//                                                                L2HandoverUnconfirmedFence
+//   awaiting-confirmation, overdue      → given-up               budget spent unconfirmed while
+//                                                                draining; unlabel,
+//                                                                L2HandoverUnconfirmed
+//   awaiting-confirmation               → overdue                budget spent unconfirmed while
+//                                                                terminating: still watching;
+//                                                                L2HandoverUnconfirmed
+//   fenced-confirmed, -unconfirmed      → (same)                 the fence re-applied if flushed
+//   failsafe-fenced                     → fenced-confirmed       API back, label on, every service
+//                                                                confirmed; fence without the cut,
+//                                                                L2HandoverConfirmed
+//
+// The Node annotation publishes each phase as one of shared/l2-state.ts's L2_PHASES
+// (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
 import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
 
 export interface L2Settings {
   handoverBudgetMs: number;
-  /** Without the ServiceL2Status CRD (MetalLB < 0.14.4): wait this long instead of confirming. */
+  /** Without usable ServiceL2Status (MetalLB < 0.14.4, say): wait this long instead of confirming. */
   settleMs: number;
   failsafeGraceMs: number;
   memberlistPorts: number[];
   nodeName: string;
 }
+
+/**
+ * Where the VIPs announced here and their new owners are read from: MetalLB's ServiceL2Status
+ * objects; every LoadBalancer Service (no CRD, or nothing usable written in it: nothing can
+ * confirm, the fence waits the settle time); or not known yet.
+ */
+export type StatusSource = 'servicel2status' | 'services' | 'unknown';
 
 export interface L2Observation {
   now: number;
@@ -24,9 +77,8 @@ export interface L2Observation {
   apiDownSince: number | undefined;
   excludeLabel: boolean;
   labelOwned: boolean;
-  /** The ServiceL2Status CRD exists; undefined until known. */
-  crd: boolean | undefined;
-  /** What this node announces now (own ServiceL2Status objects; all LB services without the CRD). */
+  statusSource: StatusSource;
+  /** What this node announces now (own ServiceL2Status objects; all LB services without them). */
   announced: ServiceVips[];
   /** service -> another node that has a ServiceL2Status for it (the new owner). */
   newOwners: Record<string, string>;
@@ -49,9 +101,33 @@ export interface L2Observation {
   fence: FenceSpec | undefined;
 }
 
+/** What each phase of the core is published as in the Node annotation (one of L2_PHASES). */
+export const PUBLISHED_PHASE = {
+  idle: 'idle',
+  /** Refused: no other node could announce some VIP (never strand a VIP); `stranded: true`. */
+  refused: 'idle',
+  /**
+   * Given up: nobody confirmed within the budget while the node drains (the pod is not going
+   * away), so the label came off and this node announces again; not retried until the drain
+   * ends. `gaveUp: true`.
+   */
+  'given-up': 'idle',
+  labelled: 'labelled',
+  'awaiting-confirmation': 'awaiting-confirmation',
+  /** Budget spent unconfirmed while the pod terminates: warned once, still watching. */
+  overdue: 'awaiting-confirmation',
+  /** Another node's ServiceL2Status confirmed every service. */
+  'fenced-confirmed': 'fenced',
+  /** Fenced after the settle time: nothing could confirm (no usable ServiceL2Status). */
+  'fenced-unconfirmed': 'fenced',
+  'failsafe-fenced': 'failsafe-fenced',
+  undoing: 'undoing',
+} as const satisfies Record<string, L2Phase>;
+export type HandoverPhase = keyof typeof PUBLISHED_PHASE;
+
 export interface L2Memory {
-  phase: L2Phase;
-  /** When the current phase was entered (epoch ms). */
+  phase: HandoverPhase;
+  /** When the current published phase was entered (epoch ms). */
   since: number;
   handoverStartedAt: number | undefined;
   /** Services being handed over (snapshot from the start, grown by any announced later). */
@@ -59,24 +135,27 @@ export interface L2Memory {
   handedTo: Record<string, string>;
   /** The fence this phase wants installed. */
   fence: FenceSpec | undefined;
-  confirmed: boolean;
-  warnedUnconfirmed: boolean;
-  /** Handover refused because no other node could announce (never strand a VIP). */
-  stranded: boolean;
-  /**
-   * Handover given up: nobody confirmed within the budget while the node drains (the pod is not
-   * going away), so the label was removed and this node announces again. Not retried until the
-   * drain ends.
-   */
-  gaveUp: boolean;
 }
+
+/** Reasons of the Events the handover records on its Node and pod. */
+export const L2_EVENT_REASONS = {
+  started: 'L2HandoverStarted',
+  impossible: 'L2HandoverImpossible',
+  done: 'L2HandoverDone',
+  unconfirmed: 'L2HandoverUnconfirmed',
+  unconfirmedFence: 'L2HandoverUnconfirmedFence',
+  confirmed: 'L2HandoverConfirmed',
+  failsafeFence: 'L2FailsafeFence',
+  undone: 'L2HandoverUndone',
+} as const;
+export type L2EventReason = (typeof L2_EVENT_REASONS)[keyof typeof L2_EVENT_REASONS];
 
 export type L2Action =
   | { kind: 'label' }
   | { kind: 'unlabel' }
   | { kind: 'fence'; spec: FenceSpec }
   | { kind: 'unfence' }
-  | { kind: 'event'; type: 'Normal' | 'Warning'; reason: string; message: string };
+  | { kind: 'event'; type: 'Normal' | 'Warning'; reason: L2EventReason; message: string };
 
 export const initialMemory = (now: number): L2Memory => ({
   phase: 'idle',
@@ -85,10 +164,6 @@ export const initialMemory = (now: number): L2Memory => ({
   services: [],
   handedTo: {},
   fence: undefined,
-  confirmed: false,
-  warnedUnconfirmed: false,
-  stranded: false,
-  gaveUp: false,
 });
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -122,154 +197,290 @@ export function fenceFor(
   });
 }
 
-const enter = (mem: L2Memory, phase: L2Phase, now: number): L2Memory =>
-  mem.phase === phase ? mem : { ...mem, phase, since: now };
+/** `since` moves only when the published phase changes (it is what `drainguard status` shows). */
+const enter = (memory: L2Memory, phase: HandoverPhase, now: number): L2Memory =>
+  memory.phase === phase
+    ? memory
+    : {
+        ...memory,
+        phase,
+        since: PUBLISHED_PHASE[memory.phase] === PUBLISHED_PHASE[phase] ? memory.since : now,
+      };
+
+/** One step's inputs and the actions it collects. */
+interface Turn {
+  observation: L2Observation;
+  settings: L2Settings;
+  now: number;
+  apiUp: boolean;
+  /** Why a handover is wanted, for Events. */
+  why: string;
+  actions: L2Action[];
+}
+
+const event = (turn: Turn, type: 'Normal' | 'Warning', reason: L2EventReason, message: string) =>
+  turn.actions.push({ kind: 'event', type, reason, message });
 
 /** One decision: where to go from here, and what to do to get there. */
 export function step(
-  mem0: L2Memory,
-  obs: L2Observation,
-  cfg: L2Settings,
-): { mem: L2Memory; actions: L2Action[] } {
-  const actions: L2Action[] = [];
-  const now = obs.now;
-  let mem = mem0;
-  const want = obs.draining || obs.terminating;
-  const apiUp = obs.apiDownSince === undefined;
-  const why = obs.terminating ? 'pod terminating' : (obs.drainReason ?? 'draining');
-  const event = (type: 'Normal' | 'Warning', reason: string, message: string) =>
-    actions.push({ kind: 'event', type, reason, message });
-  const ensureFence = (spec: FenceSpec) => ensureFenceInto(actions, obs, spec);
+  memory: L2Memory,
+  observation: L2Observation,
+  settings: L2Settings,
+): { memory: L2Memory; actions: L2Action[] } {
+  const turn: Turn = {
+    observation,
+    settings,
+    now: observation.now,
+    apiUp: observation.apiDownSince === undefined,
+    why: observation.terminating ? 'pod terminating' : (observation.drainReason ?? 'draining'),
+    actions: [],
+  };
+  const next = decide(memory, turn);
+  return { memory: next, actions: turn.actions };
+}
 
-  // --- drain over (uncordoned, not terminating): fence off first, then the label ----------
-  if (!want) {
-    const leftovers = obs.fence !== undefined || (obs.labelOwned && obs.excludeLabel);
-    if (mem.phase === 'idle' && !leftovers) {
-      if (mem.stranded || mem.gaveUp) mem = { ...mem, stranded: false, gaveUp: false };
-      return { mem, actions };
-    }
-    // "Not draining" is only known from a synced view of an existing Node: a restart during an
-    // API outage (or a Node that is gone) must not undo a fence or label, and the fail-safe stays
-    // until the API is back.
-    if (!obs.synced) return { mem, actions };
-    if (mem.phase === 'failsafe-fenced' && !apiUp) return { mem, actions };
-    mem = enter(mem, 'undoing', now);
-    if (obs.fence) {
-      actions.push({ kind: 'unfence' });
-      return { mem, actions };
-    }
-    if (obs.labelOwned && obs.excludeLabel) {
-      if (apiUp) actions.push({ kind: 'unlabel' });
-      return { mem, actions };
-    }
-    event(
-      'Normal',
-      'L2HandoverUndone',
-      'drain over: fence removed, exclude label removed if drainguard had added it',
-    );
-    return { mem: initialMemory(now), actions };
-  }
-
-  // --- draining or terminating -----------------------------------------------------------
-  if (failsafeDue(mem, obs, cfg)) {
-    const services = mergeServices(mem.services, obs.announced);
-    // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
-    // drop every ARP/NA not from the node's own addresses, not only the VIPs it had.
-    const spec = fenceFor(services, obs.interfaces, cfg.memberlistPorts, obs.ownAddresses);
-    mem = {
-      ...enter(mem, 'failsafe-fenced', now),
-      services,
-      fence: spec,
-      handoverStartedAt: mem.handoverStartedAt ?? now,
-    };
-    ensureFence(spec);
-    const vips = vipsOf(services).join(', ') || '(none known)';
-    const fenced = spec.ownAddresses
-      ? `every ARP/NA not from this node's own addresses (VIPs announced here: ${vips})`
-      : `VIPs ${vips}`;
-    event(
-      'Warning',
-      'L2FailsafeFence',
-      `API unreachable for ${secs(now - (obs.apiDownSince ?? now))} while ${why}: fenced ${fenced} on ${obs.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${cfg.memberlistPorts.join(', ')} so peers re-elect without this node`,
-    );
-    return { mem, actions };
-  }
-
-  switch (mem.phase) {
+function decide(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation } = turn;
+  // 1. Drain over (uncordoned, not terminating): fence off first, then the label.
+  if (!observation.draining && !observation.terminating) return drainOver(memory, turn);
+  // 2. Draining or terminating, the API gone for the grace period: fence anyway.
+  if (failsafeDue(memory, observation, turn.settings)) return enterFailsafe(memory, turn);
+  // 3. Each phase's own step.
+  switch (memory.phase) {
+    case 'idle':
     case 'undoing':
-    case 'idle': {
-      if (mem.gaveUp && !obs.terminating) {
-        // Given up while the drain lasts: keep the label off (the removal may have failed).
-        takeLabelBack(actions, obs);
-        return { mem, actions };
-      }
-      if (!obs.synced && !obs.terminating) return { mem, actions };
-      if (obs.otherCandidates === undefined) return { mem, actions };
-      const stuck = nowhereToGo(obs.announced, obs);
-      if (stuck !== undefined) {
-        if (!mem.stranded) {
-          event(
-            'Warning',
-            'L2HandoverImpossible',
-            `${why}, but ${stuck}: not labelling, not fencing (never strand a VIP)`,
-          );
-          mem = { ...mem, stranded: true };
-        }
-        return { mem, actions };
-      }
-      mem = {
-        ...enter(mem, 'labelled', now),
-        stranded: false,
-        gaveUp: false,
-        handoverStartedAt: now,
-        services: mergeServices([], obs.announced),
-        handedTo: {},
-        fence: undefined,
-        confirmed: false,
-        warnedUnconfirmed: false,
-      };
-      if (!obs.excludeLabel) actions.push({ kind: 'label' });
-      event(
-        'Normal',
-        'L2HandoverStarted',
-        `${why}: handing over VIPs ${vipsOf(mem.services).join(', ') || '(none announced here)'} to one of ${obs.otherCandidates.join(', ')}`,
-      );
-      return { mem, actions };
-    }
-    case 'labelled': {
-      if (!obs.excludeLabel) {
-        if (apiUp) actions.push({ kind: 'label' });
-        return { mem, actions };
-      }
-      mem = enter(mem, 'awaiting-confirmation', now);
-      return awaiting(mem, obs, cfg, actions, event);
-    }
+    case 'refused':
+    case 'given-up':
+      return atRest(memory, turn);
+    case 'labelled':
+      return labelled(memory, turn);
     case 'awaiting-confirmation':
-      return awaiting(mem, obs, cfg, actions, event);
-    case 'fenced':
-    case 'failsafe-fenced': {
-      // Keep the fence what this phase wants (it may have been flushed by someone else).
-      if (mem.fence) ensureFence(mem.fence);
-      if (mem.phase === 'failsafe-fenced' && apiUp) {
-        // API back, still draining: finish the handover the normal way; the fence stays on
-        // (without the memberlist cut once another node is confirmed).
-        if (!obs.excludeLabel) actions.push({ kind: 'label' });
-        const services = mergeServices(mem.services, obs.announced);
-        const handedTo = confirmations(services, obs);
-        if (obs.excludeLabel && services.every((s) => handedTo[s.service])) {
-          const spec = fenceFor(services, obs.interfaces, []);
-          mem = { ...enter(mem, 'fenced', now), services, handedTo, fence: spec, confirmed: true };
-          ensureFence(spec);
-          event(
-            'Normal',
-            'L2HandoverConfirmed',
-            `API back: ${handedSummary(services, handedTo)}; memberlist cut lifted, fence kept`,
-          );
-        }
-      }
-      return { mem, actions };
-    }
+    case 'overdue':
+      return awaitingConfirmation(memory, turn);
+    case 'fenced-confirmed':
+    case 'fenced-unconfirmed':
+      return fenced(memory, turn);
+    case 'failsafe-fenced':
+      return failsafeFenced(memory, turn);
   }
+}
+
+const atRestPhases: readonly HandoverPhase[] = ['idle', 'refused', 'given-up'];
+
+function drainOver(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation, now, apiUp } = turn;
+  const ownLabel = observation.labelOwned && observation.excludeLabel;
+  const leftovers = observation.fence !== undefined || ownLabel;
+  if (atRestPhases.includes(memory.phase) && !leftovers) return enter(memory, 'idle', now);
+  // "Not draining" is only known from a synced view of an existing Node: a restart during an
+  // API outage (or a Node that is gone) must not undo a fence or label, and the fail-safe stays
+  // until the API is back.
+  if (!observation.synced) return memory;
+  if (memory.phase === 'failsafe-fenced' && !apiUp) return memory;
+  const undoing = enter(memory, 'undoing', now);
+  if (observation.fence) {
+    turn.actions.push({ kind: 'unfence' });
+    return undoing;
+  }
+  if (ownLabel) {
+    if (apiUp) turn.actions.push({ kind: 'unlabel' });
+    return undoing;
+  }
+  event(
+    turn,
+    'Normal',
+    L2_EVENT_REASONS.undone,
+    'drain over: fence removed, exclude label removed if drainguard had added it',
+  );
+  return initialMemory(now);
+}
+
+function enterFailsafe(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation, settings, now } = turn;
+  const services = mergeServices(memory.services, observation.announced);
+  // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
+  // drop every ARP/NA not from the node's own addresses, not only the VIPs it had.
+  const spec = fenceFor(services, observation.interfaces, settings.memberlistPorts, observation.ownAddresses);
+  ensureFence(turn, spec);
+  const vips = vipsOf(services).join(', ') || '(none known)';
+  const fencedWhat = spec.ownAddresses
+    ? `every ARP/NA not from this node's own addresses (VIPs announced here: ${vips})`
+    : `VIPs ${vips}`;
+  event(
+    turn,
+    'Warning',
+    L2_EVENT_REASONS.failsafeFence,
+    `API unreachable for ${secs(now - (observation.apiDownSince ?? now))} while ${turn.why}: fenced ${fencedWhat} on ${observation.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${settings.memberlistPorts.join(', ')} so peers re-elect without this node`,
+  );
+  return {
+    ...enter(memory, 'failsafe-fenced', now),
+    services,
+    fence: spec,
+    handoverStartedAt: memory.handoverStartedAt ?? now,
+  };
+}
+
+/** Idle, undoing, refused or given up while a handover is wanted: start one if every VIP can move. */
+function atRest(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation, now } = turn;
+  if (memory.phase === 'given-up' && !observation.terminating) {
+    // Given up while the drain lasts: keep the label off (the removal may have failed).
+    takeLabelBack(turn);
+    return memory;
+  }
+  if (!observation.synced && !observation.terminating) return memory;
+  if (observation.otherCandidates === undefined) return memory;
+  const stuck = nowhereToGo(observation.announced, observation);
+  if (stuck !== undefined) {
+    if (memory.phase === 'refused') return memory;
+    event(
+      turn,
+      'Warning',
+      L2_EVENT_REASONS.impossible,
+      `${turn.why}, but ${stuck}: not labelling, not fencing (never strand a VIP)`,
+    );
+    return enter(memory, 'refused', now);
+  }
+  const services = mergeServices([], observation.announced);
+  if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
+  event(
+    turn,
+    'Normal',
+    L2_EVENT_REASONS.started,
+    `${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${observation.otherCandidates.join(', ')}`,
+  );
+  return {
+    ...enter(memory, 'labelled', now),
+    handoverStartedAt: now,
+    services,
+    handedTo: {},
+    fence: undefined,
+  };
+}
+
+function labelled(memory: L2Memory, turn: Turn): L2Memory {
+  if (!turn.observation.excludeLabel) {
+    if (turn.apiUp) turn.actions.push({ kind: 'label' });
+    return memory;
+  }
+  return awaitingConfirmation(enter(memory, 'awaiting-confirmation', turn.now), turn);
+}
+
+function awaitingConfirmation(memory0: L2Memory, turn: Turn): L2Memory {
+  const { observation, settings, now } = turn;
+  // A service moved to this node while labelled (rare) must be handed over as well.
+  const services = mergeServices(memory0.services, observation.announced);
+  const memory: L2Memory = { ...memory0, services };
+  const started = memory.handoverStartedAt ?? now;
+  // Re-checked after the label: another node cordoned at the same moment counted this one and
+  // this one counted it; now neither could announce. Take the label back (never strand a VIP).
+  const stuck = observation.otherCandidates === undefined ? undefined : nowhereToGo(services, observation);
+  if (stuck !== undefined) {
+    takeLabelBack(turn);
+    event(
+      turn,
+      'Warning',
+      L2_EVENT_REASONS.impossible,
+      `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${observation.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
+    );
+    return { ...initialMemory(now), phase: 'refused' };
+  }
+  if (observation.statusSource === 'unknown') return memory;
+  const confirmable = observation.statusSource === 'servicel2status';
+  // Without usable ServiceL2Status (MetalLB < 0.14.4, say) nothing can confirm: wait the settle time.
+  const handedTo = confirmable ? confirmations(services, observation) : {};
+  const confirmed = confirmable
+    ? services.every((s) => handedTo[s.service])
+    : now - started >= settings.settleMs;
+  if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
+  const spec = fenceFor(services, observation.interfaces, []);
+  ensureFence(turn, spec);
+  const fenceText = fenceIsEmpty(spec)
+    ? 'nothing to fence'
+    : `fence installed on ${spec.interfaces.join(', ')}`;
+  const took = secs(now - started);
+  if (services.length === 0)
+    event(turn, 'Normal', L2_EVENT_REASONS.done, `no VIPs announced here; exclude label set; ${fenceText}`);
+  else if (confirmable)
+    event(
+      turn,
+      'Normal',
+      L2_EVENT_REASONS.done,
+      `${handedSummary(services, handedTo)} in ${took}; ${fenceText}`,
+    );
+  else
+    event(
+      turn,
+      'Normal',
+      L2_EVENT_REASONS.unconfirmedFence,
+      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
+    );
+  return {
+    ...enter(memory, confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed', now),
+    handedTo,
+    fence: spec,
+  };
+}
+
+/** Awaiting confirmation, none yet: wait, or (budget spent) give up or warn. */
+function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation, settings, now } = turn;
+  const started = memory.handoverStartedAt ?? now;
+  const budgetSpent =
+    observation.statusSource === 'servicel2status' && now - started >= settings.handoverBudgetMs;
+  if (!budgetSpent) return memory;
+  const missing = memory.services
+    .filter((s) => !memory.handedTo[s.service])
+    .map((s) => `${s.service} (${s.ips.join(', ')})`);
+  if (!observation.terminating) {
+    // The exclude label alone silences this node's speaker: with nobody else announcing, the
+    // VIP is dark. Take the label back (if it is ours) and let this node announce again.
+    takeLabelBack(turn);
+    event(
+      turn,
+      'Warning',
+      L2_EVENT_REASONS.unconfirmed,
+      `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${observation.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
+    );
+    return { ...initialMemory(now), phase: 'given-up' };
+  }
+  if (memory.phase === 'overdue') return memory;
+  event(
+    turn,
+    'Warning',
+    L2_EVENT_REASONS.unconfirmed,
+    `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
+  );
+  return enter(memory, 'overdue', now);
+}
+
+/** Keep the fence what this phase wants (someone else may have flushed it). */
+function fenced(memory: L2Memory, turn: Turn): L2Memory {
+  if (memory.fence) ensureFence(turn, memory.fence);
+  return memory;
+}
+
+/**
+ * API back, still draining: finish the handover the normal way; the fence stays on (without the
+ * memberlist cut once another node is confirmed).
+ */
+function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
+  const { observation, now } = turn;
+  if (memory.fence) ensureFence(turn, memory.fence);
+  if (!turn.apiUp) return memory;
+  if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
+  const services = mergeServices(memory.services, observation.announced);
+  const handedTo = confirmations(services, observation);
+  if (!observation.excludeLabel || !services.every((s) => handedTo[s.service])) return memory;
+  const spec = fenceFor(services, observation.interfaces, []);
+  ensureFence(turn, spec);
+  event(
+    turn,
+    'Normal',
+    L2_EVENT_REASONS.confirmed,
+    `API back: ${handedSummary(services, handedTo)}; memberlist cut lifted, fence kept`,
+  );
+  return { ...enter(memory, 'fenced-confirmed', now), services, handedTo, fence: spec };
 }
 
 /**
@@ -279,17 +490,17 @@ export function step(
  * node's own addresses only when they are needed.
  */
 export function failsafeDue(
-  mem: L2Memory,
-  obs: Pick<L2Observation, 'now' | 'draining' | 'terminating' | 'apiDownSince' | 'otherCandidates'>,
-  cfg: Pick<L2Settings, 'failsafeGraceMs'>,
+  memory: L2Memory,
+  observation: Pick<L2Observation, 'now' | 'draining' | 'terminating' | 'apiDownSince' | 'otherCandidates'>,
+  settings: Pick<L2Settings, 'failsafeGraceMs'>,
 ): boolean {
   return (
-    (obs.draining || obs.terminating) &&
-    obs.apiDownSince !== undefined &&
-    obs.now - obs.apiDownSince >= cfg.failsafeGraceMs &&
-    !(obs.otherCandidates !== undefined && obs.otherCandidates.length === 0) &&
-    mem.phase !== 'failsafe-fenced' &&
-    !(mem.phase === 'fenced' && mem.confirmed)
+    (observation.draining || observation.terminating) &&
+    observation.apiDownSince !== undefined &&
+    observation.now - observation.apiDownSince >= settings.failsafeGraceMs &&
+    !(observation.otherCandidates !== undefined && observation.otherCandidates.length === 0) &&
+    memory.phase !== 'failsafe-fenced' &&
+    memory.phase !== 'fenced-confirmed'
   );
 }
 
@@ -297,19 +508,19 @@ export function failsafeDue(
  * Why the exclude label would strand a VIP: no other node could announce at all, or some service
  * announced here could go nowhere (its own eligibility). Undefined when every one can move.
  */
-export function nowhereToGo(services: ServiceVips[], obs: L2Observation): string | undefined {
-  const others = obs.otherCandidates ?? [];
+export function nowhereToGo(services: ServiceVips[], observation: L2Observation): string | undefined {
+  const others = observation.otherCandidates ?? [];
   if (others.length === 0)
     return `no other node could announce VIPs ${vipsOf(services).join(', ') || '(none)'}`;
-  const stuck = services.filter((s) => (obs.serviceCandidates?.[s.service] ?? others).length === 0);
+  const stuck = services.filter((s) => (observation.serviceCandidates?.[s.service] ?? others).length === 0);
   if (stuck.length === 0) return undefined;
   return `no other node could announce ${stuck.map((s) => `${s.service} (${s.ips.join(', ')})`).join(', ')} (MetalLB's eligibility per service: a Ready speaker, selected by an L2Advertisement of its pool, a ready endpoint for externalTrafficPolicy: Local)`;
 }
 
-function confirmations(services: ServiceVips[], obs: L2Observation): Record<string, string> {
+function confirmations(services: ServiceVips[], observation: L2Observation): Record<string, string> {
   const out: Record<string, string> = {};
   for (const s of services) {
-    const owner = obs.newOwners[s.service];
+    const owner = observation.newOwners[s.service];
     if (owner && owner !== '') out[s.service] = owner;
   }
   return out;
@@ -326,143 +537,74 @@ function handedSummary(services: ServiceVips[], handedTo: Record<string, string>
     .join('; ');
 }
 
-function awaiting(
-  mem0: L2Memory,
-  obs: L2Observation,
-  cfg: L2Settings,
-  actions: L2Action[],
-  event: (type: 'Normal' | 'Warning', reason: string, message: string) => void,
-): { mem: L2Memory; actions: L2Action[] } {
-  const now = obs.now;
-  // A service moved to this node while labelled (rare) must be handed over as well.
-  const services = mergeServices(mem0.services, obs.announced);
-  let mem: L2Memory = { ...mem0, services };
-  const started = mem.handoverStartedAt ?? now;
-  const took = secs(now - started);
-  // Re-checked after the label: another node cordoned at the same moment counted this one and
-  // this one counted it; now neither could announce. Take the label back (never strand a VIP).
-  const stuck = obs.otherCandidates === undefined ? undefined : nowhereToGo(services, obs);
-  if (stuck !== undefined) {
-    takeLabelBack(actions, obs);
-    event(
-      'Warning',
-      'L2HandoverImpossible',
-      `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${obs.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
-    );
-    return { mem: { ...initialMemory(now), stranded: true }, actions };
-  }
-  if (obs.crd === undefined) return { mem, actions };
-  let confirmed: boolean;
-  let handedTo: Record<string, string> = {};
-  if (obs.crd) {
-    handedTo = confirmations(services, obs);
-    confirmed = services.every((s) => handedTo[s.service]);
-  } else {
-    // MetalLB < 0.14.4 writes no ServiceL2Status: nothing can confirm; wait the settle time.
-    confirmed = now - started >= cfg.settleMs;
-  }
-  mem = { ...mem, handedTo };
-  if (!confirmed) {
-    const missing = services
-      .filter((s) => !handedTo[s.service])
-      .map((s) => `${s.service} (${s.ips.join(', ')})`);
-    const budgetSpent = obs.crd && now - started >= cfg.handoverBudgetMs;
-    if (budgetSpent && !obs.terminating) {
-      // The exclude label alone silences this node's speaker: with nobody else announcing, the
-      // VIP is dark. Take the label back (if it is ours) and let this node announce again.
-      takeLabelBack(actions, obs);
-      event(
-        'Warning',
-        'L2HandoverUnconfirmed',
-        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${obs.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
-      );
-      return { mem: { ...initialMemory(now), gaveUp: true }, actions };
-    }
-    if (budgetSpent && !mem.warnedUnconfirmed) {
-      event(
-        'Warning',
-        'L2HandoverUnconfirmed',
-        `no other node took over ${missing.join(', ')} within ${secs(cfg.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
-      );
-      mem = { ...mem, warnedUnconfirmed: true };
-    }
-    return { mem, actions };
-  }
-  const spec = fenceFor(services, obs.interfaces, []);
-  mem = { ...enter(mem, 'fenced', now), fence: spec, confirmed: obs.crd };
-  ensureFenceInto(actions, obs, spec);
-  const fenceText = fenceIsEmpty(spec)
-    ? 'nothing to fence'
-    : `fence installed on ${spec.interfaces.join(', ')}`;
-  if (services.length === 0)
-    event('Normal', 'L2HandoverDone', `no VIPs announced here; exclude label set; ${fenceText}`);
-  else if (obs.crd)
-    event('Normal', 'L2HandoverDone', `${handedSummary(services, handedTo)} in ${took}; ${fenceText}`);
-  else
-    event(
-      'Normal',
-      'L2HandoverUnconfirmedFence',
-      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
-    );
-  return { mem, actions };
-}
-
 /** Removes the exclude label if drainguard added it and it is there (and the API answers). */
-function takeLabelBack(actions: L2Action[], obs: L2Observation): void {
-  if (obs.labelOwned && obs.excludeLabel && obs.apiDownSince === undefined) actions.push({ kind: 'unlabel' });
+function takeLabelBack(turn: Turn): void {
+  const { observation } = turn;
+  if (observation.labelOwned && observation.excludeLabel && turn.apiUp)
+    turn.actions.push({ kind: 'unlabel' });
 }
 
-function ensureFenceInto(actions: L2Action[], obs: L2Observation, spec: FenceSpec): void {
+function ensureFence(turn: Turn, spec: FenceSpec): void {
+  const installed = turn.observation.fence;
   if (fenceIsEmpty(spec)) {
-    if (obs.fence) actions.push({ kind: 'unfence' });
-  } else if (!obs.fence || JSON.stringify(obs.fence) !== JSON.stringify(spec)) {
-    actions.push({ kind: 'fence', spec });
+    if (installed) turn.actions.push({ kind: 'unfence' });
+  } else if (!installed || JSON.stringify(installed) !== JSON.stringify(spec)) {
+    turn.actions.push({ kind: 'fence', spec });
   }
 }
 
 /** Phases in which step() depends on time passing (the edge ticks while in them). */
 export function needsTick(
-  mem: L2Memory,
-  obs: Pick<L2Observation, 'draining' | 'terminating' | 'apiDownSince'>,
+  memory: L2Memory,
+  observation: Pick<L2Observation, 'draining' | 'terminating' | 'apiDownSince'>,
 ): boolean {
-  const want = obs.draining || obs.terminating;
-  if (want && obs.apiDownSince !== undefined && mem.phase !== 'failsafe-fenced') return true;
-  return mem.phase === 'labelled' || mem.phase === 'awaiting-confirmation';
+  const handoverWanted = observation.draining || observation.terminating;
+  if (handoverWanted && observation.apiDownSince !== undefined && memory.phase !== 'failsafe-fenced')
+    return true;
+  return (
+    memory.phase === 'labelled' || memory.phase === 'awaiting-confirmation' || memory.phase === 'overdue'
+  );
 }
 
-/** The handover is as far as it goes (for /prestop): fenced, refused, or given up. */
-export function settled(mem: L2Memory): boolean {
-  // Not gaveUp: /prestop waits only once the pod is going away, and then a new attempt starts.
-  return mem.phase === 'fenced' || mem.phase === 'failsafe-fenced' || mem.stranded;
+/** The handover is as far as it goes (for /prestop): fenced, or refused. */
+export function settled(memory: L2Memory): boolean {
+  // Not given-up: /prestop waits only once the pod is going away, and then a new attempt starts.
+  return (
+    memory.phase === 'fenced-confirmed' ||
+    memory.phase === 'fenced-unconfirmed' ||
+    memory.phase === 'failsafe-fenced' ||
+    memory.phase === 'refused'
+  );
 }
 
 // --- resumption: what the Node annotation and the nft table say after a restart -----------
 
-export function statusOf(mem: L2Memory, observeOnly: boolean): L2Status {
+export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
+  const phase = PUBLISHED_PHASE[memory.phase];
   return {
-    phase: mem.phase,
-    since: new Date(mem.since).toISOString(),
-    ...(mem.handoverStartedAt !== undefined
-      ? { handoverStartedAt: new Date(mem.handoverStartedAt).toISOString() }
+    phase,
+    since: new Date(memory.since).toISOString(),
+    ...(memory.handoverStartedAt !== undefined
+      ? { handoverStartedAt: new Date(memory.handoverStartedAt).toISOString() }
       : {}),
-    vips: vipsOf(mem.services),
-    services: mem.services,
-    handedTo: mem.handedTo,
+    vips: vipsOf(memory.services),
+    services: memory.services,
+    handedTo: memory.handedTo,
     fenced:
-      mem.fence !== undefined &&
-      !fenceIsEmpty(mem.fence) &&
-      (mem.phase === 'fenced' || mem.phase === 'failsafe-fenced'),
-    failsafe: mem.phase === 'failsafe-fenced',
-    interfaces: mem.fence?.interfaces ?? [],
-    ...(mem.stranded ? { stranded: true } : {}),
-    ...(mem.gaveUp ? { gaveUp: true } : {}),
+      memory.fence !== undefined &&
+      !fenceIsEmpty(memory.fence) &&
+      (phase === 'fenced' || phase === 'failsafe-fenced'),
+    failsafe: phase === 'failsafe-fenced',
+    interfaces: memory.fence?.interfaces ?? [],
+    ...(memory.phase === 'refused' ? { stranded: true } : {}),
+    ...(memory.phase === 'given-up' ? { gaveUp: true } : {}),
     ...(observeOnly ? { observeOnly: true } : {}),
   };
 }
 
 /** Memory rebuilt on start from the Node annotation and the installed fence. */
 export function resume(status: L2Status | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
-  const mem = initialMemory(now);
+  const memory = initialMemory(now);
   const t = (iso: string | undefined) => {
     const n = iso ? Date.parse(iso) : Number.NaN;
     return Number.isNaN(n) ? undefined : n;
@@ -471,28 +613,34 @@ export function resume(status: L2Status | undefined, fence: FenceSpec | undefine
   const fromFence = (f: FenceSpec): ServiceVips[] =>
     services.length > 0 ? services : [{ service: '(from fence)', ips: [...f.vips4, ...f.vips6] }];
   if (fence) {
-    const failsafe = fence.memberlistPorts.length > 0;
+    // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
+    // counts as confirmed (the fail-safe then leaves it alone).
+    const phase: HandoverPhase =
+      fence.memberlistPorts.length > 0
+        ? 'failsafe-fenced'
+        : status?.phase === 'fenced'
+          ? 'fenced-confirmed'
+          : 'fenced-unconfirmed';
     return {
-      ...mem,
-      phase: failsafe ? 'failsafe-fenced' : 'fenced',
+      ...memory,
+      phase,
       since: t(status?.since) ?? now,
       handoverStartedAt: t(status?.handoverStartedAt) ?? now,
       services: fromFence(fence),
       handedTo: status?.handedTo ?? {},
       fence,
-      confirmed: !failsafe && status?.phase === 'fenced',
     };
   }
   if (status && (status.phase === 'labelled' || status.phase === 'awaiting-confirmation')) {
     return {
-      ...mem,
+      ...memory,
       phase: 'labelled',
       since: t(status.since) ?? now,
       handoverStartedAt: t(status.handoverStartedAt) ?? now,
       services,
     };
   }
-  // Given up before a restart: not retried until the drain ends (the !want branch resets it).
-  if (status?.phase === 'idle' && status.gaveUp) return { ...mem, gaveUp: true };
-  return mem;
+  // Given up before a restart: not retried until the drain ends (drainOver resets it).
+  if (status?.phase === 'idle' && status.gaveUp) return { ...memory, phase: 'given-up' };
+  return memory;
 }

@@ -32,7 +32,7 @@ function obs(over: Partial<L2Observation> = {}): L2Observation {
     apiDownSince: undefined,
     excludeLabel: false,
     labelOwned: false,
-    crd: true,
+    statusSource: 'servicel2status',
     announced: [svc],
     newOwners: {},
     otherCandidates: ['node-b', 'node-c'],
@@ -44,16 +44,20 @@ function obs(over: Partial<L2Observation> = {}): L2Observation {
 
 /** Drives the core like the edge does: actions take effect in the next observation. */
 class World {
-  mem: L2Memory = initialMemory(T0);
+  memory: L2Memory = initialMemory(T0);
   o: L2Observation;
   log: L2Action[][] = [];
   constructor(o: L2Observation) {
     this.o = o;
   }
+  /** What the Node annotation would say now. */
+  get status() {
+    return statusOf(this.memory, false);
+  }
   run(over: Partial<L2Observation> = {}): L2Action[] {
     this.o = { ...this.o, ...over };
-    const { mem, actions } = step(this.mem, this.o, cfg);
-    this.mem = mem;
+    const { memory, actions } = step(this.memory, this.o, cfg);
+    this.memory = memory;
     for (const a of actions) {
       if (a.kind === 'label') this.o = { ...this.o, excludeLabel: true, labelOwned: true };
       if (a.kind === 'unlabel') this.o = { ...this.o, excludeLabel: false, labelOwned: false };
@@ -74,9 +78,9 @@ t.test(
     t.strictSame(w.run(), []);
     const a1 = w.run({ draining: true, drainReason: 'cordoned' });
     t.strictSame(kinds(a1), ['label', 'event']);
-    t.equal(w.mem.phase, 'labelled');
+    t.equal(w.status.phase, 'labelled');
     t.strictSame(w.run({ now: T0 + 200 }), []);
-    t.equal(w.mem.phase, 'awaiting-confirmation');
+    t.equal(w.status.phase, 'awaiting-confirmation');
     // The own ServiceL2Status lingers (MetalLB < 0.16): its presence or absence proves nothing.
     t.strictSame(w.run({ now: T0 + 400, announced: [] }), []);
     const a2 = w.run({ now: T0 + 800, newOwners: { 'web/www': 'node-b' } });
@@ -90,8 +94,8 @@ t.test(
     });
     const ev = a2[1] as Extract<L2Action, { kind: 'event' }>;
     t.match(ev.message, /VIP 192\.0\.2\.10 handed to node-b in 0\.8 s; fence installed on eth0/);
-    t.equal(w.mem.phase, 'fenced');
-    t.ok(settled(w.mem));
+    t.equal(w.status.phase, 'fenced');
+    t.ok(settled(w.memory));
     // Steady state: no repeated fence, no repeated events.
     t.strictSame(w.run({ now: T0 + 5_000 }), []);
   },
@@ -120,9 +124,9 @@ t.test(
     t.strictSame(events(a), ['L2HandoverUnconfirmed']);
     t.match((a[1] as { message: string }).message, /exclude label removed so this node announces again/);
     t.equal(w.o.excludeLabel, false);
-    t.equal(w.mem.phase, 'idle');
-    t.ok(w.mem.gaveUp);
-    t.equal(statusOf(w.mem, false).gaveUp, true);
+    t.equal(w.status.phase, 'idle');
+    t.ok(w.status.gaveUp);
+    t.equal(statusOf(w.memory, false).gaveUp, true);
     // Still cordoned: no new label, no fence, even when a confirmation shows up late.
     t.strictSame(w.run({ now: T0 + 40_000, newOwners: { 'web/www': 'node-c' } }), []);
     t.equal(w.o.fence, undefined);
@@ -130,16 +134,19 @@ t.test(
     w.o = { ...w.o, excludeLabel: true, labelOwned: true };
     t.strictSame(kinds(w.run({ now: T0 + 41_000 })), ['unlabel']);
     // A restart keeps the decision.
-    t.equal(resume(parseStatus(JSON.stringify(statusOf(w.mem, false))), undefined, T0 + 42_000).gaveUp, true);
+    t.equal(
+      statusOf(resume(parseStatus(JSON.stringify(w.status)), undefined, T0 + 42_000), false).gaveUp,
+      true,
+    );
     // The pod going away after all (deleted during the drain): a new attempt, label kept this time.
     const going = structuredClone(w);
     Object.setPrototypeOf(going, World.prototype);
     t.strictSame(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['label', 'event']);
-    t.equal(going.mem.gaveUp, false);
-    t.equal(settled(going.mem), false, '/prestop waits for the new attempt');
+    t.notOk(going.status.gaveUp);
+    t.equal(settled(going.memory), false, '/prestop waits for the new attempt');
     // Uncordon ends it; the next cordon is a new handover.
     t.strictSame(w.run({ now: T0 + 50_000, draining: false, newOwners: {} }), []);
-    t.equal(w.mem.gaveUp, false);
+    t.notOk(w.status.gaveUp);
     t.strictSame(kinds(w.run({ now: T0 + 60_000, draining: true })), ['label', 'event']);
   },
 );
@@ -180,7 +187,7 @@ t.test(
     t.strictSame(kinds(a), ['unlabel', 'event']);
     t.strictSame(events(a), ['L2HandoverImpossible']);
     t.equal(w.o.excludeLabel, false);
-    t.ok(w.mem.stranded && w.mem.phase === 'idle');
+    t.ok(w.status.stranded && w.status.phase === 'idle');
     t.equal(w.o.fence, undefined);
     // A late status of node-b changes nothing while nobody else could announce.
     t.strictSame(w.run({ now: T0 + 3_000, newOwners: { 'web/www': 'node-b' } }), []);
@@ -192,7 +199,7 @@ t.test('never strand a VIP: no other candidate means no label and no fence, said
   const a = w.run({ draining: true });
   t.strictSame(events(a), ['L2HandoverImpossible']);
   t.strictSame(kinds(a), ['event']);
-  t.ok(w.mem.stranded && settled(w.mem));
+  t.ok(w.status.stranded && settled(w.memory));
   t.strictSame(w.run({ now: T0 + 1000 }), []);
   // A node becomes available: the handover starts.
   t.strictSame(kinds(w.run({ now: T0 + 2000, otherCandidates: ['node-b'] })), ['label', 'event']);
@@ -201,7 +208,7 @@ t.test('never strand a VIP: no other candidate means no label and no fence, said
 t.test('unknown candidates (not listed yet) wait instead of guessing', async (t) => {
   const w = new World(obs({ otherCandidates: undefined }));
   t.strictSame(w.run({ draining: true }), []);
-  t.equal(w.mem.phase, 'idle');
+  t.equal(w.status.phase, 'idle');
 });
 
 t.test('uncordon: fence removed first, then the label drainguard added', async (t) => {
@@ -209,12 +216,12 @@ t.test('uncordon: fence removed first, then the label drainguard added', async (
   w.run({ draining: true });
   w.run({ now: T0 + 100, newOwners: { 'web/www': 'node-b' } });
   w.run({ now: T0 + 200 });
-  t.equal(w.mem.phase, 'fenced');
+  t.equal(w.status.phase, 'fenced');
   t.strictSame(kinds(w.run({ now: T0 + 300, draining: false })), ['unfence']);
-  t.equal(w.mem.phase, 'undoing');
+  t.equal(w.status.phase, 'undoing');
   t.strictSame(kinds(w.run({ now: T0 + 400 })), ['unlabel']);
   t.strictSame(events(w.run({ now: T0 + 500 })), ['L2HandoverUndone']);
-  t.equal(w.mem.phase, 'idle');
+  t.equal(w.status.phase, 'idle');
   t.strictSame(w.run({ now: T0 + 600 }), []);
 });
 
@@ -227,7 +234,7 @@ t.test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon
   const rest = [w.run({ now: T0 + 300 }), w.run({ now: T0 + 400 })].flat();
   t.ok(!kinds(rest).includes('unlabel'));
   t.equal(w.o.excludeLabel, true);
-  t.equal(w.mem.phase, 'idle');
+  t.equal(w.status.phase, 'idle');
 });
 
 t.test(
@@ -236,14 +243,14 @@ t.test(
     const w = new World(obs({ draining: true }));
     w.run();
     w.run({ now: T0 + 100 });
-    t.equal(w.mem.phase, 'awaiting-confirmation');
+    t.equal(w.status.phase, 'awaiting-confirmation');
     t.strictSame(w.run({ now: T0 + 1000, apiDownSince: T0 + 500 }), []);
     t.strictSame(w.run({ now: T0 + 5_400, apiDownSince: T0 + 500 }), []);
     const a = w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 });
     t.strictSame(kinds(a), ['fence', 'event']);
     t.strictSame((a[0] as Extract<L2Action, { kind: 'fence' }>).spec.memberlistPorts, [7946]);
     t.equal((a[1] as { type: string }).type, 'Warning');
-    t.equal(w.mem.phase, 'failsafe-fenced');
+    t.equal(w.status.phase, 'failsafe-fenced');
     // Uncordoned while the API is still down: unknowable, so the fail-safe stays.
     t.strictSame(w.run({ now: T0 + 6_000, draining: false }), []);
     t.strictSame(kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined })), ['unfence']);
@@ -291,7 +298,7 @@ t.test(
     t.strictSame(events(a), ['L2HandoverImpossible']);
     t.match((a[0] as { message: string }).message, /web\/local \(192\.0\.2\.20\)/);
     t.notMatch((a[0] as { message: string }).message, /web\/www/);
-    t.ok(w.mem.stranded);
+    t.ok(w.status.stranded);
     // Its endpoint moved to node-c: now the handover starts.
     const b = w.run({
       now: T0 + 2_000,
@@ -308,8 +315,8 @@ t.test('per service: eligibility lost after the label takes the label back', asy
   const a = w.run({ now: T0 + 500, serviceCandidates: { 'web/www': [] } });
   t.strictSame(kinds(a), ['unlabel', 'event']);
   t.strictSame(events(a), ['L2HandoverImpossible']);
-  t.equal(w.mem.phase, 'idle');
-  t.ok(w.mem.stranded);
+  t.equal(w.status.phase, 'idle');
+  t.ok(w.status.stranded);
 });
 
 t.test(
@@ -318,13 +325,13 @@ t.test(
     const w = new World(obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined }));
     const a = w.run();
     t.strictSame(kinds(a), ['fence', 'event']);
-    t.equal(w.mem.phase, 'failsafe-fenced');
+    t.equal(w.status.phase, 'failsafe-fenced');
     const back = w.run({ now: T0 + 1000, apiDownSince: undefined });
     t.strictSame(kinds(back), ['label']);
     const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
     t.strictSame(kinds(done), ['fence', 'event']);
     t.strictSame((done[0] as Extract<L2Action, { kind: 'fence' }>).spec.memberlistPorts, []);
-    t.equal(w.mem.phase, 'fenced');
+    t.equal(w.status.phase, 'fenced');
   },
 );
 
@@ -334,7 +341,7 @@ t.test('fail-safe is not used on a known single-speaker cluster', async (t) => {
 });
 
 t.test('without the ServiceL2Status CRD the fence waits the settle time, unconfirmed', async (t) => {
-  const w = new World(obs({ crd: false }));
+  const w = new World(obs({ statusSource: 'services' }));
   w.run({ draining: true });
   t.strictSame(w.run({ now: T0 + 9_000 }), []);
   const a = w.run({ now: T0 + 10_000 });
@@ -351,20 +358,20 @@ t.test('restart mid-handover: resumes from annotation and nft without a second f
   const w = new World(obs({ draining: true }));
   w.run();
   w.run({ now: T0 + 100, newOwners: { 'web/www': 'node-b' } });
-  const status = JSON.stringify(statusOf(w.mem, false));
+  const status = JSON.stringify(statusOf(w.memory, false));
   // "Restart": memory rebuilt from the annotation and the installed fence.
-  const mem = resume(parseStatus(status), w.o.fence, T0 + 10_000);
-  t.equal(mem.phase, 'fenced');
-  const { actions } = step(mem, { ...w.o, now: T0 + 10_000 }, cfg);
+  const memory = resume(parseStatus(status), w.o.fence, T0 + 10_000);
+  t.equal(statusOf(memory, false).phase, 'fenced');
+  const { actions } = step(memory, { ...w.o, now: T0 + 10_000 }, cfg);
   t.strictSame(actions, []);
   // Killed after labelling, before confirmation: continues waiting, does not relabel.
   const w2 = new World(obs({ draining: true }));
   w2.run();
-  const mid = resume(parseStatus(JSON.stringify(statusOf(w2.mem, false))), undefined, T0 + 500);
-  t.equal(mid.phase, 'labelled');
+  const mid = resume(parseStatus(JSON.stringify(statusOf(w2.memory, false))), undefined, T0 + 500);
+  t.equal(statusOf(mid, false).phase, 'labelled');
   const r = step(mid, { ...w2.o, now: T0 + 600 }, cfg);
   t.strictSame(r.actions, []);
-  t.equal(r.mem.phase, 'awaiting-confirmation');
+  t.equal(statusOf(r.memory, false).phase, 'awaiting-confirmation');
   // A fence left by the fail-safe resumes as such.
   t.equal(
     resume(undefined, { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [7946] }, T0)
@@ -402,12 +409,12 @@ t.test(
         fence,
       }),
     );
-    w.mem = resume(undefined, fence, T0);
+    w.memory = resume(undefined, fence, T0);
     for (let i = 0; i < 5; i++) t.strictSame(kinds(w.run({ now: T0 + i * 1000 })), []);
-    t.equal(w.mem.phase, 'fenced');
+    t.equal(w.status.phase, 'fenced');
     // The API answers: still cordoned, so the fence stays; uncordoned, it goes.
     t.strictSame(kinds(w.run({ now: T0 + 6000, synced: true, apiDownSince: undefined, draining: true })), []);
-    t.equal(w.mem.phase, 'fenced');
+    t.equal(w.status.phase, 'fenced');
     t.strictSame(kinds(w.run({ now: T0 + 7000, draining: false })), ['unfence']);
   },
 );
