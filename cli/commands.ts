@@ -19,7 +19,7 @@ export const COMMANDS: Record<string, Command> = {
   'netfilter-cleanup': {
     summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
     usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
-    load: () => import('../sidecar/netfilter/cli.ts'),
+    load: () => import('./netfilter-cleanup.ts'),
   },
   status: {
     summary: 'per node (L2 handover, fence, VIPs, exclude label) and guarded Lease (holder, last handover)',

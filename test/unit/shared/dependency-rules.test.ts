@@ -21,9 +21,9 @@ const RULES: Record<string, string[]> = {
   shared: ['shared'],
   webhook: ['webhook', 'shared'],
   sidecar: ['sidecar', 'shared'],
-  // The CLI starts the roles (sidecar, netfilter-cleanup) and uses the sidecar's tool runner and
-  // drain and Lease readers; what it shares with the L2 sidecar (its Node annotation's format, the
-  // fence's tables) is in shared/. Never the webhook's internals.
+  // The CLI starts the roles and uses the sidecar's tool runner, netfilter cleaner (its
+  // netfilter-cleanup command) and drain and Lease readers; what it shares with the L2 sidecar
+  // (its Node annotation's format, the fence's tables) is in shared/. Never the webhook's internals.
   cli: ['cli', 'shared', 'sidecar'],
 };
 /** The command dispatcher starts each role from its entry point (lazily). */

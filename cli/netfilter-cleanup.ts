@@ -2,14 +2,14 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { systemClock } from '../../shared/clock.ts';
-import { isApiError, KubeClient } from '../../shared/kube/client.ts';
-import { kubeconfigUsage } from '../../shared/kube/kubeconfig-usage.ts';
-import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
-import { createLogger } from '../../shared/log.ts';
-import { ToolError, ToolRunner } from '../runner.ts';
-import { Cleaner, type PassInput, type PassResult } from './cleaner.ts';
-import { nodeAddresses, parsePodList, podInfos, podsAwaitingIp } from './pods.ts';
+import { systemClock } from '../shared/clock.ts';
+import { isApiError, KubeClient } from '../shared/kube/client.ts';
+import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
+import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
+import { createLogger } from '../shared/log.ts';
+import { Cleaner, type PassInput, type PassResult } from '../sidecar/netfilter/cleaner.ts';
+import { nodeAddresses, parsePodList, podInfos, podsAwaitingIp } from '../sidecar/netfilter/pods.ts';
+import { ToolError, ToolRunner } from '../sidecar/runner.ts';
 
 export const USAGE = `Usage: drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]
                                    [--kubeconfig PATH] [--context NAME] [--confirm-seconds N] [--netns NAME]
@@ -109,7 +109,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   } else {
     try {
-      const { kubeconfigAuth } = await import('../../shared/kube/kubeconfig.ts');
+      const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
       client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }), {
         userAgent: 'drainguard-netfilter-cleanup',
       });
@@ -176,8 +176,8 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(
         `drainguard netfilter-cleanup: note: no pod in ${values['pods-file']} has spec.nodeName "${nodeName}" (pass --node)\n`,
       );
-    const eb = await cleaner.detectEbtables();
-    if (!eb.usable) return fail(`${eb.error}`);
+    const ebtables = await cleaner.detectEbtables();
+    if (!ebtables.usable) return fail(`${ebtables.error}`);
     try {
       const first = await cleaner.pass(input);
       const seen = first.staleRules.length + first.staleNeighbours.length;
