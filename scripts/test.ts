@@ -1,6 +1,6 @@
 // `make test`'s runner: tap runs two lanes side by side, and this prints one summary that counts
 // every test. The lab-cluster lane (test/e2e/cluster, test/e2e/demo: one lab cluster at a time) and
-// the main lane (unit files side by side, then the bare-harness end-to-end files one at a time, as
+// the main lane (unit files side by side, then the bed's end-to-end files one at a time, as
 // `.taprc` says). The cluster lane mostly waits on kubelets and controllers, so running it beside
 // the other halves the wall time on two cores. Each lane's TAP stream is parsed here: lines are
 // printed as a tree prefixed with their lane, and every failed assertion is printed again at the

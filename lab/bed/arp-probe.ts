@@ -1,5 +1,5 @@
 // ARP probes of a VIP from a client namespace on the test switch: one round every intervalMs,
-// each round the set of MACs that answered (wire.py, raw AF_PACKET). Used by the bare L2 world,
+// each round the set of MACs that answered (wire.py, raw AF_PACKET). Used by the bed's L2 scene,
 // the lab-cluster flows, the benchmarks and the demo.
 import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';

@@ -1,4 +1,4 @@
-// Processes for the test harness and scripts: run a command to completion, and stop a pid for sure.
+// Processes for the lab (bed and cluster) and scripts: run a command to completion, and stop a pid for sure.
 import { execFile } from 'node:child_process';
 import { waitFor } from '../../shared/clock.ts';
 

@@ -16,7 +16,7 @@
 //
 // Liveness: memberlist's SWIM probe/ack, reduced to direct probes. Every probe interval a speaker
 // pings each peer (memberlist pings one peer per interval, round robin; all at once here keeps a
-// 3-node world's timings close to memberlist's ~5–7 s); a peer answers a ping with an ack to the
+// 3-node scene's timings close to memberlist's ~5–7 s); a peer answers a ping with an ack to the
 // sender; a peer is alive while an ack to one of OUR pings arrived within deadMs. A `leave`
 // removes a member at once; only an ack from a newer incarnation (a restarted speaker) brings it
 // back, as memberlist's incarnation numbers do.

@@ -1,4 +1,4 @@
-// The API objects the lab writes for the simulated MetalLB (the bare L2 world and the lab
+// The API objects the lab writes for the simulated MetalLB (the bed's L2 scene and the lab
 // cluster): its configuration (IPAddressPool, L2Advertisement) and LoadBalancer Services whose
 // endpoints are hand-made EndpointSlices (a Service without selector, so no controller manages
 // them), in the API version the server has.

@@ -35,11 +35,11 @@
 // Not modelled (the reason with each): metadata and status written on separate reconciles (here
 // back to back: drainguard reads only objects with a status, so the split changes no decision);
 // memberlist's suspicion timeout growing with the cluster size (deadMs 5 s is its 3-node timing,
-// ~5–7 s; every test world has 3 nodes); NDP for IPv6 VIPs (elected, not answered on the wire:
+// ~5–7 s; every test scene has 3 nodes); NDP for IPv6 VIPs (elected, not answered on the wire:
 // the tests probe IPv4); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing
 // an invalid configuration as a whole (here an invalid pool range or selector just matches
 // nothing); the allow-shared-ip checks; memberlist-disabled mode (none of these is configured in
-// any test world).
+// any test scene).
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
 import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';

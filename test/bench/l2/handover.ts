@@ -1,5 +1,5 @@
 // make bench-l2: who answers ARP for the VIP, probed from the client every 50 ms, through four
-// scenarios in one run (one world: API server, 3 speaker nodes, a client):
+// scenarios in one run (one L2 scene on the bed: API server, 3 speaker nodes, a client):
 //   1. with drainguard, cordon the owner;
 //   2. the frozen-API owner (its speaker stopped seeing the API) with drainguard, cordon it;
 //   A. baseline: cordon the owner without drainguard (MetalLB >= 0.15 ignores cordon);
@@ -13,7 +13,7 @@
 // under standin_ keys and A, B as baseline_*.
 import type { ChildProcess } from 'node:child_process';
 import { startArpProbe } from '../../../lab/bed/arp-probe.ts';
-import { createL2World, killWait, type L2World, type ProbeRound } from '../../../lab/bed/l2-world.ts';
+import { createL2Scene, killWait, type L2Scene, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
 import { startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { installMetalLbL2 } from '../../../lab/cluster/metallb.ts';
@@ -34,7 +34,7 @@ function window(from: number, to: number): ProbeRound[] {
   return rounds.filter((r) => r.t >= from && r.t < to);
 }
 
-async function settle(w: L2World, withSidecars: boolean): Promise<void> {
+async function settle(w: L2Scene, withSidecars: boolean): Promise<void> {
   for (const n of w.nodes) await w.cordon(n.name, false);
   if (withSidecars)
     for (const n of w.nodes)
@@ -66,7 +66,7 @@ interface Scenario {
   movedAway: boolean;
 }
 
-function analyse(w: L2World, t0: number, to: number, newOwner: string): Scenario {
+function analyse(w: L2Scene, t0: number, to: number, newOwner: string): Scenario {
   const win = window(t0, to);
   const ownerMac = w.bed.node(w.initialOwner).mac;
   const newMac = w.bed.node(newOwner).mac;
@@ -82,7 +82,7 @@ function analyse(w: L2World, t0: number, to: number, newOwner: string): Scenario
   };
 }
 
-const w = await createL2World();
+const w = await createL2Scene();
 let destroyed = false;
 try {
   const names = w.nodes.map((n) => n.name);
@@ -143,7 +143,7 @@ try {
   destroyed = true;
   const real = await realKubelets();
 
-  // Main fields on real kubelets; the stand-in's (bare harness) under standin_ keys.
+  // Main fields on real kubelets; the stand-in's (the bed) under standin_ keys.
   const result = {
     bench: 'l2',
     kubelet: 'real',

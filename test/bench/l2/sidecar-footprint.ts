@@ -49,7 +49,7 @@ const stop = (p: ChildProcess) =>
     p.kill('SIGKILL');
   });
 
-// Own state dir: see world.ts (reapLeftovers race on drainguard-cp-* dirs).
+// Own state dir: see lab/bed/l2-scene.ts (reapLeftovers race on drainguard-cp-* dirs).
 const cpDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'drainguard-l2-'));
 const cp = await startControlPlane({ dir: cpDir });
 const client = cp.client();

@@ -8,8 +8,8 @@
 // work. Last line: one JSON object.
 
 import { startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { LeaseScene } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { LeaseWorld } from '../../e2e/lease/fixture.ts';
 import { realKubeletTrials } from './real-kubelets.ts';
 
 const TRIALS = Number(process.env.LEASE_BENCH_TRIALS ?? 10);
@@ -26,8 +26,8 @@ interface Trial {
 }
 
 async function trial(cp: Awaited<ReturnType<typeof startControlPlane>>, mode: Trial['mode']): Promise<Trial> {
-  // Twenty worlds at once: a calmer kubelet poll keeps the API server (and the machine) unloaded.
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'], kubeletPollMs: 250 });
+  // Twenty scenes at once: a calmer kubelet poll keeps the API server (and the machine) unloaded.
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'], kubeletPollMs: 250 });
   try {
     const sidecar = mode === 'drainguard' ? {} : (false as const);
     const a = await w.addPod({ name: 'router-a', node: 'a', sidecar });

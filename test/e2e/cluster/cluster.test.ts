@@ -1,8 +1,8 @@
 // The lab-cluster tier: real kubelets on containerd, controllers, our images. One cluster for
-// all suites, in this order: the proof that it is a real cluster (and the webhook install),
-// then MetalLB L2, the Lease handover and the netfilter cleanup on it.
+// all suites, in this order: that it is a real cluster (real-cluster.ts, with the webhook
+// install), then MetalLB L2, the Lease handover and the netfilter cleanup on it.
 import t from 'tap';
-import './proof.ts';
+import './real-cluster.ts';
 import './l2-flows.ts';
 import './lease-flows.ts';
 import './netfilter-flow.ts';

@@ -2,13 +2,13 @@
 // bridges a node also has (they come and go with pods; on kernels before 6.16 a vanished name
 // fails the whole nft transaction). MetalLB's default L2Advertisement names no interface.
 import t from 'tap';
-import { createL2World, type L2World } from '../../../lab/bed/l2-world.ts';
+import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { parseFence } from '../../../sidecar/l2/fence.ts';
 
-let w: L2World;
+let w: L2Scene;
 t.before(async () => {
-  w = await createL2World();
+  w = await createL2Scene();
   const a = w.bed.node(w.initialOwner);
   // What a CNI leaves on a node: a bridge and pods' veth pairs on it.
   await a.run(['ip', 'link', 'add', 'dgbr0', 'type', 'bridge']);

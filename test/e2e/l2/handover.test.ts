@@ -3,7 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { createL2World, type L2World, METALLB_NS } from '../../../lab/bed/l2-world.ts';
+import { createL2Scene, type L2Scene, METALLB_NS } from '../../../lab/bed/l2-scene.ts';
 import { sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
@@ -12,7 +12,7 @@ import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
 t.test('L2 handover (metallb-speaker profile)', async (t) => {
-  let w: L2World;
+  let w: L2Scene;
   let names: string[];
   const _mac = (n: string) => w.bed.node(n).mac;
   const status = async (n: string) =>
@@ -61,7 +61,7 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
   };
 
   t.before(async () => {
-    w = await createL2World();
+    w = await createL2Scene();
     names = w.nodes.map((n) => n.name);
     await w.startAll();
     await answeredOnlyBy(w.initialOwner);

@@ -4,13 +4,13 @@
 // read "no VIPs announced here", fence nothing and report the handover done.) The same holds when
 // 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
 import t from 'tap';
-import { createL2World, type L2World, macsIn } from '../../../lab/bed/l2-world.ts';
+import { createL2Scene, type L2Scene, macsIn } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
-for (const [what, world] of [
+for (const [what, sceneOpts] of [
   ['without the ServiceL2Status CRD (MetalLB < 0.14.4)', { noCrd: true }],
   ['with the CRD but nothing written in it (MetalLB 0.14.4–0.14.5)', { noStatusWrites: true }],
   [
@@ -19,9 +19,9 @@ for (const [what, world] of [
   ],
 ] as const)
   t.test(`L2 handover ${what}`, async (t) => {
-    let w: L2World;
+    let w: L2Scene;
     t.before(async () => {
-      w = await createL2World({ ...world, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
+      w = await createL2Scene({ ...sceneOpts, sidecarEnv: { DRAINGUARD_L2_SETTLE_SECONDS: '2' } });
       await w.startAll();
     });
     t.teardown(async () => {

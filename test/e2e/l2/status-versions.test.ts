@@ -3,14 +3,14 @@
 // service, and other nodes' objects are left in place. The handover must still be confirmed by
 // the new owner's write, and fence only then.
 import t from 'tap';
-import { createL2World, type L2World } from '../../../lab/bed/l2-world.ts';
+import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
 t.test('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others left in place)', async (t) => {
-  let w: L2World;
+  let w: L2Scene;
   let names: string[];
   const answeredOnlyBy = (n: string) => w.answeredOnlyBy(n);
   const reasons = async () =>
@@ -18,7 +18,7 @@ t.test('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others 
       (e) => e.reason,
     );
   t.before(async () => {
-    w = await createL2World({ statusVersion: '0.15' });
+    w = await createL2Scene({ statusVersion: '0.15' });
     names = w.nodes.map((n) => n.name);
     await w.startAll();
     await answeredOnlyBy(w.initialOwner);

@@ -1,9 +1,9 @@
 import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { LeaseScene } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
-import { LeaseWorld } from './fixture.ts';
 import { startLeaseWebhook } from './webhook.ts';
 
 let cp: ControlPlane;
@@ -20,7 +20,7 @@ t.teardown(async () => {
  * concurrent write itself. The API server then answers the sidecar with 409.
  */
 async function raceHandover(concurrent: (l: Lease) => Lease['spec']) {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
   let raced = 0;
   const hook = await startLeaseWebhook(w.client, w.ns, async (r) => {
     const to = r.object?.spec?.holderIdentity;
@@ -99,7 +99,7 @@ t.test(
 t.test(
   'server errors on the handover write (5xx): logged, backed off with jitter, then handed over',
   async (t) => {
-    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
     let failed = 0;
     const hook = await startLeaseWebhook(w.client, w.ns, async (r) => {
       if (r.object?.spec?.holderIdentity === 'router-b' && r.oldObject?.spec?.holderIdentity === 'router-a') {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { LeaseScene } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { LeaseWorld } from './fixture.ts';
 
 let cp: ControlPlane;
 t.before(async () => {
@@ -13,7 +13,7 @@ t.teardown(async () => {
 
 /** Two router replicas on different nodes, router-a leading, both sidecars up. */
 async function twoRouters(extraSidecarEnv: Record<string, string> = {}) {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
   await w.addPod({ name: 'router-a', node: 'a', sidecar: extraSidecarEnv });
   await w.waitLeading('router-a');
   await w.addPod({ name: 'router-b', node: 'b', sidecar: extraSidecarEnv });
@@ -54,13 +54,13 @@ t.test(
 );
 
 /** Managers that wrote the Lease (server-side field tracking names them after the user agent). */
-async function leaseWriters(w: LeaseWorld): Promise<string[]> {
+async function leaseWriters(w: LeaseScene): Promise<string[]> {
   const l = await w.readLease();
   const mf = (l.metadata as { managedFields?: { manager?: string }[] }).managedFields ?? [];
   return mf.map((m) => m.manager ?? '');
 }
 
-function outcome(w: LeaseWorld, pod: string) {
+function outcome(w: LeaseScene, pod: string) {
   const done = w.pod(pod).sidecar!.find((l) => l.msg === 'Lease handover finished');
   if (!done) throw new Error(`no handover result in ${pod}'s sidecar log:\n${w.pod(pod).sidecar!.dump()}`);
   return (done.results as { outcome: string; successor?: string }[])[0]!;
@@ -100,7 +100,7 @@ t.test(
 );
 
 t.test('no successor: the Lease is released the client-go way', async (t) => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a'] });
+  const w = await LeaseScene.create(cp, { nodes: ['a'] });
   try {
     const a = await w.addPod({ name: 'router-a', node: 'a', sidecar: { DRAINGUARD_VERIFY_SECONDS: '2' } });
     await w.waitLeading('router-a');
@@ -117,7 +117,7 @@ t.test('no successor: the Lease is released the client-go way', async (t) => {
 });
 
 t.test('successor not Ready: another replica is chosen, even on the same node', async (t) => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
   try {
     await w.addPod({ name: 'router-a', node: 'a' });
     await w.waitLeading('router-a');
@@ -138,7 +138,7 @@ t.test('successor not Ready: another replica is chosen, even on the same node', 
 });
 
 t.test('pod-name-prefix identities (controller-runtime): released, never a made-up holder', async (t) => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'], lease: 'op-lease' });
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'], lease: 'op-lease' });
   const holders = new Set<string>();
   let watching = true;
   const watcher = (async () => {
@@ -180,7 +180,7 @@ t.test('pod-name-prefix identities (controller-runtime): released, never a made-
 });
 
 t.test('leader container that never stops: the Lease is left alone to expire', async (t) => {
-  const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] });
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
   try {
     const env = { DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS: '2' };
     await w.addPod({

@@ -4,9 +4,9 @@
 // serving health, backs off, and finishes the handover once the API lets it.
 import t, { type Test } from 'tap';
 import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { LeaseScene, type SidecarProc } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
-import { LeaseWorld, type SidecarProc } from './fixture.ts';
 import { startLeaseWebhook } from './webhook.ts';
 
 const sa = (ns: string) => `system:serviceaccount:${ns}:drainguard`;
@@ -48,7 +48,7 @@ function role(withLeases: boolean) {
 }
 
 /** The sidecar's RBAC, as the manifests grant it (leases optional, to take them away). */
-async function grant(w: LeaseWorld, withLeases: boolean): Promise<void> {
+async function grant(w: LeaseScene, withLeases: boolean): Promise<void> {
   const c = w.client;
   const ns = w.ns;
   await c.create(`/api/v1/namespaces/${ns}/serviceaccounts`, { metadata: { name: 'drainguard' } });
@@ -70,7 +70,7 @@ async function grant(w: LeaseWorld, withLeases: boolean): Promise<void> {
   });
 }
 
-async function setLeaseVerbs(w: LeaseWorld, on: boolean): Promise<void> {
+async function setLeaseVerbs(w: LeaseScene, on: boolean): Promise<void> {
   const path = `/apis/rbac.authorization.k8s.io/v1/namespaces/${w.ns}/roles/drainguard`;
   const cur = await w.client.get<{ metadata: object }>(path);
   await w.client.replace(path, { ...role(on), metadata: cur.metadata });
@@ -88,7 +88,7 @@ const backedOff = (sc: SidecarProc, code: number) =>
 t.test(
   'Lease verbs removed from the Role: the sidecar keeps running and healthy, and recovers',
   async (t) => {
-    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-rbac');
+    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] }, 'lease-rbac');
     try {
       await grant(w, false);
       const env = { DRAINGUARD_HANDOVER_BUDGET_SECONDS: '90' };
@@ -132,7 +132,7 @@ t.test(
 t.test(
   'API priority and fairness rejects Lease requests (429): backs off, stays healthy, hands over after',
   async (t) => {
-    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-apf');
+    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] }, 'lease-apf');
     const holders: Promise<unknown>[] = [];
     let release!: () => void;
     const released = new Promise<void>((r) => {
@@ -241,7 +241,7 @@ t.test(
 t.test(
   'API server down for a while: sidecars keep running and healthy, then hand over as usual',
   async (t) => {
-    const w = await LeaseWorld.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
+    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
     try {
       await w.addPod({ name: 'router-a', node: 'a' });
       await w.waitLeading('router-a');

@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { type AzureNode, buildAzureNode, IP, IP6 } from '../../../lab/bed/azure-layout.ts';
+import { type AzureScene, buildAzureScene, IP, IP6 } from '../../../lab/bed/azure-scene.ts';
 import { sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
@@ -24,7 +24,7 @@ function stepClock() {
   return c;
 }
 
-async function natRules(l: AzureNode): Promise<string[]> {
+async function natRules(l: AzureScene): Promise<string[]> {
   const text = await l.node.run(['ebtables', '-t', 'nat', '-L']);
   const out: string[] = [];
   let chain = '';
@@ -36,7 +36,7 @@ async function natRules(l: AzureNode): Promise<string[]> {
   return out;
 }
 
-async function neighbourKeys(l: AzureNode): Promise<string[]> {
+async function neighbourKeys(l: AzureScene): Promise<string[]> {
   const j = JSON.parse(await l.node.run(['ip', '-j', 'neigh', 'show'])) as { dst: string; dev: string }[];
   return j.map((n) => `${n.dst}|${n.dev}`);
 }
@@ -44,13 +44,13 @@ async function neighbourKeys(l: AzureNode): Promise<string[]> {
 // No ping binary on the test machines: a TCP SYN to a closed port answered by RST
 // (ECONNREFUSED) proves the pod's kernel got the packet and its reply came back.
 const PROBE = `const s=require('node:net').connect({host:process.argv[1],port:9});s.setTimeout(1000,()=>process.exit(3));s.on('connect',()=>process.exit(0));s.on('error',e=>process.exit(e.code==='ECONNREFUSED'?0:2));`;
-const ping = async (l: AzureNode, ip: string) =>
+const ping = async (l: AzureScene, ip: string) =>
   (await l.client.exec([process.execPath, '-e', PROBE, ip], { timeoutMs: 10_000 })).code === 0;
 
 t.test('azure-vnet leftovers in real namespaces', async (t) => {
-  let l: AzureNode;
+  let l: AzureScene;
   t.before(async () => {
-    l = await buildAzureNode();
+    l = await buildAzureScene();
   });
   t.teardown(async () => {
     await l?.destroy();
@@ -135,10 +135,10 @@ t.test('azure-vnet leftovers in real namespaces', async (t) => {
 });
 
 t.test('drainguard netfilter-cleanup --once', async (t) => {
-  let l: AzureNode;
+  let l: AzureScene;
   let podsFile: string;
   t.before(async () => {
-    l = await buildAzureNode();
+    l = await buildAzureScene();
     podsFile = join(tmpdir(), `dg-pods-${process.pid}.json`);
     const items = l.pods.map((p) => ({
       metadata: { name: p.name, namespace: p.namespace },

@@ -2,12 +2,12 @@
 // node addresses from the Node, passes on start / pod events / confirmation, an Event.
 import t from 'tap';
 import {
-  type AzureNode,
-  buildAzureNode,
+  type AzureScene,
+  buildAzureScene,
   IP,
   registerAzureNode,
   TUNNEL_MAC,
-} from '../../../lab/bed/azure-layout.ts';
+} from '../../../lab/bed/azure-scene.ts';
 import { type ControlPlane, sharedControlPlane, UNPRIVILEGED_USER } from '../../../lab/bed/control-plane.ts';
 import { sh } from '../../../lab/bed/netns.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
@@ -27,7 +27,7 @@ const uid = process.pid.toString(36);
 const nodeName = `nf-node-${uid}`;
 const ns = `nf-${uid}`;
 
-async function staleLeft(l: AzureNode): Promise<number> {
+async function staleLeft(l: AzureScene): Promise<number> {
   const text = await l.node.run(['ebtables', '-t', 'nat', '-L', 'PREROUTING']);
   return l.staleSpecs.filter((s) => text.includes(s)).length;
 }
@@ -60,7 +60,7 @@ async function createPod(
 
 /** A capability on the azure node: `client` is what it talks to the API with; Events go via `admin`. */
 async function startCapability(
-  l: AzureNode,
+  l: AzureScene,
   client: KubeClient,
   admin: KubeClient,
   metrics: Registry,
@@ -107,21 +107,21 @@ function metricValue(m: Registry, name: string, labels: string): number {
   return sum;
 }
 
-async function natRules(l: AzureNode): Promise<string> {
+async function natRules(l: AzureScene): Promise<string> {
   return l.node.run(['ebtables', '-t', 'nat', '-L']);
 }
 
 t.test('netfilter-cleanup capability with a real API server', async (t) => {
   let cp: ControlPlane;
   let client: KubeClient;
-  let l: AzureNode;
+  let l: AzureScene;
   let cap: Capability;
   const metrics = new Registry();
 
   t.before(async () => {
     cp = await sharedControlPlane();
     client = cp.client();
-    l = await buildAzureNode();
+    l = await buildAzureScene();
     await registerAzureNode(client, nodeName, ns);
     for (const p of l.pods) await createPod(client, p.name, p.ips, p.name === 'host-net');
   });

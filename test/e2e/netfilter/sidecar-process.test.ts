@@ -3,7 +3,7 @@
 // /metrics on loopback, clean exit on SIGTERM.
 import { type ChildProcess, spawn } from 'node:child_process';
 import t from 'tap';
-import { type AzureNode, buildAzureNode, registerAzureNode } from '../../../lab/bed/azure-layout.ts';
+import { type AzureScene, buildAzureScene, registerAzureNode } from '../../../lab/bed/azure-scene.ts';
 import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { pickSegment, sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -22,15 +22,15 @@ async function must(cmd: string[]): Promise<void> {
 }
 
 t.test('drainguard sidecar process with netfilter-cleanup, in the node namespace', async (t) => {
-  let l: AzureNode;
+  let l: AzureScene;
   let cp: ControlPlane;
   let client: KubeClient;
   let child: ChildProcess | undefined;
   let output = '';
 
   t.before(async () => {
-    l = await buildAzureNode();
-    // A host link into the node namespace, on a documentation /24 that neither the layout (node
+    l = await buildAzureScene();
+    // A host link into the node namespace, on a documentation /24 that neither the scene (node
     // 192.0.2.0/24, pods 198.51.100.0/24) nor any root-namespace route uses.
     const seg = await pickSegment({ avoid: ['192.0.2', '198.51.100'] });
     const hostIP = `${seg}.254`;

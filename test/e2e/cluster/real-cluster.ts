@@ -1,4 +1,4 @@
-// Proof that the lab cluster is a real one: real kubelets on containerd run our images, controllers
+// The lab cluster is a real one: real kubelets on containerd run our images, controllers
 // replace pods, kubectl drain evicts, the kubelet runs preStop hooks before SIGTERM, and the webhook
 // installed from manifests/ injects a sidecar that reaches the API server in-cluster.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -42,9 +42,9 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
       'delete',
       '-n',
       'default',
-      'deployment/proof',
+      'deployment/idle',
       'deployment/drainee',
-      'daemonset/proof-host',
+      'daemonset/idle-host',
     ]);
     await c?.kubectl([
       'delete',
@@ -69,20 +69,20 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
     'a Deployment and a hostNetwork DaemonSet of our image run everywhere; rollout restart replaces them',
     async (t) =>
       withLogs(c, async () => {
-        const labels = { app: 'proof' };
+        const labels = { app: 'idle' };
         await apply(
-          deployment('proof', 'default', labels, 2, {
+          deployment('idle', 'default', labels, 2, {
             terminationGracePeriodSeconds: 5,
             containers: [
               { name: 'main', image: IMAGE, imagePullPolicy: 'Never', command: ['node', ...idle] },
             ],
           }),
         );
-        const dsLabels = { app: 'proof-host' };
+        const dsLabels = { app: 'idle-host' };
         await apply({
           apiVersion: 'apps/v1',
           kind: 'DaemonSet',
-          metadata: { name: 'proof-host', namespace: 'default' },
+          metadata: { name: 'idle-host', namespace: 'default' },
           spec: {
             selector: { matchLabels: dsLabels },
             // All nodes at once: the rollout itself is what is tested, not its pace.
@@ -99,15 +99,12 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
             },
           },
         });
-        await rollout('default', 'deployment/proof');
-        await rollout('default', 'daemonset/proof-host');
-        const before = [
-          ...(await pods('default', 'app=proof')),
-          ...(await pods('default', 'app=proof-host')),
-        ];
+        await rollout('default', 'deployment/idle');
+        await rollout('default', 'daemonset/idle-host');
+        const before = [...(await pods('default', 'app=idle')), ...(await pods('default', 'app=idle-host'))];
         t.equal(before.length, 5);
         t.strictSame(
-          [...new Set((await pods('default', 'app=proof-host')).map((p) => p.spec.nodeName))].sort(),
+          [...new Set((await pods('default', 'app=idle-host')).map((p) => p.spec.nodeName))].sort(),
           ['node-a', 'node-b', 'node-c'],
         );
         // The runtime image runs as root with NET_ADMIN on every node: the tools the sidecar calls,
@@ -130,17 +127,14 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
           t.ok(found.includes(tool), `${tool} in the image:\n${tools}`);
         for (const tool of ['npm', 'npx', 'corepack', 'yarn', 'yarnpkg'])
           t.ok(!found.includes(tool), `no ${tool} in the runtime image:\n${tools}`);
-        await c.k(['rollout', 'restart', '-n', 'default', 'deployment/proof', 'daemonset/proof-host']);
-        await rollout('default', 'deployment/proof');
-        await rollout('default', 'daemonset/proof-host');
+        await c.k(['rollout', 'restart', '-n', 'default', 'deployment/idle', 'daemonset/idle-host']);
+        await rollout('default', 'deployment/idle');
+        await rollout('default', 'daemonset/idle-host');
         const old = new Set(before.map((p) => p.metadata.uid));
         await waitFor(
           'only replaced pods, all Running',
           async () => {
-            const now = [
-              ...(await pods('default', 'app=proof')),
-              ...(await pods('default', 'app=proof-host')),
-            ];
+            const now = [...(await pods('default', 'app=idle')), ...(await pods('default', 'app=idle-host'))];
             return (
               now.length === 5 && now.every((p) => !old.has(p.metadata.uid) && p.status?.phase === 'Running')
             );
@@ -199,7 +193,7 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
         const [first] = await pods('default', 'app=drainee');
         t.equal(first?.spec.nodeName, 'node-c');
         if (!first) throw new Error('no drainee pod');
-        const dsOnC = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+        const dsOnC = (await pods('default', 'app=idle-host')).filter((p) => p.spec.nodeName === 'node-c');
         t.equal(dsOnC.length, 1);
         try {
           await c.k(['drain', 'node-c', '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=120s']);
@@ -217,7 +211,7 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
             T,
           );
           t.ok(moved.spec.nodeName === 'node-a' || moved.spec.nodeName === 'node-b');
-          const after = (await pods('default', 'app=proof-host')).filter((p) => p.spec.nodeName === 'node-c');
+          const after = (await pods('default', 'app=idle-host')).filter((p) => p.spec.nodeName === 'node-c');
           t.strictSame(
             after.map((p) => p.metadata.uid),
             dsOnC.map((p) => p.metadata.uid),

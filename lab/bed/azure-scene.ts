@@ -1,4 +1,4 @@
-// The azure-vnet bridge-mode layout of facts.md, rebuilt in real namespaces after a switch to
+// A scene: the azure-vnet bridge-mode layout of facts.md, rebuilt in real namespaces after a switch to
 // another CNI: a node with bridge azure0 (uplink eth0 enslaved), a client on the other end of
 // eth0, and one routed "new CNI" pod namespace whose IP azure-vnet once gave to another pod.
 import type { KubeClient } from '../../shared/kube/client.ts';
@@ -36,7 +36,7 @@ const dnat4 = (ip: string, mac: string) =>
 const dnat6 = (ip: string, mac: string) =>
   `-p IPv6 -i eth0 --ip6-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
 
-export interface AzureNode {
+export interface AzureScene {
   node: Netns;
   client: Netns;
   pod: Netns;
@@ -59,7 +59,7 @@ async function macOf(ns: Netns, dev: string): Promise<string> {
   return (JSON.parse(await ns.run(['ip', '-j', 'link', 'show', dev])) as { address: string }[])[0]!.address;
 }
 
-export async function buildAzureNode(): Promise<AzureNode> {
+export async function buildAzureScene(): Promise<AzureScene> {
   const node = await createNamespace('node');
   const client = await createNamespace('client');
   const pod = await createNamespace('pod');
@@ -245,7 +245,7 @@ async function sh2(cmd: string[]): Promise<void> {
   if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
 }
 
-/** The layout's node in the API: a namespace for its pods and a Node whose InternalIP is NODE_IP. */
+/** The scene's node in the API: a namespace for its pods and a Node whose InternalIP is NODE_IP. */
 export async function registerAzureNode(
   client: KubeClient,
   nodeName: string,

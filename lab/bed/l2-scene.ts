@@ -1,4 +1,4 @@
-// The L2 test world, shared by the e2e tests and `make bench-l2`: a switch with speaker nodes and
+// The L2 scene, shared by the e2e tests and `make bench-l2`: a switch with speaker nodes and
 // a client, the real API server reachable from the node namespaces, MetalLB's CRDs and objects
 // (an IPAddressPool `lab` over <segment>.100–.120, an L2Advertisement `lab` for every node, the
 // LoadBalancer Service web/www at <segment>.100 with a ready endpoint on every node; more
@@ -43,7 +43,7 @@ export interface Sidecar {
   output: string[];
 }
 
-export interface L2World {
+export interface L2Scene {
   bed: TestBed;
   cp: ControlPlane;
   client: KubeClient;
@@ -54,7 +54,7 @@ export interface L2World {
   sidecars: Map<string, Sidecar>;
   /** The node that announces the VIP with every node eligible. */
   initialOwner: string;
-  /** Who MetalLB would elect among the given nodes for `vip` (default: the world's VIP). */
+  /** Who MetalLB would elect among the given nodes for `vip` (default: the scene's VIP). */
   ownerAmong(nodes: string[], vip?: string): string;
   /** `<segment>.<100+n>`: the nth address of the pool (vipAt(0) is the default VIP), up to n = 20. */
   vipAt(n: number): string;
@@ -93,7 +93,7 @@ export interface L2World {
   destroy(): Promise<void>;
 }
 
-export async function createL2World(
+export async function createL2Scene(
   opts: {
     nodes?: string[];
     vip?: string;
@@ -104,7 +104,7 @@ export async function createL2World(
     /** The speakers' ServiceL2Status lifecycle (lab/sim/speaker/speaker.ts); default 0.16. */
     statusVersion?: '0.14.4' | '0.15' | '0.16';
   } = {},
-): Promise<L2World> {
+): Promise<L2Scene> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
   // The host link puts the root namespace on the segment (a documentation /24 no route of the
   // machine uses), so processes in the node namespaces reach the API server there.
@@ -146,7 +146,7 @@ async function populate(
   noCrd: boolean,
   noStatusWrites: boolean,
   statusVersion: '0.14.4' | '0.15' | '0.16' | undefined,
-): Promise<L2World> {
+): Promise<L2Scene> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
     const r = await cp.kubectl(args, input === undefined ? {} : { input });
@@ -254,7 +254,7 @@ async function populate(
   await putL2Config(client, METALLB_NS, [poolRange, ...(inRange(vip) ? [] : [`${vip}/32`])]);
   const endpointsOn = (ns: string[]) =>
     ns.map((n) => {
-      if (!names.includes(n)) throw new Error(`no node ${n} in this world`);
+      if (!names.includes(n)) throw new Error(`no node ${n} in this scene`);
       return { node: n, ip: bed.node(n).ipv4 };
     });
   const ensureNamespace = async (name: string) => {
@@ -275,7 +275,7 @@ async function populate(
   const sidecars = new Map<string, Sidecar>();
   const peers = nodes.map((n) => ({ node: n.name, ip: n.ipv4 }));
 
-  const world: L2World = {
+  const scene: L2Scene = {
     bed,
     cp,
     client,
@@ -345,8 +345,8 @@ async function populate(
       return sp;
     },
     async startAll() {
-      for (const n of nodes) await world.startSpeaker(n.name);
-      for (const n of nodes) await world.startSidecar(n.name);
+      for (const n of nodes) await scene.startSpeaker(n.name);
+      for (const n of nodes) await scene.startSidecar(n.name);
     },
     async stopSpeaker(name, signal = 'SIGTERM') {
       const sp = speakers.get(name);
@@ -385,7 +385,7 @@ async function populate(
         async () => {
           if (proc.exitCode !== null)
             throw new Error(`sidecar ${name} exited: ${sc.output.slice(-5).join('\n')}`);
-          const r = await fetch(world.sidecarUrl(name, '/readyz'), { signal: AbortSignal.timeout(1000) });
+          const r = await fetch(scene.sidecarUrl(name, '/readyz'), { signal: AbortSignal.timeout(1000) });
           return r.ok;
         },
         { timeoutMs: 30_000, intervalMs: 50 },
@@ -430,15 +430,15 @@ async function populate(
         .map((o) => ({ node: o.status?.node ?? '', service: o.status?.serviceName ?? '' }));
     },
     async destroy() {
-      for (const n of [...sidecars.keys()]) await world.stopSidecar(n, 'SIGKILL');
-      for (const n of [...speakers.keys()]) await world.stopSpeaker(n, 'SIGKILL');
+      for (const n of [...sidecars.keys()]) await scene.stopSidecar(n, 'SIGKILL');
+      for (const n of [...speakers.keys()]) await scene.stopSpeaker(n, 'SIGKILL');
       client.close();
       await cp.stop();
       await bed.destroy();
       rmSync(cp.dir, { recursive: true, force: true });
     },
   };
-  return world;
+  return scene;
 }
 
 export const killWait = stopProcess;

@@ -1,23 +1,23 @@
-// The lease-handover test world on a real API server: Node objects, router pods whose leader
+// The lease-handover scene on a real API server: Node objects, router pods whose leader
 // container is a client-go candidate simulator, drainguard sidecars as real processes, and
 // the kubelet stand-in that stops containers and finishes deletions. Used by the e2e tests
 // and by `make bench-lease`.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { type ControlPlane, freePort } from '../../../lab/bed/control-plane.ts';
-import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../../../lab/sim/kubelet.ts';
+import { waitFor } from '../../shared/clock.ts';
+import { KubeClient } from '../../shared/kube/client.ts';
+import type { Lease, Pod } from '../../shared/kube/types.ts';
+import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../sim/kubelet.ts';
 import {
   type CandidateOptions,
   LeaseCandidate,
   splitBrain,
   type WorkInterval,
-} from '../../../lab/sim/lease-candidate.ts';
-import { waitFor } from '../../../shared/clock.ts';
-import { KubeClient } from '../../../shared/kube/client.ts';
-import type { Lease, Pod } from '../../../shared/kube/types.ts';
+} from '../sim/lease-candidate.ts';
+import { type ControlPlane, freePort } from './control-plane.ts';
 
-const CLI = fileURLToPath(new URL('../../../cli/drainguard.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../cli/drainguard.ts', import.meta.url));
 
 export interface LogLine {
   level: string;
@@ -107,7 +107,7 @@ export interface RouterPod {
   managed: ManagedPod;
 }
 
-export interface WorldOptions {
+export interface LeaseSceneOptions {
   nodes: string[];
   lease?: string;
   /** Simulator timings; default client-go/skupper's 15 s / 10 s / 2 s. */
@@ -138,7 +138,7 @@ export interface PodOptions {
 }
 
 /** One namespace, its nodes (names prefixed by the namespace: nodes are cluster-wide) and pods. */
-export class LeaseWorld {
+export class LeaseScene {
   readonly cp: ControlPlane;
   readonly client: KubeClient;
   readonly ns: string;
@@ -146,11 +146,11 @@ export class LeaseWorld {
   readonly kubelet: KubeletStandIn;
   readonly pods = new Map<string, RouterPod>();
   readonly allIntervals: WorkInterval[] = [];
-  private readonly opts: WorldOptions;
+  private readonly opts: LeaseSceneOptions;
   readonly nodeNames: Map<string, string> = new Map();
   private readonly clients: KubeClient[] = [];
 
-  constructor(cp: ControlPlane, opts: WorldOptions, ns?: string) {
+  constructor(cp: ControlPlane, opts: LeaseSceneOptions, ns?: string) {
     this.cp = cp;
     this.client = cp.client();
     this.ns = ns ?? `lease-${randomBytes(3).toString('hex')}`;
@@ -162,8 +162,8 @@ export class LeaseWorld {
     this.opts = opts;
   }
 
-  static async create(cp: ControlPlane, opts: WorldOptions, ns?: string): Promise<LeaseWorld> {
-    const w = new LeaseWorld(cp, opts, ns);
+  static async create(cp: ControlPlane, opts: LeaseSceneOptions, ns?: string): Promise<LeaseScene> {
+    const w = new LeaseScene(cp, opts, ns);
     await w.client.create('/api/v1/namespaces', {
       apiVersion: 'v1',
       kind: 'Namespace',
@@ -179,7 +179,7 @@ export class LeaseWorld {
 
   node(n: string): string {
     const name = this.nodeNames.get(n);
-    if (!name) throw new Error(`world has no node ${n}`);
+    if (!name) throw new Error(`scene has no node ${n}`);
     return name;
   }
 
@@ -261,7 +261,7 @@ export class LeaseWorld {
 
   pod(name: string): RouterPod {
     const p = this.pods.get(name);
-    if (!p) throw new Error(`world has no pod ${name}`);
+    if (!p) throw new Error(`scene has no pod ${name}`);
     return p;
   }
 
