@@ -9,7 +9,9 @@ import { Registry } from '../shared/metrics.ts';
 import { VERSION } from '../shared/names.ts';
 import { SIDECAR_MODES, type SidecarMode } from './plan/step.ts';
 import { createWebhookApp } from './server.ts';
-import { CertDirReloader, SelfManagedTls, type ServingPair } from './tls.ts';
+import type { ServingPair, TlsSource } from './tls.ts';
+import { CertDirReloader } from './tls-cert-dir.ts';
+import { SelfManagedTls, serviceDnsNames } from './tls-self-managed.ts';
 
 export interface WebhookConfig {
   port: number;
@@ -220,71 +222,60 @@ export async function readOwnImage(client: KubeClient, namespace: string, podNam
   return own.image;
 }
 
+/** Cluster access, when the configuration needs it; none is fatal only when the webhook cannot work without. */
+async function connect(cfg: WebhookConfig, logger: Logger): Promise<KubeClient | undefined> {
+  const required = cfg.tlsSelfManaged || !cfg.sidecarImage;
+  if (!required && cfg.sidecarMode !== 'auto') return undefined;
+  try {
+    const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
+    return new KubeClient(kubeconfigAuth({ kubeconfig: cfg.kubeconfig, context: cfg.context }), {
+      userAgent: `drainguard-webhook/${VERSION}`,
+    });
+  } catch (e) {
+    if (required) throw e;
+    logger.warn(
+      { err: (e as Error).message },
+      'no cluster access: --sidecar-mode auto injects classic sidecars',
+    );
+    return undefined;
+  }
+}
+
+function tlsSource(
+  cfg: WebhookConfig,
+  client: KubeClient | undefined,
+  log: Logger,
+  metrics: Registry,
+): TlsSource {
+  if (cfg.tlsCertDir)
+    return new CertDirReloader({ dir: cfg.tlsCertDir, log, pollMs: cfg.certPollSeconds * 1000, metrics });
+  return new SelfManagedTls({
+    client: client as KubeClient,
+    namespace: cfg.namespace,
+    secretName: cfg.secretName,
+    webhookConfigName: cfg.webhookConfigName,
+    dnsNames: serviceDnsNames(cfg.serviceName, cfg.namespace),
+    ipAddresses: cfg.tlsIpSans,
+    caDays: cfg.caDays,
+    servingDays: cfg.servingDays,
+    rotateCheckMs: cfg.rotateCheckSeconds * 1000,
+    log,
+    clock: systemClock,
+  });
+}
+
 export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<RunningWebhook> {
   const logger = log ?? createLogger('drainguard-webhook', cfg.logLevel);
   const metrics = new Registry();
-  const ownImage = !cfg.sidecarImage;
-  const needsCluster = cfg.tlsSelfManaged || cfg.sidecarMode === 'auto' || ownImage;
-  let client: KubeClient | undefined;
-  if (needsCluster) {
-    try {
-      const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
-      client = new KubeClient(kubeconfigAuth({ kubeconfig: cfg.kubeconfig, context: cfg.context }), {
-        userAgent: `drainguard-webhook/${VERSION}`,
-      });
-    } catch (e) {
-      if (cfg.tlsSelfManaged || ownImage) throw e;
-      logger.warn(
-        { err: (e as Error).message },
-        'no cluster access: --sidecar-mode auto injects classic sidecars',
-      );
-    }
-  }
+  const client = await connect(cfg, logger);
   // The sidecar is this very image unless told otherwise: one tag to set (kustomize's image
   // transformer rewrites the container, never an env value), and injected pods never drift from it.
+  const ownImage = !cfg.sidecarImage;
   const sidecarImage = ownImage
     ? await readOwnImage(client as KubeClient, cfg.namespace, cfg.podName ?? '')
     : cfg.sidecarImage;
-
-  let pair: ServingPair;
-  let reloader: CertDirReloader | undefined;
-  let selfManaged: SelfManagedTls | undefined;
-  let caBundlePending: string | undefined;
-  let apply: (p: ServingPair) => void = () => undefined;
-  if (cfg.tlsCertDir) {
-    const reloads = metrics.counter(
-      'drainguard_webhook_cert_reloads_total',
-      'Serving certificate changes seen in --tls-cert-dir, by result (applied, rejected).',
-    );
-    reloader = new CertDirReloader(
-      cfg.tlsCertDir,
-      (p) => apply(p),
-      logger,
-      cfg.certPollSeconds * 1000,
-      (ok) => reloads.inc({ result: ok ? 'applied' : 'rejected' }),
-    );
-    pair = reloader.load();
-  } else {
-    const svc = cfg.serviceName;
-    const ns = cfg.namespace;
-    selfManaged = new SelfManagedTls({
-      client: client as KubeClient,
-      namespace: ns,
-      secretName: cfg.secretName,
-      webhookConfigName: cfg.webhookConfigName,
-      dnsNames: [svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`],
-      ipAddresses: cfg.tlsIpSans,
-      caDays: cfg.caDays,
-      servingDays: cfg.servingDays,
-      log: logger,
-      clock: systemClock,
-    });
-    const m = await selfManaged.ensureSecret();
-    pair = { cert: m.serving.certPem, key: m.serving.keyPem };
-    // The configuration may be created after this pod starts (one `kubectl apply`): serve anyway
-    // and keep trying to set its caBundle, quickly at first.
-    caBundlePending = m.caBundle;
-  }
+  const tls = tlsSource(cfg, client, logger, metrics);
+  let pair = await tls.load();
 
   let versions: Map<string, string> | undefined;
   let apiServerVersion: string | undefined;
@@ -330,7 +321,9 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     }),
     ready: () => !informer || informer.hasSynced,
   });
-  apply = (p) => {
+  await app.listen({ port: cfg.port, host: cfg.host });
+  const port = (app.server.address() as { port: number }).port;
+  await tls.start((p) => {
     pair = p;
     // New handshakes get the new pair; open connections keep theirs, so none fails mid-reload.
     (app.server as unknown as { setSecureContext(o: object): void }).setSecureContext({
@@ -338,53 +331,11 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       key: p.key,
       minVersion: 'TLSv1.2',
     });
-  };
-  await app.listen({ port: cfg.port, host: cfg.host });
-  const port = (app.server.address() as { port: number }).port;
-  reloader?.start();
-
-  let rotateTimer: NodeJS.Timeout | undefined;
-  let caTimer: NodeJS.Timeout | undefined;
-  if (selfManaged && caBundlePending !== undefined) {
-    const sm = selfManaged;
-    const bundle = caBundlePending;
-    let delayMs = 500;
-    const attempt = () => {
-      sm.patchCaBundle(bundle).then(
-        () => {
-          caTimer = undefined;
-        },
-        (e: unknown) => {
-          logger.warn({ err: (e as Error).message, retryInMs: delayMs }, 'caBundle not set yet; retrying');
-          caTimer = setTimeout(attempt, delayMs);
-          caTimer.unref();
-          delayMs = Math.min(delayMs * 2, 30_000);
-        },
-      );
-    };
-    await sm.patchCaBundle(bundle).catch((e: unknown) => {
-      logger.warn({ err: (e as Error).message }, 'caBundle not set yet; retrying in the background');
-      caTimer = setTimeout(attempt, delayMs);
-      caTimer.unref();
-    });
-  }
-  if (selfManaged) {
-    const sm = selfManaged;
-    rotateTimer = setInterval(() => {
-      sm.sync().then(
-        (m) => {
-          if (m.serving.certPem !== pair.cert) apply({ cert: m.serving.certPem, key: m.serving.keyPem });
-        },
-        (e: unknown) =>
-          logger.warn({ err: (e as Error).message }, 'TLS rotation check failed; retrying later'),
-      );
-    }, cfg.rotateCheckSeconds * 1000);
-    rotateTimer.unref();
-  }
+  });
   logger.info(
     {
       port,
-      tls: cfg.tlsCertDir ? 'cert-dir' : 'self-managed',
+      tls: tls.kind,
       sidecarMode: cfg.sidecarMode,
       image: sidecarImage,
       imageFrom: ownImage ? 'own pod' : 'configuration',
@@ -406,9 +357,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
       await new Promise((r) => setTimeout(r, cfg.drainSeconds * 1000));
     },
     close: async () => {
-      if (rotateTimer) clearInterval(rotateTimer);
-      if (caTimer) clearTimeout(caTimer);
-      reloader?.stop();
+      tls.stop();
       await informer?.stop();
       await app.close();
       client?.close();
