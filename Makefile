@@ -6,12 +6,12 @@ RUN = PATH="$(NODE_BIN_DIR):$$PATH"
 
 .PHONY: help bootstrap deps lint typecheck test test-unit test-e2e coverage build image cluster cluster-down
 help:
-	@echo "make test          bootstrap, lint, typecheck, unit and end-to-end tests (tap)"
-	@echo "make coverage      the main lane with tap's coverage; line coverage of webhook/ sidecar/ shared/ cli/"
-	@echo "make build         bundle the CLI (./bin/drainguard)"
-	@echo "make image         build the pause, node stand-in, drainguard:dev and drainguard-lab:dev images (buildah)"
-	@echo "make cluster       a local cluster: control plane + node-a..c (kubelet, containerd); prints KUBECONFIG=..."
-	@echo "make cluster-down  stop it and remove everything it made"
+	@echo "make test           bootstrap, lint, typecheck, unit and end-to-end tests (tap)"
+	@echo "make coverage       the main lane with tap's coverage; line coverage of webhook/ sidecar/ shared/ cli/"
+	@echo "make build          bundle the CLI (./bin/drainguard)"
+	@echo "make image          build the pause, node stand-in, drainguard:dev and drainguard-lab:dev images (buildah)"
+	@echo "make cluster        a local cluster: control plane + node-a..c (kubelet, containerd); prints KUBECONFIG=..."
+	@echo "make cluster-down   stop it and remove everything it made"
 	@grep -hE '^## ' mk/*.mk 2>/dev/null | sed 's/^## //' || true
 
 bootstrap:

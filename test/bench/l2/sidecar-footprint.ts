@@ -23,7 +23,7 @@ const flags =
     ? SIDECAR_NODE_FLAGS
     : process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean);
 const IDLE_MS = 10_000;
-/** The sidecar runs on every node: its idle RSS must stay at or below this (issue 14). */
+/** The sidecar runs on every node: its idle RSS must stay at or below this. */
 const RSS_LIMIT_MIB = 72;
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const bundle = `${ROOT}dist/drainguard.mjs`;

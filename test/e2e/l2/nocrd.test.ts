@@ -1,7 +1,7 @@
 // MetalLB < 0.14.4 has no ServiceL2Status, and 0.14.4–0.14.5 install the CRD but write nothing
 // into it by default: in both, drainguard takes every LoadBalancer VIP, labels, and fences after
-// the settle time, saying the handover is unconfirmed. (With the CRD present and empty, it used to
-// read "no VIPs announced here", fence nothing and report the handover done.) The same holds when
+// the settle time, saying the handover is unconfirmed. (An empty CRD read as "no VIPs announced
+// here" would fence nothing and report the handover done.) The same holds when
 // 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
 import t from 'tap';
 import { createL2Scene, type L2Scene, macsIn } from '../../../lab/bed/l2-scene.ts';
