@@ -2,11 +2,11 @@
 import { parseArgs } from 'node:util';
 import { systemClock } from '../shared/clock.ts';
 import { KubeClient } from '../shared/kube/client.ts';
-import { Informer } from '../shared/kube/informer.ts';
-import type { Node, Pod } from '../shared/kube/types.ts';
+import type { Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
 import { VERSION } from '../shared/names.ts';
+import { NodeVersions } from './node-versions.ts';
 import { SIDECAR_MODES, type SidecarMode } from './plan/step.ts';
 import { createWebhookApp } from './server.ts';
 import type { ServingPair, TlsSource } from './tls.ts';
@@ -276,33 +276,8 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     : cfg.sidecarImage;
   const tls = tlsSource(cfg, client, logger, metrics);
   let pair = await tls.load();
-
-  let versions: Map<string, string> | undefined;
-  let apiServerVersion: string | undefined;
-  let informer: Informer | undefined;
-  if (client && cfg.sidecarMode === 'auto') {
-    try {
-      apiServerVersion = (await client.get<{ gitVersion?: string }>('/version', { retries: 3 })).gitVersion;
-    } catch (e) {
-      logger.warn(
-        { err: (e as Error).message },
-        'API server version unknown; deciding by kubelet versions only',
-      );
-    }
-    informer = new Informer(client, {
-      path: '/api/v1/nodes',
-      log: logger,
-      onChange: (objects) => {
-        const next = new Map<string, string>();
-        for (const o of objects.values()) {
-          const n = o as Node;
-          if (n.metadata?.name) next.set(n.metadata.name, n.status?.nodeInfo?.kubeletVersion ?? '');
-        }
-        versions = next;
-      },
-    });
-    informer.start();
-  }
+  const nodes = client && cfg.sidecarMode === 'auto' ? new NodeVersions(client, logger) : undefined;
+  await nodes?.start();
 
   let draining = false;
   const app = createWebhookApp({
@@ -310,16 +285,20 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     log: logger,
     metrics,
     https: pair,
-    planner: () => ({
-      image: sidecarImage,
-      mode: cfg.sidecarMode,
-      version: VERSION,
-      ...(versions ? { kubeletVersions: versions } : {}),
-      ...(apiServerVersion ? { apiServerVersion } : {}),
-      ownNamespace: cfg.namespace,
-      selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
-    }),
-    ready: () => !informer || informer.hasSynced,
+    planner: () => {
+      const kubeletVersions = nodes?.kubeletVersions;
+      const apiServerVersion = nodes?.apiServer;
+      return {
+        image: sidecarImage,
+        mode: cfg.sidecarMode,
+        version: VERSION,
+        ...(kubeletVersions ? { kubeletVersions } : {}),
+        ...(apiServerVersion ? { apiServerVersion } : {}),
+        ownNamespace: cfg.namespace,
+        selfLabels: { 'app.kubernetes.io/name': 'drainguard', 'app.kubernetes.io/component': 'webhook' },
+      };
+    },
+    ready: () => nodes?.synced ?? true,
   });
   await app.listen({ port: cfg.port, host: cfg.host });
   const port = (app.server.address() as { port: number }).port;
@@ -347,7 +326,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     config: cfg,
     metrics,
     serving: () => pair,
-    kubeletVersions: () => versions,
+    kubeletVersions: () => nodes?.kubeletVersions,
     // SIGTERM: readiness goes false first so the endpoints controller and kube-proxy (and the API
     // server's endpoint cache) stop sending here; the period is time for that to propagate, which the
     // pod cannot observe. In-flight and new requests are answered throughout, then it closes.
@@ -358,7 +337,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
     },
     close: async () => {
       tls.stop();
-      await informer?.stop();
+      await nodes?.stop();
       await app.close();
       client?.close();
     },
