@@ -1,0 +1,327 @@
+// What MetalLB says about the VIPs: its ServiceL2Status objects (who announces which service, and
+// when each was written), the Services they name, and — where ServiceL2Status tells nothing —
+// every LoadBalancer Service. Read through the API; the handover decides nothing here.
+import { isApiError } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
+import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
+import type { ServiceVips } from '../../shared/l2-state.ts';
+import type { CapabilityContext } from '../capability.ts';
+import { WIDE_READ } from './candidates.ts';
+import type { StatusSource } from './core.ts';
+
+interface ServiceL2Status extends KubeObject {
+  status?: {
+    node?: string;
+    serviceName?: string;
+    serviceNamespace?: string;
+    interfaces?: { name?: string }[];
+  };
+}
+
+interface Service extends KubeObject {
+  spec?: { type?: string; externalTrafficPolicy?: string };
+  status?: { loadBalancer?: { ingress?: { ip?: string }[] } };
+}
+
+/** What MetalLB says now, for one observation of the handover. */
+export interface MetalLbObservation {
+  statusSource: StatusSource;
+  /**
+   * Decisions can be taken on it: the ServiceL2Status list has arrived and the addresses of the
+   * services announced here are read (a half-read view would hand over and fence nothing).
+   */
+  synced: boolean;
+  /** What this node announces (own ServiceL2Status objects; all LB services without them). */
+  announced: ServiceVips[];
+  /** service -> another node whose ServiceL2Status confirms the running handover. */
+  newOwners: Record<string, string>;
+  /** Interfaces ServiceL2Status objects of this node have named so far. */
+  interfaces: string[];
+}
+
+/** MetalLB's side of the handover, as the capability reads it (a fake in unit tests). */
+export interface MetalLbView {
+  /** Looks for the ServiceL2Status CRD (again, unless known installed) and watches it once found. */
+  checkCrd(): Promise<void>;
+  /**
+   * The view now. A ServiceL2Status of another node confirms only if written after
+   * `handoverStartedAt` by a node in `eligible(service)` (undefined: not known, any node).
+   */
+  observe(
+    handoverStartedAt: number | undefined,
+    eligible: (service: string) => readonly string[] | undefined,
+  ): MetalLbObservation;
+  /**
+   * Whether ServiceL2Status tells who announces what: `servicel2status` when MetalLB writes it;
+   * `services` when the CRD is missing (< 0.14.4) or installed with nothing usable in it (0.14.4–0.14.5
+   * write objects only with --enable-l2-service-status, and without serviceName): then, as without
+   * the CRD, the VIPs are every LoadBalancer Service's and the fence waits the settle time.
+   */
+  statusSource(): StatusSource;
+  /** Re-reads every LoadBalancer Service (what this node may announce without ServiceL2Status). */
+  readAllServices(): Promise<void>;
+  /** Re-reads own Services whose last read failed. */
+  retryUnreadServices(): void;
+  /** Services with externalTrafficPolicy: Local (only nodes with a ready endpoint announce them). */
+  isLocal(service: string): boolean;
+  stop(): Promise<void>;
+}
+
+const lbIPs = (svc: Service | undefined) =>
+  (svc?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => Boolean(ip));
+const objectKey = (o: KubeObject) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+/**
+ * When the API server last saw an object written (creation or the latest managedFields entry),
+ * for objects that were already there when first listed; -Infinity when it does not say.
+ */
+function serverWriteTime(o: KubeObject): number {
+  const times = [
+    o.metadata?.creationTimestamp,
+    ...((o.metadata as { managedFields?: { time?: string }[] } | undefined)?.managedFields ?? []).map(
+      (m) => m.time,
+    ),
+  ].map((t) => (t ? Date.parse(t) : Number.NaN));
+  const ok = times.filter((t) => Number.isFinite(t));
+  return ok.length ? Math.max(...ok) : Number.NEGATIVE_INFINITY;
+}
+
+/** Whether the ServiceL2Status CRD is installed, as last checked. */
+type CrdPresence = 'installed' | 'missing' | 'unknown';
+
+export class MetalLbReader implements MetalLbView {
+  private readonly ctx: CapabilityContext;
+  /** Called when something read here changed (a reconcile is due). */
+  private readonly changed: () => void;
+  private readonly statusPath: string;
+  private crd: CrdPresence = 'unknown';
+  private statusInformer: Informer | undefined;
+  /**
+   * When each ServiceL2Status was last seen written: local clock for what this sidecar saw
+   * change; for what was already there at its first list, the API server's write time. Only a
+   * status written after the handover started confirms it: older ones linger (MetalLB before 0.16
+   * leaves other nodes' objects in place) and may name a node that no longer announces — fencing
+   * on one would leave the VIP dark.
+   */
+  private readonly statusWrittenAt = new Map<string, { rv: string; at: number; server?: boolean }>();
+  private readonly services = new Map<string, ServiceVips>();
+  private allLbServices: ServiceVips[] = [];
+  private readonly localServices = new Set<string>();
+  private readonly seenInterfaces = new Set<string>();
+  /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
+  private readonly unreadServices = new Map<string, boolean>();
+  private lastStatusSource: StatusSource | undefined;
+  private sawUsableStatus = false;
+
+  constructor(ctx: CapabilityContext, changed: () => void) {
+    this.ctx = ctx;
+    this.changed = changed;
+    this.statusPath = `/apis/metallb.io/v1beta1/namespaces/${ctx.config.metallbNamespace}/servicel2statuses`;
+  }
+
+  observe(
+    handoverStartedAt: number | undefined,
+    eligible: (service: string) => readonly string[] | undefined,
+  ): MetalLbObservation {
+    const { nodeName } = this.ctx.config;
+    const own: ServiceVips[] = [];
+    const newOwners: Record<string, string> = {};
+    const statusSource = this.statusSource();
+    if (statusSource === 'servicel2status') {
+      for (const o of this.statusInformer?.objects.values() ?? []) {
+        const st = (o as ServiceL2Status).status;
+        if (!st?.serviceName) continue;
+        const key = `${st.serviceNamespace ?? ''}/${st.serviceName}`;
+        if (st.node === nodeName) {
+          const svc = this.services.get(key);
+          if (svc) own.push(svc);
+          for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
+        } else if (st.node && this.confirms(o, st.node, handoverStartedAt, eligible(key)))
+          newOwners[key] = st.node;
+      }
+    }
+    return {
+      statusSource,
+      synced:
+        statusSource !== 'servicel2status' ||
+        (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0),
+      announced: statusSource === 'services' ? this.allLbServices : own,
+      newOwners,
+      interfaces: [...this.seenInterfaces],
+    };
+  }
+
+  /**
+   * Whether another node's ServiceL2Status can confirm the running handover: written after it
+   * started, by a node that could announce (a candidate: same DaemonSet, Ready, schedulable,
+   * not excluded).
+   */
+  private confirms(
+    o: KubeObject,
+    node: string,
+    handoverStartedAt: number | undefined,
+    eligible: readonly string[] | undefined,
+  ): boolean {
+    if (handoverStartedAt === undefined) return true;
+    const written = this.statusWrittenAt.get(objectKey(o));
+    // Server timestamps (the first list after a restart) have second precision.
+    if (!written || written.at < handoverStartedAt - (written.server ? 1_000 : 0)) return false;
+    return eligible === undefined || eligible.includes(node);
+  }
+
+  statusSource(): StatusSource {
+    if (this.crd === 'unknown') return 'unknown';
+    if (this.crd === 'missing') return 'services';
+    // Until the list has arrived the synced gate holds every decision.
+    if (!this.statusInformer?.hasSynced) return 'servicel2status';
+    // Once seen, for good: MetalLB >= 0.14.6 deletes and re-creates objects as VIPs move, so
+    // "none right now" mid-handover is not "never written" (that flip once misled a handover).
+    for (const o of this.statusInformer.objects.values()) {
+      const st = (o as ServiceL2Status).status;
+      if (st?.serviceName && st.node) {
+        this.sawUsableStatus = true;
+        break;
+      }
+    }
+    const source: StatusSource = this.sawUsableStatus ? 'servicel2status' : 'services';
+    if (source !== this.lastStatusSource) {
+      this.lastStatusSource = source;
+      this.ctx.log.info(
+        { mode: source },
+        this.sawUsableStatus
+          ? 'MetalLB writes ServiceL2Status: VIPs and confirmation come from it'
+          : 'ServiceL2Status CRD present but nothing usable written (MetalLB 0.14.4–0.14.5 without --enable-l2-service-status): VIPs from LoadBalancer Services, fence after DRAINGUARD_L2_SETTLE_SECONDS',
+      );
+    }
+    return source;
+  }
+
+  async checkCrd(): Promise<void> {
+    const { ctx } = this;
+    if (this.crd === 'installed') return;
+    try {
+      const list = await ctx.client.get<{ resources?: { name: string }[] }>('/apis/metallb.io/v1beta1', {
+        timeoutMs: 5_000,
+      });
+      this.crd = (list.resources ?? []).some((r) => r.name === 'servicel2statuses') ? 'installed' : 'missing';
+    } catch (e) {
+      if (isApiError(e, 404)) this.crd = 'missing';
+      else {
+        ctx.log.warn({ err: (e as Error).message }, 'cannot tell whether MetalLB has ServiceL2Status yet');
+        return;
+      }
+    }
+    if (this.crd === 'installed' && !this.statusInformer) {
+      this.statusInformer = new Informer(ctx.client, {
+        path: this.statusPath,
+        log: ctx.log,
+        clock: ctx.clock,
+        onChange: (objects, ev) => {
+          const st = (ev.object as ServiceL2Status | undefined)?.status;
+          this.noteStatusWrites(objects, ev);
+          if (ev.type === 'SYNC') for (const o of objects.values()) this.refreshService(o as ServiceL2Status);
+          else if (st?.node === ctx.config.nodeName && ev.type !== 'DELETED')
+            this.refreshService(ev.object as ServiceL2Status);
+          this.changed();
+        },
+      });
+      this.statusInformer.start();
+    }
+    if (this.crd === 'missing')
+      ctx.log.warn(
+        'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
+      );
+  }
+
+  private noteStatusWrites(
+    objects: ReadonlyMap<string, KubeObject>,
+    ev: { type: string; object?: KubeObject },
+  ) {
+    const now = this.ctx.clock.now();
+    if (ev.type === 'SYNC') {
+      // A (re)list: what changed while we were not watching was written after what we knew.
+      const first = this.statusWrittenAt.size === 0;
+      const seen = new Set<string>();
+      for (const o of objects.values()) {
+        const k = objectKey(o);
+        seen.add(k);
+        const was = this.statusWrittenAt.get(k);
+        const v = o.metadata?.resourceVersion ?? '';
+        if (!was)
+          this.statusWrittenAt.set(
+            k,
+            first ? { rv: v, at: serverWriteTime(o), server: true } : { rv: v, at: now },
+          );
+        else if (was.rv !== v) this.statusWrittenAt.set(k, { rv: v, at: now });
+      }
+      for (const k of [...this.statusWrittenAt.keys()]) if (!seen.has(k)) this.statusWrittenAt.delete(k);
+    } else if (ev.object) {
+      if (ev.type === 'DELETED') this.statusWrittenAt.delete(objectKey(ev.object));
+      else
+        this.statusWrittenAt.set(objectKey(ev.object), {
+          rv: ev.object.metadata?.resourceVersion ?? '',
+          at: now,
+        });
+    }
+  }
+
+  /** The LoadBalancer IPs of a Service this node announces (cached: they rarely change). */
+  private refreshService(o: ServiceL2Status): void {
+    const st = o.status;
+    if (st?.node !== this.ctx.config.nodeName || !st.serviceName) return;
+    const key = `${st.serviceNamespace ?? ''}/${st.serviceName}`;
+    if (!this.unreadServices.get(key)) this.readService(key);
+  }
+
+  retryUnreadServices(): void {
+    for (const [key, inFlight] of this.unreadServices) if (!inFlight) this.readService(key);
+  }
+
+  private readService(key: string): void {
+    const [ns, name] = key.split('/') as [string, string];
+    // A re-read of a known Service refreshes its addresses without holding decisions.
+    if (!this.services.has(key)) this.unreadServices.set(key, true);
+    this.ctx.client
+      .get<Service>(`/api/v1/namespaces/${ns}/services/${name}`, { retries: 3, timeoutMs: 5_000 })
+      .then(
+        (svc) => {
+          this.services.set(key, { service: key, ips: lbIPs(svc).sort() });
+          this.noteTrafficPolicy(key, svc);
+          this.unreadServices.delete(key);
+          this.changed();
+        },
+        (e: unknown) => {
+          // A deleted Service has nothing left to hand over; any other error is retried by the
+          // next reconcile, and decisions wait for it.
+          if (isApiError(e, 404)) this.unreadServices.delete(key);
+          else if (this.unreadServices.has(key)) this.unreadServices.set(key, false);
+          this.ctx.log.warn({ service: key, err: (e as Error).message }, 'cannot read Service');
+        },
+      );
+  }
+
+  async readAllServices(): Promise<void> {
+    try {
+      const list = await this.ctx.client.get<KubeList<Service>>('/api/v1/services', WIDE_READ);
+      const lbs = (list.items ?? []).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
+      const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;
+      for (const s of lbs) this.noteTrafficPolicy(key(s), s);
+      this.allLbServices = lbs.map((s) => ({ service: key(s), ips: lbIPs(s).sort() }));
+    } catch (e) {
+      this.ctx.log.warn({ err: (e as Error).message }, 'cannot list LoadBalancer Services');
+    }
+  }
+
+  isLocal(service: string): boolean {
+    return this.localServices.has(service);
+  }
+
+  private noteTrafficPolicy(key: string, svc: Service): void {
+    if (svc.spec?.externalTrafficPolicy === 'Local') this.localServices.add(key);
+    else this.localServices.delete(key);
+  }
+
+  async stop(): Promise<void> {
+    await this.statusInformer?.stop();
+  }
+}
