@@ -1,0 +1,308 @@
+// The L2 capability's edge with fakes for MetalLB's view, the candidates, the node and the API:
+// what it writes (label, fence, Events, status annotation), in which order, and how it retries.
+import t from 'tap';
+import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import type { Node } from '../../../shared/kube/types.ts';
+import { type L2Status, parseStatus, type ServiceVips } from '../../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import type { CandidateView } from '../../../sidecar/l2/candidates.ts';
+import { L2Handover } from '../../../sidecar/l2/capability.ts';
+import { L2_EVENT_REASONS, type StatusSource } from '../../../sidecar/l2/core.ts';
+import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
+import type { L2Host } from '../../../sidecar/l2/host.ts';
+import type { MetalLbObservation, MetalLbView } from '../../../sidecar/l2/metallb-view.ts';
+import { fakeContext, ManualClock } from '../sidecar/fake-context.ts';
+
+const T0 = 1_700_000_000_000;
+const NODE = 'node-a';
+const www: ServiceVips = { service: 'web/www', ips: ['192.0.2.10'] };
+
+class FakeMetalLb implements MetalLbView {
+  source: StatusSource = 'servicel2status';
+  announced: ServiceVips[] = [www];
+  /** service -> the node whose ServiceL2Status names it (written after the handover started). */
+  owners: Record<string, string> = {};
+  async checkCrd(): Promise<void> {}
+  statusSource(): StatusSource {
+    return this.source;
+  }
+  observe(
+    _started: number | undefined,
+    eligible: (s: string) => readonly string[] | undefined,
+  ): MetalLbObservation {
+    const newOwners = Object.fromEntries(
+      Object.entries(this.owners).filter(([s, n]) => eligible(s)?.includes(n) ?? true),
+    );
+    return {
+      statusSource: this.source,
+      synced: true,
+      announced: this.announced,
+      newOwners,
+      interfaces: ['eth0'],
+    };
+  }
+  async readAllServices(): Promise<void> {}
+  retryUnreadServices(): void {}
+  isLocal(): boolean {
+    return false;
+  }
+  async stop(): Promise<void> {}
+}
+
+class FakeCandidates implements CandidateView {
+  others: string[] | undefined = ['node-b', 'node-c'];
+  perService: Record<string, string[]> | undefined;
+  reads = 0;
+  async refresh(): Promise<void> {
+    this.reads++;
+  }
+}
+
+class FakeHost implements L2Host {
+  installed: FenceSpec | undefined;
+  /** Every fence or unfence asked for, in order ('unfence' for a removal). */
+  applied: (FenceSpec | 'unfence')[] = [];
+  refuse = false;
+  async readFence(): Promise<FenceSpec | undefined> {
+    return this.installed;
+  }
+  async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
+    this.applied.push(spec ?? 'unfence');
+    if (this.refuse) throw new Error('Error: refused by test');
+    this.installed = spec;
+    return spec;
+  }
+  async routeDevices(): Promise<string[]> {
+    return ['eth0'];
+  }
+  forgetRoutes(): void {}
+  async ownAddresses(): Promise<string[] | undefined> {
+    return ['192.0.2.1'];
+  }
+}
+
+/** The own Node behind GET and merge PATCH; `down` fails every call as an unreachable API would. */
+function fakeApi() {
+  let node: Node = { metadata: { name: NODE, resourceVersion: '1', labels: {}, annotations: {} } };
+  const api = {
+    down: false,
+    patches: [] as string[],
+    node: () => node,
+    status: (): L2Status | undefined => parseStatus(node.metadata?.annotations?.[STATUS_ANNOTATION]),
+  };
+  const unreachable = () => new ApiError('GET', '/', 503, 'ServiceUnavailable', 'down');
+  const merge = (into: Record<string, string>, patch: Record<string, string | null> = {}) => {
+    const out = { ...into };
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === null) delete out[k];
+      else out[k] = v;
+    }
+    return out;
+  };
+  const client = {
+    async get(path: string) {
+      if (api.down) throw unreachable();
+      if (path === `/api/v1/nodes/${NODE}`) return structuredClone(node);
+      throw new ApiError('GET', path, 404, 'NotFound', 'no such object');
+    },
+    async patch(
+      _path: string,
+      body: {
+        metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> };
+      },
+    ) {
+      if (api.down) throw unreachable();
+      api.patches.push(Object.keys({ ...body.metadata.labels, ...body.metadata.annotations }).join(','));
+      const m = node.metadata ?? {};
+      node = {
+        metadata: {
+          ...m,
+          resourceVersion: String(Number(m.resourceVersion) + 1),
+          labels: merge(m.labels ?? {}, body.metadata.labels),
+          annotations: merge(m.annotations ?? {}, body.metadata.annotations),
+        },
+      };
+      return structuredClone(node);
+    },
+  };
+  return { api, client: client as unknown as KubeClient };
+}
+
+async function started(env: Record<string, string> = {}) {
+  const clock = new ManualClock(T0);
+  const { api, client } = fakeApi();
+  const { ctx, drain, events, metrics } = fakeContext({
+    env: {
+      DRAINGUARD_PROFILE: 'metallb-speaker',
+      DRAINGUARD_FEATURES: 'l2-handover',
+      DRAINGUARD_POD_NAME: 'speaker-a',
+      DRAINGUARD_POD_NAMESPACE: 'metallb-system',
+      DRAINGUARD_NODE_NAME: NODE,
+      ...env,
+    },
+    client,
+    clock,
+  });
+  drain.readNode = api.node;
+  const metallb = new FakeMetalLb();
+  const candidates = new FakeCandidates();
+  const host = new FakeHost();
+  const cap = new L2Handover(ctx, () => ({ metallb, candidates, host }));
+  await cap.start();
+  await cap.idle();
+  /** One reconcile, as a tick or a watch event would ask for. */
+  const pass = async () => {
+    cap.trigger('test');
+    await cap.idle();
+  };
+  const reasons = (kind = 'Node') => events.filter((e) => e.kind === kind).map((e) => e.reason);
+  /** A new process on the same node: same API, MetalLB, candidates and nft. */
+  const restarted = async () => {
+    const next = new L2Handover(ctx, () => ({ metallb, candidates, host }));
+    await next.start();
+    await next.idle();
+    return next;
+  };
+  return { cap, clock, api, drain, events, reasons, metrics, metallb, candidates, host, pass, restarted };
+}
+
+t.test(
+  'cordon: label, then confirmation, then fence; Events on Node and Pod; status on the Node',
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    t.equal(w.api.status(), undefined, 'an idle node gets no annotation');
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await w.cap.idle();
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '');
+    t.equal(w.api.node().metadata?.annotations?.[LABEL_OWNED_ANNOTATION], 'true');
+    t.strictSame(w.reasons('Node'), [L2_EVENT_REASONS.started]);
+    t.strictSame(w.reasons('Pod'), [L2_EVENT_REASONS.started]);
+    t.equal(w.api.status()?.phase, 'labelled');
+    t.ok(w.candidates.reads > 0, 'candidates read when the handover starts');
+
+    w.clock.advance(200);
+    await w.pass();
+    t.equal(w.api.status()?.phase, 'awaiting-confirmation');
+    t.strictSame(w.host.applied, [], 'no fence before a confirmation');
+
+    // A ServiceL2Status naming a node that may not announce the service confirms nothing.
+    w.candidates.perService = { 'web/www': ['node-c'] };
+    w.metallb.owners = { 'web/www': 'node-b' };
+    await w.pass();
+    t.strictSame(w.host.applied, []);
+
+    w.metallb.owners = { 'web/www': 'node-c' };
+    w.clock.advance(300);
+    await w.pass();
+    t.strictSame(w.host.applied, [
+      { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [] },
+    ]);
+    t.strictSame(w.reasons(), [L2_EVENT_REASONS.started, L2_EVENT_REASONS.done]);
+    t.match(w.events.at(-1)?.message, /VIP 192\.0\.2\.10 handed to node-c in 0\.5 s/);
+    t.match(w.api.status(), { phase: 'fenced', fenced: true, handedTo: { 'web/www': 'node-c' } });
+    t.match(w.metrics.render(), /drainguard_l2_phase\{phase="fenced"\} 1/);
+
+    // Steady state: nothing written again.
+    const patches = w.api.patches.length;
+    await w.pass();
+    await w.pass();
+    t.equal(w.api.patches.length, patches);
+    t.equal(w.host.applied.length, 1);
+
+    // Uncordon: fence off first, then the label, then idle.
+    w.drain.set({ draining: false, drainReason: undefined });
+    await w.cap.idle();
+    t.strictSame(w.host.applied.at(-1), 'unfence');
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'label still on while the fence comes off');
+    await w.pass();
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], undefined);
+    await w.pass();
+    t.equal(w.api.status()?.phase, 'idle');
+    t.equal(w.reasons().at(-1), L2_EVENT_REASONS.undone);
+  },
+);
+
+t.test('a fence nft refuses is retried with a growing backoff, not on every reconcile', async (t) => {
+  const w = await started();
+  t.teardown(() => w.cap.stop());
+  w.host.refuse = true;
+  w.metallb.owners = {};
+  w.drain.set({ draining: true });
+  await w.cap.idle();
+  w.metallb.owners = { 'web/www': 'node-b' };
+  w.clock.advance(1);
+  await w.pass();
+  await w.pass();
+  t.equal(w.host.applied.length, 1, 'first attempt');
+  // Asked again and again (ticks every 100 ms, watch events): no new attempt before the backoff.
+  for (let i = 0; i < 10; i++) await w.pass();
+  w.clock.advance(90);
+  await w.pass();
+  t.equal(w.host.applied.length, 1, 'the first wait is 100–200 ms');
+  w.clock.advance(120);
+  await w.pass();
+  t.equal(w.host.applied.length, 2, 'second attempt after the first wait');
+  w.clock.advance(190);
+  await w.pass();
+  t.equal(w.host.applied.length, 2, 'the second wait is 200–400 ms');
+  w.clock.advance(220);
+  w.host.refuse = false;
+  await w.pass();
+  t.equal(w.host.applied.length, 3);
+  t.ok(w.host.installed, 'installed once nft accepts it');
+  t.match(w.metrics.render(), /drainguard_l2_actions_total\{action="fence",outcome="error"\} 2/);
+  t.equal(w.reasons().filter((r) => r === L2_EVENT_REASONS.done).length, 1, 'the Event once');
+});
+
+t.test('Events while the API is down are kept and written once it answers', async (t) => {
+  const w = await started();
+  t.teardown(() => w.cap.stop());
+  // The API went away a minute ago (past the fail-safe grace) and the node is cordoned.
+  w.api.down = true;
+  w.candidates.others = undefined;
+  w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+  await w.cap.idle();
+  t.match(w.host.installed, { memberlistPorts: [7946], ownAddresses: ['192.0.2.1'] }, 'fail-safe fence');
+  t.strictSame(w.events, [], 'nothing written while the API is down');
+  t.equal(w.api.status(), undefined);
+
+  w.api.down = false;
+  w.drain.set({ apiDownSince: undefined });
+  await w.cap.idle();
+  t.strictSame(w.reasons('Node'), [L2_EVENT_REASONS.failsafeFence]);
+  t.strictSame(w.reasons('Pod'), [L2_EVENT_REASONS.failsafeFence]);
+  t.match(w.api.status(), { phase: 'failsafe-fenced', failsafe: true });
+});
+
+t.test('no other node: refused, published as idle with stranded, said once', async (t) => {
+  const w = await started();
+  t.teardown(() => w.cap.stop());
+  w.candidates.others = [];
+  w.drain.set({ draining: true });
+  await w.cap.idle();
+  await w.pass();
+  t.strictSame(w.reasons(), [L2_EVENT_REASONS.impossible]);
+  t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], undefined, 'not labelled');
+  t.match(w.api.status(), { phase: 'idle', stranded: true });
+  t.match(w.metrics.render(), /drainguard_l2_handover_impossible 1/);
+  const outcome = await w.cap.prestop();
+  t.equal(outcome.outcome, 'no-other-node');
+});
+
+t.test('restart: resumes from the annotation and the installed fence without a second fence', async (t) => {
+  const w = await started();
+  w.drain.set({ draining: true });
+  await w.cap.idle();
+  w.metallb.owners = { 'web/www': 'node-b' };
+  await w.pass();
+  await w.pass();
+  t.equal(w.api.status()?.phase, 'fenced');
+  await w.cap.stop();
+
+  const applied = w.host.applied.length;
+  const again = await w.restarted();
+  t.teardown(() => again.stop());
+  t.equal(again.state.phase, 'fenced-confirmed');
+  t.equal(w.host.applied.length, applied, 'the fence read back, not installed again');
+});

@@ -1,0 +1,94 @@
+// A CapabilityContext built from fakes, for unit tests that drive a capability's I/O edge: a drain
+// state the test sets, a clock the test moves, Events and metrics recorded in memory. The API
+// client and the tool runner are the test's own (each capability needs different answers).
+import type { Clock } from '../../../shared/clock.ts';
+import { parseSidecarEnv } from '../../../shared/contract.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { EventRecorder } from '../../../shared/kube/events.ts';
+import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { createLogger } from '../../../shared/log.ts';
+import { Registry } from '../../../shared/metrics.ts';
+import type { CapabilityContext } from '../../../sidecar/capability.ts';
+import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
+import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import type { ToolRunner } from '../../../sidecar/runner.ts';
+
+/**
+ * Time moves only when the test moves it. A sleeper wakes only when its signal aborts: loops that
+ * tick on a timer stay parked, and the test runs each pass itself (deterministic, no waiting).
+ */
+export class ManualClock implements Clock {
+  private t: number;
+  constructor(start: number) {
+    this.t = start;
+  }
+  now(): number {
+    return this.t;
+  }
+  advance(ms: number): void {
+    this.t += ms;
+  }
+  sleep(_ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
+      signal?.addEventListener('abort', () => resolve(), { once: true });
+    });
+  }
+}
+
+/** The drain watcher's face to capabilities: the state, the own Node and Pod, subscriptions. */
+export class FakeDrain {
+  current: DrainState = { ...initialDrainState, synced: true };
+  pod: Pod | undefined;
+  /** The own Node as the watch would show it (a getter: the test's API may hold it). */
+  readNode: () => Node | undefined = () => undefined;
+  private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
+
+  get node(): Node | undefined {
+    return this.readNode();
+  }
+  subscribe(fn: (s: DrainState, prev: DrainState) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+  /** Changes the state and tells the subscribers, as the watcher does. */
+  set(change: Partial<DrainState>): void {
+    const prev = this.current;
+    this.current = { ...prev, ...change };
+    for (const l of this.listeners) l(this.current, prev);
+  }
+}
+
+export interface RecordedEvent {
+  kind: string;
+  type: string;
+  reason: string;
+  message: string;
+}
+
+export function fakeContext(opts: {
+  env: Record<string, string>;
+  client: KubeClient;
+  clock: Clock;
+  runner?: ToolRunner;
+  drain?: FakeDrain;
+}): { ctx: CapabilityContext; drain: FakeDrain; events: RecordedEvent[]; metrics: Registry } {
+  const drain = opts.drain ?? new FakeDrain();
+  const events: RecordedEvent[] = [];
+  const metrics = new Registry();
+  const ctx: CapabilityContext = {
+    config: parseSidecarEnv(opts.env),
+    log: createLogger('test', 'silent'),
+    client: opts.client,
+    events: {
+      record: async (object: { kind: string }, type: string, reason: string, message: string) => {
+        events.push({ kind: object.kind, type, reason, message });
+      },
+    } as unknown as EventRecorder,
+    runner: opts.runner ?? ({} as ToolRunner),
+    drain: drain as unknown as DrainWatcher,
+    metrics,
+    clock: opts.clock,
+  };
+  return { ctx, drain, events, metrics };
+}
