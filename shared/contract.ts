@@ -1,6 +1,7 @@
 // The contract between webhook and sidecar: the injected container's environment.
 // The webhook renders it (renderSidecarEnv), the sidecar parses it (parseSidecarEnv);
-// neither reads anything else from the other. Every variable is declared once, here.
+// neither reads anything else from the other. Every variable is declared once, here, with its
+// default, what it accepts, and the pod annotation that sets it (if any).
 
 export const PROFILES = ['metallb-speaker', 'skupper-router', 'lease', 'netfilter-cleanup'] as const;
 export type Profile = (typeof PROFILES)[number];
@@ -80,11 +81,13 @@ export interface SidecarConfig {
 
 type Kind = 'string' | 'int' | 'bool' | 'list' | 'enum' | 'enum-list' | 'port-list';
 
-interface VarSpec {
+export interface VarSpec {
   env: string;
   key: keyof SidecarConfig;
   kind: Kind;
   description: string;
+  /** The pod annotation that sets it (the webhook reads it with this spec's parser). */
+  annotation?: string;
   required?: boolean;
   default?: string;
   accepted?: readonly string[];
@@ -165,6 +168,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_OBSERVE_ONLY',
     key: 'observeOnly',
+    annotation: 'drainguard.io/observe-only',
     kind: 'bool',
     default: 'false',
     description: 'Log and record what would be done; change nothing.',
@@ -172,6 +176,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_LOG_LEVEL',
     key: 'logLevel',
+    annotation: 'drainguard.io/log-level',
     kind: 'enum',
     accepted: LOG_LEVELS,
     default: 'info',
@@ -180,6 +185,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_HANDOVER_BUDGET_SECONDS',
     key: 'handoverBudgetSeconds',
+    annotation: 'drainguard.io/handover-budget-seconds',
     kind: 'int',
     min: 1,
     max: 600,
@@ -196,6 +202,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_DRAIN_SIGNAL',
     key: 'drainSignal',
+    annotation: 'drainguard.io/drain-signal',
     kind: 'enum',
     accepted: DRAIN_SIGNALS,
     default: 'cordon',
@@ -212,6 +219,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_METALLB_NAMESPACE',
     key: 'metallbNamespace',
+    annotation: 'drainguard.io/metallb-namespace',
     kind: 'string',
     default: 'metallb-system',
     description: 'Namespace holding ServiceL2Status objects.',
@@ -219,6 +227,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_L2_INTERFACES',
     key: 'l2Interfaces',
+    annotation: 'drainguard.io/l2-interfaces',
     kind: 'list',
     default: '',
     description:
@@ -245,6 +254,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_MEMBERLIST_PORTS',
     key: 'memberlistPorts',
+    annotation: 'drainguard.io/memberlist-ports',
     kind: 'port-list',
     default: '7946',
     description: 'Speaker memberlist ports cut by the fail-safe.',
@@ -259,6 +269,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_SUCCESSOR_SELECTOR',
     key: 'successorSelector',
+    annotation: 'drainguard.io/successor-selector',
     kind: 'string',
     default: '',
     description: 'Label selector of pods that may take over the Lease.',
@@ -266,6 +277,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_IDENTITY_SCHEME',
     key: 'identityScheme',
+    annotation: 'drainguard.io/identity-scheme',
     kind: 'enum',
     accepted: IDENTITY_SCHEMES,
     default: 'pod-name',
@@ -311,6 +323,7 @@ export const CONTRACT: readonly VarSpec[] = [
   {
     env: 'DRAINGUARD_CLEANUP_DRY_RUN',
     key: 'cleanupDryRun',
+    annotation: 'drainguard.io/cleanup-dry-run',
     kind: 'bool',
     default: 'false',
     description: 'Report stale netfilter state without deleting it.',
@@ -332,49 +345,71 @@ const splitList = (raw: string) =>
     .map((s) => s.trim())
     .filter((s) => s !== '');
 
-function parseOne(spec: VarSpec, raw: string): { value?: unknown; problem?: string } {
-  const name = spec.env;
+/** A value read from text, or what is accepted instead (the caller names the variable, annotation or flag). */
+export type Parsed<T> = { value: T } | { problem: string };
+
+export function parseWholeNumber(
+  raw: string,
+  min = Number.MIN_SAFE_INTEGER,
+  max = Number.MAX_SAFE_INTEGER,
+): Parsed<number> {
+  const n = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(n) || n < min || n > max)
+    return { problem: `accepted is a whole number from ${min} to ${max}` };
+  return { value: n };
+}
+
+export function parseBoolean(raw: string): Parsed<boolean> {
+  if (raw === 'true' || raw === 'false') return { value: raw === 'true' };
+  return { problem: 'accepted values are true, false' };
+}
+
+export function parseChoice<T extends string>(raw: string, accepted: readonly T[]): Parsed<T> {
+  if ((accepted as readonly string[]).includes(raw)) return { value: raw as T };
+  return { problem: `accepted values are ${accepted.join(', ')}` };
+}
+
+/** One variable's value from its text as its spec says; empty text means its default. */
+export function parseVar(spec: VarSpec, given: string): Parsed<unknown> {
+  const raw = given === '' ? (spec.default ?? '') : given;
+  const accepted = spec.accepted ?? [];
   switch (spec.kind) {
     case 'string':
       return { value: raw };
     case 'list':
       return { value: splitList(raw) };
     case 'bool':
-      if (raw === 'true' || raw === 'false') return { value: raw === 'true' };
-      return { problem: `${name}=${JSON.stringify(raw)}: accepted values are true, false` };
-    case 'int': {
-      const n = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
-      const min = spec.min ?? Number.MIN_SAFE_INTEGER;
-      const max = spec.max ?? Number.MAX_SAFE_INTEGER;
-      if (!Number.isInteger(n) || n < min || n > max)
-        return {
-          problem: `${name}=${JSON.stringify(raw)}: accepted is a whole number from ${min} to ${max}`,
-        };
-      return { value: n };
-    }
+      return parseBoolean(raw);
+    case 'int':
+      return parseWholeNumber(raw, spec.min, spec.max);
     case 'port-list': {
       const items = splitList(raw);
       const bad = items.filter((p) => !/^\d+$/.test(p) || Number(p) < 1 || Number(p) > 65535);
-      if (bad.length > 0)
-        return {
-          problem: `${name}=${JSON.stringify(raw)}: accepted is a comma-separated list of ports 1-65535`,
-        };
+      if (bad.length > 0) return { problem: 'accepted is a comma-separated list of ports 1-65535' };
       return { value: items.map(Number) };
     }
     case 'enum':
-      if (spec.accepted?.includes(raw)) return { value: raw };
-      return { problem: `${name}=${JSON.stringify(raw)}: accepted values are ${spec.accepted?.join(', ')}` };
+      return parseChoice(raw, accepted);
     case 'enum-list': {
       const items = splitList(raw);
-      const bad = items.filter((i) => !spec.accepted?.includes(i));
+      const bad = items.filter((i) => !accepted.includes(i));
       if (bad.length > 0)
-        return {
-          problem: `${name}=${JSON.stringify(raw)}: unknown ${bad.join(', ')}; accepted values are ${spec.accepted?.join(', ')}`,
-        };
+        return { problem: `unknown ${bad.join(', ')}; accepted values are ${accepted.join(', ')}` };
       return { value: [...new Set(items)] };
     }
   }
 }
+
+const SPECS = new Map(CONTRACT.map((v) => [v.key, v]));
+/** The spec of one variable, by its key. */
+export const specOf = (key: keyof SidecarConfig): VarSpec => SPECS.get(key) as VarSpec;
+
+const DEFAULTS = new Map(
+  CONTRACT.filter((v) => !v.required).map((v) => [v.key, (parseVar(v, '') as { value: unknown }).value]),
+);
+/** A variable's default value, for a webhook decision that depends on it (the grace period covers the budget). */
+export const defaultOf = <K extends keyof SidecarConfig>(key: K): SidecarConfig[K] =>
+  DEFAULTS.get(key) as SidecarConfig[K];
 
 /** Parses the sidecar's environment; throws ContractError naming every bad variable at once. */
 export function parseSidecarEnv(env: Record<string, string | undefined>): SidecarConfig {
@@ -388,10 +423,10 @@ export function parseSidecarEnv(env: Record<string, string | undefined>): Sideca
         continue;
       }
     }
-    const raw = given === undefined || given === '' ? (spec.default ?? '') : given;
-    const { value, problem } = parseOne(spec, raw);
-    if (problem) problems.push(problem);
-    else out[spec.key] = value;
+    const parsed = parseVar(spec, given ?? '');
+    if ('problem' in parsed)
+      problems.push(`${spec.env}=${JSON.stringify(given || (spec.default ?? ''))}: ${parsed.problem}`);
+    else out[spec.key] = parsed.value;
   }
   if (problems.length > 0) throw new ContractError(problems);
   const cfg = out as unknown as SidecarConfig;

@@ -1,6 +1,7 @@
 // `drainguard webhook`: flags/env → TLS source → fastify HTTPS server (+ node-version cache).
 import { parseArgs } from 'node:util';
 import { systemClock } from '../shared/clock.ts';
+import { type Parsed, parseBoolean, parseChoice, parseWholeNumber } from '../shared/contract.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import type { Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
@@ -118,13 +119,10 @@ export function usage(): string {
 
 export class ConfigError extends Error {}
 
-function int(name: string, raw: string, min: number, max: number): number {
-  const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new ConfigError(
-      `--${name}=${JSON.stringify(raw)}: accepted is a whole number from ${min} to ${max}`,
-    );
-  return n;
+/** A value read by the contract's parser; a bad one is a ConfigError naming the flag or variable. */
+function valid<T>(where: string, raw: string, parsed: Parsed<T>): T {
+  if ('problem' in parsed) throw new ConfigError(`${where}=${JSON.stringify(raw)}: ${parsed.problem}`);
+  return parsed.value;
 }
 
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConfig {
@@ -141,22 +139,19 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
     if (v !== undefined) return String(v);
     return env[OPTIONS[k][0]] ?? OPTIONS[k][1];
   };
+  const int = (k: OptName, min: number, max: number) =>
+    valid(`--${k}`, get(k), parseWholeNumber(get(k), min, max));
   const mode = get('sidecar-mode');
-  if (!(SIDECAR_MODES as readonly string[]).includes(mode))
-    throw new ConfigError(
-      `--sidecar-mode=${JSON.stringify(mode)}: accepted values are ${SIDECAR_MODES.join(', ')}`,
-    );
+  const sidecarMode = valid('--sidecar-mode', mode, parseChoice(mode, SIDECAR_MODES));
+  // A boolean flag is never malformed: only the environment variable can be.
   const selfManaged = get('tls-self-managed');
-  if (selfManaged !== 'true' && selfManaged !== 'false')
-    throw new ConfigError(
-      `DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED=${JSON.stringify(selfManaged)}: accepted values are true, false`,
-    );
+  const tlsSelfManaged = valid(OPTIONS['tls-self-managed'][0], selfManaged, parseBoolean(selfManaged));
   const cfg: WebhookConfig = {
-    port: int('port', get('port'), 0, 65535),
+    port: int('port', 0, 65535),
     host: get('host'),
-    tlsSelfManaged: selfManaged === 'true',
+    tlsSelfManaged,
     sidecarImage: get('sidecar-image'),
-    sidecarMode: mode as SidecarMode,
+    sidecarMode,
     namespace: get('namespace'),
     serviceName: get('service-name'),
     secretName: get('secret-name'),
@@ -165,11 +160,11 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
-    caDays: int('ca-days', get('ca-days'), 1, 36500),
-    servingDays: int('serving-days', get('serving-days'), 1, 3650),
-    rotateCheckSeconds: int('rotate-check-seconds', get('rotate-check-seconds'), 1, 86400),
-    certPollSeconds: int('cert-poll-seconds', get('cert-poll-seconds'), 1, 3600),
-    drainSeconds: int('drain-seconds', get('drain-seconds'), 0, 300),
+    caDays: int('ca-days', 1, 36500),
+    servingDays: int('serving-days', 1, 3650),
+    rotateCheckSeconds: int('rotate-check-seconds', 1, 86400),
+    certPollSeconds: int('cert-poll-seconds', 1, 3600),
+    drainSeconds: int('drain-seconds', 0, 300),
     logLevel: get('log-level'),
   };
   if (get('tls-cert-dir')) cfg.tlsCertDir = get('tls-cert-dir');

@@ -10,10 +10,15 @@ import {
 } from '../../shared/contract.ts';
 import type { Endpoint } from './port.ts';
 import { PROFILE_SPECS } from './profiles.ts';
-import { IDENTITY_ENV } from './settings.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';
 
 type EnvSettings = Parameters<typeof renderSidecarEnv>[0];
+/** Stand-ins for the downward-API identity, which the contract requires but admission cannot know. */
+const IDENTITY_ENV: Record<string, string> = {
+  DRAINGUARD_POD_NAME: 'p',
+  DRAINGUARD_POD_NAMESPACE: 'n',
+  DRAINGUARD_NODE_NAME: 'node',
+};
 // Pods of one DaemonSet/Deployment share their settings: render and validate each combination
 // once (rendering clones the downward-API entries; validation walks the whole contract).
 const envCache = new Map<string, EnvVar[] | string>();

@@ -1,6 +1,6 @@
 // What the sidecar guards: the container whose stop it waits for, the Leases it hands over, the
 // memberlist ports its fail-safe may cut.
-import type { Feature, Profile } from '../../shared/contract.ts';
+import { type Feature, type Profile, specOf } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
 import { declaredPorts } from './port.ts';
 import { PROFILE_SPECS } from './profiles.ts';
@@ -55,7 +55,7 @@ export function resolveLeases(
   return checked.leases ?? denial(`${ANNOTATIONS.leases}=${JSON.stringify(raw)}: ${checked.problem}`);
 }
 
-const ML_ANNOTATION = 'drainguard.io/memberlist-ports';
+const ML_ANNOTATION = specOf('memberlistPorts').annotation as string;
 
 /** The annotated memberlist ports must be ports the guarded container declares. */
 export function checkMemberlistAnnotation(

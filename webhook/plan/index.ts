@@ -2,7 +2,7 @@
 // Patch plus warnings, or a denial. No I/O: the server feeds it node versions it cached.
 // plan() composes the steps of this directory: each takes plain data and returns its result, or a
 // Stop (a denial, or an allow that leaves the pod unchanged). A new check belongs in one of them.
-import type { Profile } from '../../shared/contract.ts';
+import { defaultOf, type Profile } from '../../shared/contract.ts';
 import { buildEnv } from './env.ts';
 import { checkMemberlistAnnotation, findGuardedContainer, requireLeases, resolveLeases } from './guard.ts';
 import { buildPatch } from './injection-patch.ts';
@@ -90,7 +90,7 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     sidecar,
     guarded,
     endpoint,
-    budgetSeconds: settings.handoverBudgetSeconds ?? 30,
+    budgetSeconds: settings.handoverBudgetSeconds ?? defaultOf('handoverBudgetSeconds'),
     version: opts.version,
   });
   const warnings = [...guard.warnings, ...patch.warnings, ...(mode.warning ? [mode.warning] : [])];

@@ -10,6 +10,8 @@ import type { Sidecar } from './sidecar.ts';
 import { type ContainerLike, isObj, type Obj } from './step.ts';
 
 const GRACE_MARGIN_SECONDS = 5;
+/** terminationGracePeriodSeconds of a pod that sets none (Kubernetes' default, not the handover budget). */
+const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
 
 /** Some ops, and what to tell the pod's author about them. */
 interface Part {
@@ -83,11 +85,11 @@ export function graceOps(
   const current =
     typeof spec.terminationGracePeriodSeconds === 'number' ? spec.terminationGracePeriodSeconds : undefined;
   const needed = budgetSeconds + GRACE_MARGIN_SECONDS;
-  if ((current ?? 30) >= needed) return none;
+  if ((current ?? KUBERNETES_DEFAULT_GRACE_SECONDS) >= needed) return none;
   return {
     ops: [{ op: 'add', path: '/spec/terminationGracePeriodSeconds', value: needed }],
     warnings: [
-      `drainguard: terminationGracePeriodSeconds raised from ${current ?? 'default 30'} to ${needed} to cover the ${budgetSeconds} s handover budget`,
+      `drainguard: terminationGracePeriodSeconds raised from ${current ?? `default ${KUBERNETES_DEFAULT_GRACE_SECONDS}`} to ${needed} to cover the ${budgetSeconds} s handover budget`,
     ],
     annotations: { [ANNOTATIONS.originalGrace]: current === undefined ? 'unset' : String(current) },
   };

@@ -3,8 +3,11 @@ import {
   CONTRACT,
   ContractError,
   DEFAULT_DRAIN_TAINTS,
+  defaultOf,
   parseSidecarEnv,
+  parseVar,
   renderSidecarEnv,
+  specOf,
 } from '../../../shared/contract.ts';
 
 const base = {
@@ -109,4 +112,44 @@ t.test('every contract variable is unique and documented', async (t) => {
     t.match(v.env, /^DRAINGUARD_[A-Z0-9_]+$/);
     t.ok(v.description.length > 10, v.env);
   }
+});
+
+t.test('each annotation sets one variable, and is named like it', async (t) => {
+  const annotated = CONTRACT.filter((v) => v.annotation !== undefined);
+  t.ok(annotated.length > 0);
+  const names = annotated.map((v) => v.annotation);
+  t.equal(new Set(names).size, names.length);
+  for (const v of annotated)
+    t.equal(
+      v.annotation,
+      `drainguard.io/${v.env
+        .replace(/^DRAINGUARD_/, '')
+        .toLowerCase()
+        .replace(/_/g, '-')}`,
+      v.env,
+    );
+  // Identity and what the webhook decides itself are never annotations.
+  for (const key of ['profile', 'features', 'podName', 'nodeName', 'port', 'leases'] as const)
+    t.equal(specOf(key).annotation, undefined, key);
+});
+
+t.test(
+  'parseVar: the value, or what is accepted without the variable name; empty is the default',
+  async (t) => {
+    const budget = specOf('handoverBudgetSeconds');
+    t.strictSame(parseVar(budget, '45'), { value: 45 });
+    t.strictSame(parseVar(budget, ''), { value: 30 });
+    t.strictSame(parseVar(budget, 'abc'), { problem: 'accepted is a whole number from 1 to 600' });
+    t.strictSame(parseVar(specOf('drainSignal'), 'x'), {
+      problem: 'accepted values are cordon, taint, eviction',
+    });
+    t.strictSame(parseVar(specOf('memberlistPorts'), '7946, 7947'), { value: [7946, 7947] });
+  },
+);
+
+t.test('defaultOf: the parsed default, the one copy of it', async (t) => {
+  t.equal(defaultOf('handoverBudgetSeconds'), 30);
+  t.equal(defaultOf('observeOnly'), false);
+  t.strictSame(defaultOf('drainTaints'), DEFAULT_DRAIN_TAINTS);
+  t.equal(defaultOf('profile'), undefined, 'a required variable has none');
 });

@@ -163,7 +163,15 @@ t.test('config errors name the flag and the accepted values', async (t) => {
   );
   t.throws(
     () => parseConfig(['--sidecar-image', 'i', '--tls-self-managed', '--port', 'http'], {}),
-    /--port="http"/,
+    /--port="http": accepted is a whole number from 0 to 65535$/,
+  );
+  t.throws(
+    () => parseConfig(['--sidecar-image', 'i', '--tls-self-managed', '--drain-seconds', '301'], {}),
+    /--drain-seconds="301": accepted is a whole number from 0 to 300$/,
+  );
+  t.throws(
+    () => parseConfig(['--sidecar-image', 'i'], { DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED: 'yes' }),
+    /^DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED="yes": accepted values are true, false$/,
   );
   const cfg = parseConfig([], {
     DRAINGUARD_SIDECAR_IMAGE: 'img',
