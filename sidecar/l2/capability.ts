@@ -8,7 +8,7 @@ import { RetryGate } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import type { KubeObject, Node } from '../../shared/kube/types.ts';
-import { L2_PHASES, parseStatus } from '../../shared/l2-state.ts';
+import { parseStatus } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Coalescer } from '../coalesce.ts';
@@ -18,7 +18,6 @@ import {
   initialMemory,
   L2_EVENT_REASONS,
   type L2Action,
-  type L2EventReason,
   type L2Memory,
   type L2Observation,
   type L2Settings,
@@ -33,6 +32,7 @@ import {
 import type { FenceSpec } from './fence.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
+import { HeldEvents, L2Metrics } from './reporting.ts';
 
 /** What the capability reads the world through; `changed` asks for a reconcile. */
 export interface L2Views {
@@ -71,8 +71,8 @@ export class L2Handover implements Capability {
   /** Observe-only: what the label would be. */
   private simulatedLabel: boolean | undefined;
   private writtenStatus = '';
-  private readonly pendingEvents: { type: 'Normal' | 'Warning'; reason: L2EventReason; message: string }[] =
-    [];
+  private readonly events: HeldEvents;
+  private readonly metrics: L2Metrics;
   private readonly abort = new AbortController();
   /**
    * Per action kind, after a failure: not before a capped, jittered backoff. The core asks again
@@ -88,10 +88,6 @@ export class L2Handover implements Capability {
   private lastProbe = 0;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
-  private readonly phaseGauge;
-  private readonly actionCounter;
-  private readonly handoverSeconds;
-  private readonly strandedGauge;
 
   constructor(ctx: CapabilityContext, views: L2ViewsFactory = apiViews) {
     this.ctx = ctx;
@@ -119,19 +115,8 @@ export class L2Handover implements Capability {
     this.metallb = metallb;
     this.candidates = candidates;
     this.host = host;
-    this.phaseGauge = ctx.metrics.gauge('drainguard_l2_phase', 'L2 handover phase (1 = current).');
-    this.actionCounter = ctx.metrics.counter(
-      'drainguard_l2_actions_total',
-      'L2 handover actions by kind and outcome (observe-only counts as skipped).',
-    );
-    this.strandedGauge = ctx.metrics.gauge(
-      'drainguard_l2_handover_impossible',
-      '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
-    );
-    this.handoverSeconds = ctx.metrics.gauge(
-      'drainguard_l2_handover_seconds',
-      'Duration of the last L2 handover from start to fence.',
-    );
+    this.events = new HeldEvents(ctx);
+    this.metrics = new L2Metrics(ctx);
   }
 
   /** The core's memory (tests). */
@@ -288,11 +273,10 @@ export class L2Handover implements Capability {
     if (from !== to) {
       this.ctx.log.info({ from, to, vips: vipsOf(memory.services) }, 'L2 phase');
       if (to === 'fenced' && memory.handoverStartedAt !== undefined)
-        this.handoverSeconds.set({}, (this.ctx.clock.now() - memory.handoverStartedAt) / 1000);
+        this.metrics.fenced(this.ctx.clock.now() - memory.handoverStartedAt);
     }
-    for (const p of L2_PHASES) this.phaseGauge.set({ phase: p }, p === to ? 1 : 0);
-    this.strandedGauge.set({}, memory.phase === 'refused' ? 1 : 0);
-    this.flushEvents();
+    this.metrics.reconciled(to, memory.phase === 'refused');
+    this.events.flush();
     await this.publishStatus();
   }
 
@@ -364,20 +348,19 @@ export class L2Handover implements Capability {
     if (!this.retryGate.open(a.kind)) return;
     try {
       switch (a.kind) {
-        case 'event':
-          this.recordEvent(
-            a.type,
-            a.reason,
-            observeOnly ? `observe-only, would have: ${a.message}` : a.message,
-          );
+        case 'event': {
+          const message = observeOnly ? `observe-only, would have: ${a.message}` : a.message;
+          if (a.reason === L2_EVENT_REASONS.failsafeFence) ctx.log.error({ reason: a.reason }, message);
+          this.events.record(a.type, a.reason, message);
           return;
+        }
         case 'label':
         case 'unlabel': {
           const add = a.kind === 'label';
           if (observeOnly) {
             this.simulatedLabel = add ? true : undefined;
             ctx.log.info({ label: EXCLUDE_LABEL }, `observe-only: would ${a.kind} the Node`);
-            this.actionCounter.inc({ action: a.kind, outcome: 'skipped' });
+            this.metrics.action(a.kind, 'skipped');
             return;
           }
           this.patchedNode = await ctx.client.patch<Node>(
@@ -402,10 +385,10 @@ export class L2Handover implements Capability {
           break;
         }
       }
-      this.actionCounter.inc({ action: a.kind, outcome: observeOnly ? 'skipped' : 'ok' });
+      this.metrics.action(a.kind, observeOnly ? 'skipped' : 'ok');
       this.retryGate.succeeded(a.kind);
     } catch (e) {
-      this.actionCounter.inc({ action: a.kind, outcome: 'error' });
+      this.metrics.action(a.kind, 'error');
       const { waitMs, attempt } = this.retryGate.failed(a.kind);
       ctx.log.error(
         {
@@ -416,34 +399,6 @@ export class L2Handover implements Capability {
           ...(isApiError(e, 404) ? { hint: 'own Node not found (deleted?)' } : {}),
         },
         'L2 action failed; will retry',
-      );
-    }
-  }
-
-  private recordEvent(type: 'Normal' | 'Warning', reason: L2EventReason, message: string): void {
-    if (reason === L2_EVENT_REASONS.failsafeFence) this.ctx.log.error({ reason }, message);
-    // Events written while the API is down would be lost: keep them until it answers again.
-    this.pendingEvents.push({ type, reason, message });
-    this.flushEvents();
-  }
-
-  private flushEvents(): void {
-    const { config, events, drain } = this.ctx;
-    if (drain.current.apiDownSince !== undefined || this.pendingEvents.length === 0) return;
-    const batch = this.pendingEvents.splice(0);
-    for (const { type, reason, message } of batch) {
-      // Best effort and not awaited: reporting must never hold up the handover itself.
-      void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
-      void events.record(
-        {
-          kind: 'Pod',
-          name: config.podName,
-          namespace: config.podNamespace,
-          ...(config.podUid ? { uid: config.podUid } : {}),
-        },
-        type,
-        reason,
-        message,
       );
     }
   }

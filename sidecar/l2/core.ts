@@ -366,11 +366,11 @@ function labelled(memory: L2Memory, turn: Turn): L2Memory {
   return awaitingConfirmation(enter(memory, 'awaiting-confirmation', turn.now), turn);
 }
 
-function awaitingConfirmation(memory0: L2Memory, turn: Turn): L2Memory {
+function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
   const { observation, settings, now } = turn;
   // A service moved to this node while labelled (rare) must be handed over as well.
-  const services = mergeServices(memory0.services, observation.announced);
-  const memory: L2Memory = { ...memory0, services };
+  const services = mergeServices(entered.services, observation.announced);
+  const memory: L2Memory = { ...entered, services };
   const started = memory.handoverStartedAt ?? now;
   // Re-checked after the label: another node cordoned at the same moment counted this one and
   // this one counted it; now neither could announce. Take the label back (never strand a VIP).

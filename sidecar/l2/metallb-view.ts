@@ -94,7 +94,7 @@ export class MetalLbReader implements MetalLbView {
   /** Called when something read here changed (a reconcile is due). */
   private readonly changed: () => void;
   private readonly statusPath: string;
-  private crd: CrdPresence = 'unknown';
+  private statusCrd: CrdPresence = 'unknown';
   private statusInformer: Informer | undefined;
   /**
    * When each ServiceL2Status was last seen written: local clock for what this sidecar saw
@@ -170,8 +170,8 @@ export class MetalLbReader implements MetalLbView {
   }
 
   statusSource(): StatusSource {
-    if (this.crd === 'unknown') return 'unknown';
-    if (this.crd === 'missing') return 'services';
+    if (this.statusCrd === 'unknown') return 'unknown';
+    if (this.statusCrd === 'missing') return 'services';
     // Until the list has arrived the synced gate holds every decision.
     if (!this.statusInformer?.hasSynced) return 'servicel2status';
     // Once seen, for good: MetalLB >= 0.14.6 deletes and re-creates objects as VIPs move, so
@@ -198,20 +198,22 @@ export class MetalLbReader implements MetalLbView {
 
   async checkCrd(): Promise<void> {
     const { ctx } = this;
-    if (this.crd === 'installed') return;
+    if (this.statusCrd === 'installed') return;
     try {
       const list = await ctx.client.get<{ resources?: { name: string }[] }>('/apis/metallb.io/v1beta1', {
         timeoutMs: 5_000,
       });
-      this.crd = (list.resources ?? []).some((r) => r.name === 'servicel2statuses') ? 'installed' : 'missing';
+      this.statusCrd = (list.resources ?? []).some((r) => r.name === 'servicel2statuses')
+        ? 'installed'
+        : 'missing';
     } catch (e) {
-      if (isApiError(e, 404)) this.crd = 'missing';
+      if (isApiError(e, 404)) this.statusCrd = 'missing';
       else {
         ctx.log.warn({ err: (e as Error).message }, 'cannot tell whether MetalLB has ServiceL2Status yet');
         return;
       }
     }
-    if (this.crd === 'installed' && !this.statusInformer) {
+    if (this.statusCrd === 'installed' && !this.statusInformer) {
       this.statusInformer = new Informer(ctx.client, {
         path: this.statusPath,
         log: ctx.log,
@@ -227,7 +229,7 @@ export class MetalLbReader implements MetalLbView {
       });
       this.statusInformer.start();
     }
-    if (this.crd === 'missing')
+    if (this.statusCrd === 'missing')
       ctx.log.warn(
         'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
       );

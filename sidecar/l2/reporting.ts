@@ -1,0 +1,81 @@
+// What the L2 handover reports besides its Node annotation: Events on the Node and on the speaker's
+// Pod (held while the API is down: written then, they would be lost) and its metrics (names and
+// help texts are read by dashboards and tests: unchanged).
+import type { L2Phase } from '../../shared/l2-state.ts';
+import { L2_PHASES } from '../../shared/l2-state.ts';
+import type { Counter, Gauge } from '../../shared/metrics.ts';
+import type { CapabilityContext } from '../capability.ts';
+import type { L2EventReason } from './core.ts';
+
+export class HeldEvents {
+  private readonly ctx: CapabilityContext;
+  private readonly pending: { type: 'Normal' | 'Warning'; reason: L2EventReason; message: string }[] = [];
+
+  constructor(ctx: CapabilityContext) {
+    this.ctx = ctx;
+  }
+
+  record(type: 'Normal' | 'Warning', reason: L2EventReason, message: string): void {
+    this.pending.push({ type, reason, message });
+    this.flush();
+  }
+
+  /** Writes what is held, unless the API is down. */
+  flush(): void {
+    const { config, events, drain } = this.ctx;
+    if (drain.current.apiDownSince !== undefined || this.pending.length === 0) return;
+    for (const { type, reason, message } of this.pending.splice(0)) {
+      // Best effort and not awaited: reporting must never hold up the handover itself.
+      void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
+      void events.record(
+        {
+          kind: 'Pod',
+          name: config.podName,
+          namespace: config.podNamespace,
+          ...(config.podUid ? { uid: config.podUid } : {}),
+        },
+        type,
+        reason,
+        message,
+      );
+    }
+  }
+}
+
+export class L2Metrics {
+  private readonly phase: Gauge;
+  private readonly actions: Counter;
+  private readonly handoverSeconds: Gauge;
+  private readonly impossible: Gauge;
+
+  constructor(ctx: CapabilityContext) {
+    const { metrics } = ctx;
+    this.phase = metrics.gauge('drainguard_l2_phase', 'L2 handover phase (1 = current).');
+    this.actions = metrics.counter(
+      'drainguard_l2_actions_total',
+      'L2 handover actions by kind and outcome (observe-only counts as skipped).',
+    );
+    this.impossible = metrics.gauge(
+      'drainguard_l2_handover_impossible',
+      '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
+    );
+    this.handoverSeconds = metrics.gauge(
+      'drainguard_l2_handover_seconds',
+      'Duration of the last L2 handover from start to fence.',
+    );
+  }
+
+  /** After each reconcile: the published phase, and whether the handover is refused. */
+  reconciled(phase: L2Phase, refused: boolean): void {
+    for (const p of L2_PHASES) this.phase.set({ phase: p }, p === phase ? 1 : 0);
+    this.impossible.set({}, refused ? 1 : 0);
+  }
+
+  fenced(handoverMs: number): void {
+    this.handoverSeconds.set({}, handoverMs / 1000);
+  }
+
+  action(kind: string, outcome: 'ok' | 'error' | 'skipped'): void {
+    this.actions.inc({ action: kind, outcome });
+  }
+}
