@@ -2,12 +2,12 @@
 // the candidates, the node's fence and links), runs the pure core and executes its actions (label,
 // fence, Events), then publishes the status annotation. Everything it writes is idempotent;
 // everything it needs after a restart is read back from the Node and nft. What it reads goes
-// through three narrow views: MetalLB (metallb-view.ts), the candidates (candidates.ts) and the
-// node (host.ts).
+// through three narrow views — MetalLB (metallb-view.ts), the candidates (candidates.ts) and the
+// node (host.ts) — and it writes the own Node through own-node.ts, Events and metrics through
+// reporting.ts.
 import { RetryGate } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
-import type { KubeObject, Node } from '../../shared/kube/types.ts';
 import { parseStatus } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
@@ -32,6 +32,7 @@ import {
 import type { FenceSpec } from './fence.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
+import { OwnNode } from './own-node.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
 
 /** What the capability reads the world through; `changed` asks for a reconcile. */
@@ -49,8 +50,6 @@ export const apiViews: L2ViewsFactory = (ctx, changed) => ({
   host: new NodeHost(ctx.runner, ctx.log),
 });
 
-const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
-
 /** Phases in which no handover is under way (one may start: read what it needs fresh). */
 const AT_REST = new Set<L2Memory['phase']>(['idle', 'undoing', 'refused', 'given-up']);
 /** Phases that are fenced: the candidates no longer matter. */
@@ -66,8 +65,7 @@ export class L2Handover implements Capability {
   private memory: L2Memory;
   /** The fence installed now, as last read back from nft. */
   private fence: FenceSpec | undefined;
-  /** The Node as our own last patch returned it, until the informer has caught up. */
-  private patchedNode: Node | undefined;
+  private readonly node: OwnNode;
   /** Observe-only: what the label would be. */
   private simulatedLabel: boolean | undefined;
   private writtenStatus = '';
@@ -115,6 +113,7 @@ export class L2Handover implements Capability {
     this.metallb = metallb;
     this.candidates = candidates;
     this.host = host;
+    this.node = new OwnNode(ctx);
     this.events = new HeldEvents(ctx);
     this.metrics = new L2Metrics(ctx);
   }
@@ -147,7 +146,10 @@ export class L2Handover implements Capability {
 
   private async resumeAndRun(): Promise<void> {
     const { ctx } = this;
-    const node = await this.readOwnNode();
+    const node = await this.node.read().catch((e: unknown) => {
+      ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
+      return undefined;
+    });
     this.memory = resume(
       parseStatus(node?.metadata?.annotations?.[STATUS_ANNOTATION]),
       this.fence,
@@ -285,11 +287,6 @@ export class L2Handover implements Capability {
     return PUBLISHED_PHASE[this.memory.phase] === 'idle';
   }
 
-  private currentNode(): Node | undefined {
-    const watched = this.ctx.drain.node;
-    return this.patchedNode && rv(this.patchedNode) > rv(watched) ? this.patchedNode : watched;
-  }
-
   private observeMetalLb() {
     return this.metallb.observe(
       this.memory.handoverStartedAt,
@@ -306,7 +303,7 @@ export class L2Handover implements Capability {
   private async observe(): Promise<L2Observation> {
     const { config } = this.ctx;
     const drain = this.ctx.drain.current;
-    const node = this.currentNode();
+    const node = this.node.current();
     const labels = node?.metadata?.labels ?? {};
     const annotations = node?.metadata?.annotations ?? {};
     const metallb = this.observeMetalLb();
@@ -363,18 +360,7 @@ export class L2Handover implements Capability {
             this.metrics.action(a.kind, 'skipped');
             return;
           }
-          this.patchedNode = await ctx.client.patch<Node>(
-            `/api/v1/nodes/${ctx.config.nodeName}`,
-            {
-              metadata: {
-                labels: { [EXCLUDE_LABEL]: add ? '' : null },
-                annotations: { [LABEL_OWNED_ANNOTATION]: add ? 'true' : null },
-              },
-            },
-            'merge',
-            // Few retries: the reconcile loop tries again, and must not stall the fail-safe.
-            { retries: 2, timeoutMs: 5_000 },
-          );
+          await this.node.setExcludeLabel(add);
           break;
         }
         case 'fence':
@@ -407,7 +393,7 @@ export class L2Handover implements Capability {
     const { ctx } = this;
     const status = JSON.stringify(statusOf(this.memory, ctx.config.observeOnly));
     if (status === this.writtenStatus || ctx.drain.current.apiDownSince !== undefined) return;
-    const onNode = this.currentNode()?.metadata?.annotations?.[STATUS_ANNOTATION];
+    const onNode = this.node.current()?.metadata?.annotations?.[STATUS_ANNOTATION];
     if (onNode === status) {
       this.writtenStatus = status;
       return;
@@ -418,28 +404,10 @@ export class L2Handover implements Capability {
       return;
     }
     try {
-      const node = await ctx.client.patch<Node>(
-        `/api/v1/nodes/${ctx.config.nodeName}`,
-        { metadata: { annotations: { [STATUS_ANNOTATION]: status } } },
-        'merge',
-        { retries: 3, timeoutMs: 5_000 },
-      );
-      if (rv(node) > rv(this.currentNode())) this.patchedNode = node;
+      await this.node.writeStatus(status);
       this.writtenStatus = status;
     } catch (e) {
       ctx.log.warn({ err: (e as Error).message }, 'could not write the L2 status annotation; will retry');
-    }
-  }
-
-  private async readOwnNode(): Promise<Node | undefined> {
-    try {
-      return await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
-        retries: 1,
-        timeoutMs: 3_000,
-      });
-    } catch (e) {
-      this.ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
-      return undefined;
     }
   }
 }

@@ -1,0 +1,55 @@
+// The own Node as the handover reads and writes it: the exclude label (with the annotation saying
+// drainguard added it) and the status annotation, merge-patched. What is current is the watched
+// Node, or the answer to our own last patch until the watch has caught up with it.
+import type { KubeObject, Node } from '../../shared/kube/types.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
+import type { CapabilityContext } from '../capability.ts';
+
+const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
+
+export class OwnNode {
+  private readonly ctx: CapabilityContext;
+  private readonly path: string;
+  /** The Node as our own last patch returned it. */
+  private patched: Node | undefined;
+
+  constructor(ctx: CapabilityContext) {
+    this.ctx = ctx;
+    this.path = `/api/v1/nodes/${ctx.config.nodeName}`;
+  }
+
+  current(): Node | undefined {
+    const watched = this.ctx.drain.node;
+    return this.patched && rv(this.patched) > rv(watched) ? this.patched : watched;
+  }
+
+  /** A fresh read (on start, before the watch has listed). */
+  read(): Promise<Node> {
+    return this.ctx.client.get<Node>(this.path, { retries: 1, timeoutMs: 3_000 });
+  }
+
+  async setExcludeLabel(on: boolean): Promise<void> {
+    this.patched = await this.ctx.client.patch<Node>(
+      this.path,
+      {
+        metadata: {
+          labels: { [EXCLUDE_LABEL]: on ? '' : null },
+          annotations: { [LABEL_OWNED_ANNOTATION]: on ? 'true' : null },
+        },
+      },
+      'merge',
+      // Few retries: the reconcile loop tries again, and must not stall the fail-safe.
+      { retries: 2, timeoutMs: 5_000 },
+    );
+  }
+
+  async writeStatus(status: string): Promise<void> {
+    const node = await this.ctx.client.patch<Node>(
+      this.path,
+      { metadata: { annotations: { [STATUS_ANNOTATION]: status } } },
+      'merge',
+      { retries: 3, timeoutMs: 5_000 },
+    );
+    if (rv(node) > rv(this.current())) this.patched = node;
+  }
+}
