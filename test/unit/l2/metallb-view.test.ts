@@ -1,0 +1,171 @@
+// MetalLB's view (metallb-view.ts) over a scripted API: where the VIPs come from, and which
+// ServiceL2Status confirms a handover (written after it started, by a node that may announce).
+import t from 'tap';
+import { waitFor } from '../../../shared/clock.ts';
+import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import type { KubeObject } from '../../../shared/kube/types.ts';
+import { MetalLbReader } from '../../../sidecar/l2/metallb-view.ts';
+import { fakeContext, ManualClock } from '../sidecar/fake-context.ts';
+
+const T0 = Date.UTC(2026, 10, 24, 9, 0, 0);
+const STATUSES = '/apis/metallb.io/v1beta1/namespaces/metallb-system/servicel2statuses';
+
+let rv = 100;
+function l2Status(name: string, node: string, service: string | undefined, writtenAt: number): KubeObject {
+  return {
+    metadata: {
+      name,
+      namespace: 'metallb-system',
+      resourceVersion: String(rv++),
+      creationTimestamp: new Date(writtenAt - 60_000).toISOString(),
+      managedFields: [{ time: new Date(writtenAt).toISOString() }],
+    } as KubeObject['metadata'],
+    status: {
+      node,
+      ...(service ? { serviceName: service, serviceNamespace: 'web' } : {}),
+      interfaces: [{ name: 'eth0' }],
+    },
+  } as KubeObject;
+}
+
+const lb = (name: string, ip: string, local = false) => ({
+  metadata: { name, namespace: 'web' },
+  spec: { type: 'LoadBalancer', ...(local ? { externalTrafficPolicy: 'Local' } : {}) },
+  status: { loadBalancer: { ingress: [{ ip }] } },
+});
+
+/** ServiceL2Status list + watch (events pushed by the test), Services, the CRD's discovery. */
+function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
+  const services = [
+    lb('www', '192.0.2.10'),
+    lb('api', '192.0.2.11', true),
+    { metadata: { name: 'db', namespace: 'web' }, spec: { type: 'ClusterIP' } },
+  ];
+  let push: ((ev: { type: string; object: KubeObject }) => void) | undefined;
+  const client = {
+    async get(path: string) {
+      if (path === '/apis/metallb.io/v1beta1') {
+        if (!opts.crd) throw new ApiError('GET', path, 404, 'NotFound', 'no such group');
+        return { resources: [{ name: 'servicel2statuses' }] };
+      }
+      if (path === STATUSES) return { metadata: { resourceVersion: '99' }, items: opts.statuses };
+      if (path === '/api/v1/services') return { items: services };
+      const svc = services.find((s) => path === `/api/v1/namespaces/web/services/${s.metadata.name}`);
+      if (svc) return svc;
+      throw new ApiError('GET', path, 404, 'NotFound', 'no such object');
+    },
+    watch(_path: string, _q: unknown, onEvent: typeof push, signal: AbortSignal) {
+      push = onEvent;
+      return new Promise<void>((resolve) =>
+        signal.addEventListener('abort', () => resolve(), { once: true }),
+      );
+    },
+  } as unknown as KubeClient;
+  const clock = new ManualClock(T0);
+  const { ctx } = fakeContext({
+    env: {
+      DRAINGUARD_PROFILE: 'metallb-speaker',
+      DRAINGUARD_FEATURES: 'l2-handover',
+      DRAINGUARD_POD_NAME: 'speaker-a',
+      DRAINGUARD_POD_NAMESPACE: 'metallb-system',
+      DRAINGUARD_NODE_NAME: 'node-a',
+    },
+    client,
+    clock,
+  });
+  let changes = 0;
+  const view = new MetalLbReader(ctx, () => changes++);
+  return {
+    view,
+    clock,
+    push: (type: string, object: KubeObject) => push?.({ type, object }),
+    changes: () => changes,
+  };
+}
+
+const anyNode = () => undefined;
+
+t.test(
+  'no ServiceL2Status CRD (MetalLB < 0.14.4): VIPs of every LoadBalancer Service, nothing confirms',
+  async (t) => {
+    const w = metallbApi({ crd: false, statuses: [] });
+    t.equal(w.view.statusSource(), 'unknown', 'not known before the check');
+    await w.view.checkCrd();
+    await w.view.readAllServices();
+    t.match(w.view.observe(T0, anyNode), {
+      statusSource: 'services',
+      synced: true,
+      announced: [
+        { service: 'web/www', ips: ['192.0.2.10'] },
+        { service: 'web/api', ips: ['192.0.2.11'] },
+      ],
+      newOwners: {},
+    });
+    t.equal(w.view.isLocal('web/api'), true);
+    t.equal(w.view.isLocal('web/www'), false);
+    await w.view.stop();
+  },
+);
+
+t.test(
+  'ServiceL2Status: own services read; another node confirms only if written after the start and eligible',
+  async (t) => {
+    const w = metallbApi({
+      crd: true,
+      statuses: [
+        l2Status('own', 'node-a', 'www', T0 - 600_000),
+        // Written 0.5 s before the start by the server's clock (second precision): counts.
+        l2Status('b-api', 'node-b', 'api', T0 - 500),
+        // Left in place long ago by MetalLB < 0.16: proves nothing.
+        l2Status('c-www', 'node-c', 'www', T0 - 60_000),
+      ],
+    });
+    t.teardown(() => w.view.stop());
+    await w.view.checkCrd();
+    const seen = await waitFor(
+      'own Service read',
+      () => {
+        const o = w.view.observe(T0, anyNode);
+        return o.synced && o.announced.length > 0 ? o : undefined;
+      },
+      { timeoutMs: 5_000 },
+    );
+    t.match(seen, {
+      statusSource: 'servicel2status',
+      announced: [{ service: 'web/www', ips: ['192.0.2.10'] }],
+      newOwners: { 'web/api': 'node-b' },
+      interfaces: ['eth0'],
+    });
+    t.strictSame(seen.newOwners, { 'web/api': 'node-b' });
+    t.strictSame(w.view.observe(T0, () => ['node-c']).newOwners, {}, 'node-b may not announce web/api');
+    t.strictSame(
+      w.view.observe(undefined, anyNode).newOwners,
+      { 'web/api': 'node-b', 'web/www': 'node-c' },
+      'no handover: any',
+    );
+
+    // node-c writes its status again after the start: now it confirms.
+    w.clock.advance(100);
+    w.push('MODIFIED', l2Status('c-www', 'node-c', 'www', T0 + 100));
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, { 'web/api': 'node-b', 'web/www': 'node-c' });
+    w.push('DELETED', l2Status('b-api', 'node-b', 'api', T0 + 100));
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, { 'web/www': 'node-c' });
+    t.ok(w.changes() > 0, 'each change asks for a reconcile');
+  },
+);
+
+t.test(
+  'CRD with nothing usable (0.14.4–0.14.5 without the flag): Services, until a usable status is seen, then for good',
+  async (t) => {
+    const w = metallbApi({ crd: true, statuses: [l2Status('bare', 'node-b', undefined, T0 - 1_000)] });
+    t.teardown(() => w.view.stop());
+    await w.view.checkCrd();
+    await waitFor('listed', () => w.view.statusSource() === 'services', { timeoutMs: 5_000 });
+    const usable = l2Status('b-www', 'node-b', 'www', T0 + 100);
+    w.push('ADDED', usable);
+    t.equal(w.view.statusSource(), 'servicel2status');
+    // MetalLB >= 0.14.6 deletes and re-creates objects as VIPs move: "none now" is not "never".
+    w.push('DELETED', usable);
+    t.equal(w.view.statusSource(), 'servicel2status');
+  },
+);
