@@ -72,16 +72,35 @@ export function retryDelay(e: unknown, backoffMs: number): number {
 
 /**
  * How long a watch may stay silent before it is re-opened: a peer gone without a FIN (a dropped
- * NAT entry, a black-holed path) would keep it silent forever. Near client-go's HTTP/2 health
- * check (30 s read idle + 15 s ping). Bookmarks and events count as traffic.
+ * NAT entry, a black-holed path) would keep it silent forever. Above the bookmark period: a 1.20
+ * API server sends each watch a bookmark about once a minute (measured 60 s after the open) and
+ * 2 s before its timeout, so a quiet but healthy watch always hears something within this limit.
+ * At 45 s (client-go's HTTP/2 health check) a quiet watch was re-opened before its first bookmark,
+ * its resourceVersion never advanced, and once the watch cache moved past it (75 s of history or
+ * more) the re-open got 410 and the informer re-listed: 4 LISTs in 290 s on one quiet Node.
+ * A half-open connection is still noticed within two minutes; the kernel's TCP keepalive notices a
+ * peer that stopped answering sooner.
  */
-export const WATCH_IDLE_MS = 45_000;
+export const WATCH_IDLE_MS = 110_000;
 
 /** A watch that was silent for the idle limit: ended by us, not an API failure. */
 export class WatchIdle extends Error {
   constructor(ms: number) {
     super(`watch silent for ${ms} ms: re-opened`);
     this.name = 'WatchIdle';
+  }
+}
+
+/** reason and message of a Status body; nothing when the body is not one. */
+function parseStatus(text: string): { reason?: string; message?: string } {
+  try {
+    const st = JSON.parse(text) as { reason?: unknown; message?: unknown } | null;
+    return {
+      ...(typeof st?.reason === 'string' ? { reason: st.reason } : {}),
+      ...(typeof st?.message === 'string' ? { message: st.message } : {}),
+    };
+  } catch {
+    return {};
   }
 }
 
@@ -111,6 +130,13 @@ export interface RequestOptions {
 export interface WatchEvent<T> {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
   object: T;
+}
+
+export interface WatchOptions {
+  /** Silence after which the watch is ended with WatchIdle (default WATCH_IDLE_MS; tests shorten it). */
+  idleTimeoutMs?: number;
+  /** Called once the server accepted the watch (200), before its first event. */
+  onOpen?: () => void;
 }
 
 export interface KubeClientOptions {
@@ -233,15 +259,9 @@ export class KubeClient {
               }
               return;
             }
-            let reason = res.statusMessage ?? 'Error';
-            let message = text.slice(0, 500);
-            try {
-              const status = JSON.parse(text) as { reason?: string; message?: string };
-              reason = status.reason ?? reason;
-              message = status.message ?? message;
-            } catch {
-              // not a Status object; keep the raw text
-            }
+            const status = parseStatus(text);
+            const reason = status.reason ?? res.statusMessage ?? 'Error';
+            const message = status.message ?? text.slice(0, 500);
             reject(
               this.apiError(
                 conn.headers,
@@ -288,15 +308,19 @@ export class KubeClient {
 
   /**
    * One watch stream: calls onEvent per event until the server ends it, the signal aborts,
-   * or an error occurs (rejects with ApiError; an ERROR event with 410 becomes ApiError 410).
+   * or an error occurs (rejects with ApiError; an ERROR event with 410 becomes ApiError 410;
+   * WatchIdle after the idle limit). Bookmarks are always asked for: they keep a quiet watch's
+   * resourceVersion fresh, so it can be re-opened where it was after the watch cache moved on.
    */
   async watch<T>(
     path: string,
     query: Record<string, string | number | boolean | undefined>,
     onEvent: (ev: WatchEvent<T>) => void,
     signal: AbortSignal,
-    idleTimeoutMs = WATCH_IDLE_MS,
+    opts: WatchOptions = {},
   ): Promise<void> {
+    const { onOpen } = opts;
+    const idleTimeoutMs = opts.idleTimeoutMs ?? WATCH_IDLE_MS;
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
     const conn = await this.connection();
     return new Promise<void>((resolve, reject) => {
@@ -307,24 +331,34 @@ export class KubeClient {
         (res) => {
           const code = res.statusCode ?? 0;
           if (code !== 200) {
-            res.resume();
-            this.onResult?.(false);
-            reject(
-              this.apiError(
-                conn.headers,
-                new ApiError(
-                  'WATCH',
-                  url.pathname,
-                  code,
-                  res.statusMessage ?? 'Error',
-                  'watch refused',
-                  parseRetryAfter(res.headers['retry-after']),
+            // The Status body says why (410 "too old resource version", 403, 429 ...).
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => {
+              if (text.length < 4096) text += c;
+            });
+            res.on('error', () => {});
+            res.on('end', () => {
+              const st = parseStatus(text);
+              this.onResult?.(false);
+              reject(
+                this.apiError(
+                  conn.headers,
+                  new ApiError(
+                    'WATCH',
+                    url.pathname,
+                    code,
+                    st.reason ?? res.statusMessage ?? 'Error',
+                    st.message ?? 'watch refused',
+                    parseRetryAfter(res.headers['retry-after']),
+                  ),
                 ),
-              ),
-            );
+              );
+            });
             return;
           }
           this.onResult?.(true);
+          onOpen?.();
           let buf = '';
           res.setEncoding('utf8');
           res.on('data', (chunk: string) => {
