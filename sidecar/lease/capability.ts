@@ -84,49 +84,49 @@ export class LeaseHandover implements Capability {
 
   constructor(ctx: CapabilityContext) {
     this.ctx = ctx;
-    const c = ctx.config;
+    const config = ctx.config;
     try {
       this.settings = leaseSettings(
-        c.profile,
+        config.profile,
         {
-          leases: c.leases,
-          guardedContainer: c.guardedContainer,
-          successorSelector: c.successorSelector,
-          identityScheme: c.identityScheme,
+          leases: config.leases,
+          guardedContainer: config.guardedContainer,
+          successorSelector: config.successorSelector,
+          identityScheme: config.identityScheme,
         },
-        c.podNamespace,
+        config.podNamespace,
       );
     } catch (e) {
       // A configuration error leaves this capability inert, never the sidecar down.
       ctx.log.error({ err: (e as Error).message }, 'lease handover disabled: bad configuration');
     }
-    const m = ctx.metrics;
-    this.handovers = m.counter(
+    const metrics = ctx.metrics;
+    this.handovers = metrics.counter(
       'drainguard_lease_handovers_total',
       'Lease handover attempts by lease and outcome.',
     );
-    this.durations = m.histogram(
+    this.durations = metrics.histogram(
       'drainguard_lease_handover_seconds',
       'From the leader container stopping to the successor taking the Lease up.',
       [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20],
     );
-    this.holderGauge = m.gauge(
+    this.holderGauge = metrics.gauge(
       'drainguard_lease_holder',
       '1 when this pod holds the Lease (as last observed).',
     );
-    this.syncedGauge = m.gauge(
+    this.syncedGauge = metrics.gauge(
       'drainguard_lease_synced',
       '1 once the Lease has been read since the last failure.',
     );
   }
 
   async start(): Promise<void> {
-    const s = this.settings;
-    if (!s) return;
-    for (const ref of s.leases) {
+    const settings = this.settings;
+    if (!settings) return;
+    for (const ref of settings.leases) {
       const key = refName(ref);
       this.syncedGauge.set({ lease: key }, 0);
-      const inf = new Informer(this.ctx.client, {
+      const informer = new Informer(this.ctx.client, {
         path: `/apis/coordination.k8s.io/v1/namespaces/${ref.namespace}/leases`,
         fieldSelector: `metadata.name=${ref.name}`,
         log: this.ctx.log,
@@ -136,10 +136,10 @@ export class LeaseHandover implements Capability {
           const was = this.observed.get(key);
           this.observed.set(key, lease);
           this.syncedGauge.set({ lease: key }, 1);
-          const own = this.ownIdentity(s.identityScheme);
-          const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, s.identityScheme);
+          const own = this.ownIdentity(settings.identityScheme);
+          const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme);
           this.holderGauge.set({ lease: key }, mine ? 1 : 0);
-          if (mine !== isOwnIdentity(was?.spec?.holderIdentity, own, s.identityScheme))
+          if (mine !== isOwnIdentity(was?.spec?.holderIdentity, own, settings.identityScheme))
             this.ctx.log.info(
               { lease: key, holder: lease?.spec?.holderIdentity },
               mine ? 'this pod leads' : 'this pod does not lead',
@@ -153,27 +153,27 @@ export class LeaseHandover implements Capability {
           );
         },
       });
-      this.informers.push(inf);
-      inf.start();
+      this.informers.push(informer);
+      informer.start();
     }
-    this.unsubscribe = this.ctx.drain.subscribe((st) => {
-      if (st.terminating) this.trigger();
-      else if (st.draining && !this.hinted) {
+    this.unsubscribe = this.ctx.drain.subscribe((state) => {
+      if (state.terminating) this.trigger();
+      else if (state.draining && !this.hinted) {
         this.hinted = true;
-        void this.hint(st.drainReason ?? 'draining');
+        void this.hint(state.drainReason ?? 'draining');
       }
     });
     if (this.ctx.drain.current.terminating) this.trigger();
-    void this.watchLeaderProcesses(s.leaderContainer);
+    void this.watchLeaderProcesses(settings.leaderContainer);
   }
 
   private leaderId(container: string): string | undefined {
     const pod = this.ctx.drain.pod;
-    const st = [
+    const status = [
       ...(pod?.status?.containerStatuses ?? []),
       ...(pod?.status?.initContainerStatuses ?? []),
     ].find((c) => c.name === container);
-    return runtimeId(st?.containerID);
+    return runtimeId(status?.containerID);
   }
 
   /**
@@ -227,24 +227,27 @@ export class LeaseHandover implements Capability {
    * spec.hostname, long names); before the Pod is read, from the name and node in the environment.
    */
   private ownIdentity(scheme: IdentityScheme): string {
-    const c = this.ctx.config;
-    const pod: Pod = this.ctx.drain.pod ?? { metadata: { name: c.podName }, spec: { nodeName: c.nodeName } };
+    const config = this.ctx.config;
+    const pod: Pod = this.ctx.drain.pod ?? {
+      metadata: { name: config.podName },
+      spec: { nodeName: config.nodeName },
+    };
     return podIdentity(pod, scheme);
   }
 
   private async hint(reason: string): Promise<void> {
-    const s = this.settings;
-    if (!s) return;
+    const settings = this.settings;
+    if (!settings) return;
     try {
-      const held = s.leases.filter((r) =>
+      const held = settings.leases.filter((r) =>
         isOwnIdentity(
           this.observed.get(refName(r))?.spec?.holderIdentity,
-          this.ownIdentity(s.identityScheme),
-          s.identityScheme,
+          this.ownIdentity(settings.identityScheme),
+          settings.identityScheme,
         ),
       );
       if (held.length === 0) return;
-      const choice = await this.successor(s, this.ctx.clock.now() + 5_000);
+      const choice = await this.successor(settings, this.ctx.clock.now() + 5_000);
       this.ctx.log.info(
         { reason, leases: held.map(refName), successor: choice.successor, rejected: choice.rejected },
         'node draining: Lease handover prepared; acting when this pod terminates',
@@ -274,13 +277,13 @@ export class LeaseHandover implements Capability {
     });
   }
 
-  private async successor(s: LeaseSettings, deadline: number) {
-    const c = this.ctx.config;
-    const pods = s.successorSelector
+  private async successor(settings: LeaseSettings, deadline: number) {
+    const config = this.ctx.config;
+    const pods = settings.successorSelector
       ? ((
           await this.call('list successor pods', deadline, () =>
-            this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${c.podNamespace}/pods`, {
-              query: { labelSelector: s.successorSelector },
+            this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
+              query: { labelSelector: settings.successorSelector },
               timeoutMs: 5_000,
             }),
           )
@@ -301,10 +304,10 @@ export class LeaseHandover implements Capability {
       }),
     );
     return chooseSuccessor({
-      self: { name: c.podName, nodeName: c.nodeName },
+      self: { name: config.podName, nodeName: config.nodeName },
       pods,
       nodes,
-      drainTaints: c.drainTaints,
+      drainTaints: config.drainTaints,
     });
   }
 
@@ -335,18 +338,18 @@ export class LeaseHandover implements Capability {
     return { stopped: false, at: clock.now() };
   }
 
-  private async handover(s: LeaseSettings, deadline: number): Promise<LeaseResult[]> {
-    const c = this.ctx.config;
+  private async handover(settings: LeaseSettings, deadline: number): Promise<LeaseResult[]> {
+    const config = this.ctx.config;
     const clock = this.ctx.clock;
     this.ctx.log.info(
-      { leases: s.leases.map(refName), container: s.leaderContainer },
+      { leases: settings.leases.map(refName), container: settings.leaderContainer },
       'pod terminating: Lease handover armed',
     );
-    const stopDeadline = Math.min(deadline, clock.now() + c.leaderStopTimeoutSeconds * 1000);
-    const stop = await this.waitLeaderStopped(s.leaderContainer, stopDeadline);
+    const stopDeadline = Math.min(deadline, clock.now() + config.leaderStopTimeoutSeconds * 1000);
+    const stop = await this.waitLeaderStopped(settings.leaderContainer, stopDeadline);
     const results = this.ctx.drain.current.podReplaced
-      ? this.replacedResults(s)
-      : await Promise.all(s.leases.map((ref) => this.handoverOne(s, ref, stop, deadline)));
+      ? this.replacedResults(settings)
+      : await Promise.all(settings.leases.map((ref) => this.handoverOne(settings, ref, stop, deadline)));
     for (const r of results) this.handovers.inc({ lease: r.lease, outcome: r.outcome });
     this.ctx.log.info({ results }, 'Lease handover finished');
     return results;
@@ -356,40 +359,41 @@ export class LeaseHandover implements Capability {
    * The own pod was re-created under the same name: a holder with this pod's identity may be the
    * new pod, so no Lease is touched (it expires if it was ours).
    */
-  private replacedResults(s: LeaseSettings): LeaseResult[] {
+  private replacedResults(settings: LeaseSettings): LeaseResult[] {
     const detail = 'own pod re-created under the same name: the holder may be the new pod; Lease left alone';
-    this.ctx.log.warn({ leases: s.leases.map(refName) }, detail);
-    return s.leases.map((ref) => ({ lease: refName(ref), outcome: 'pod-replaced', detail }));
+    this.ctx.log.warn({ leases: settings.leases.map(refName) }, detail);
+    return settings.leases.map((ref) => ({ lease: refName(ref), outcome: 'pod-replaced', detail }));
   }
 
   private async handoverOne(
-    s: LeaseSettings,
+    settings: LeaseSettings,
     ref: LeaseRef,
     stop: { stopped: boolean; at: number },
     deadline: number,
   ): Promise<LeaseResult> {
-    const c = this.ctx.config;
+    const config = this.ctx.config;
     const clock = this.ctx.clock;
     const key = refName(ref);
     const podTarget: PodTarget = {
       kind: 'Pod',
-      name: c.podName,
-      namespace: c.podNamespace,
-      ...(c.podUid ? { uid: c.podUid } : {}),
+      name: config.podName,
+      namespace: config.podNamespace,
+      ...(config.podUid ? { uid: config.podUid } : {}),
     };
     try {
       if (!stop.stopped) {
         // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
         // so naming a successor now could give two leaders. Let the Lease expire instead.
         const lease = await this.read(ref, deadline).catch(() => this.observed.get(key));
-        if (!isOwnIdentity(lease?.spec?.holderIdentity, this.ownIdentity(s.identityScheme), s.identityScheme))
+        const own = this.ownIdentity(settings.identityScheme);
+        if (!isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme))
           return { lease: key, outcome: 'not-holder' };
-        const msg = `Lease ${key} left to expire: leader container ${s.leaderContainer} did not stop within ${c.leaderStopTimeoutSeconds} s`;
+        const msg = `Lease ${key} left to expire: leader container ${settings.leaderContainer} did not stop within ${config.leaderStopTimeoutSeconds} s`;
         await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
         return { lease: key, outcome: 'leader-still-running', detail: msg };
       }
       // A 409 while the Lease is still ours: decide again from a fresh read, backing off.
-      return await retryUntil(() => this.decideAndWrite(s, ref, stop, deadline, podTarget), {
+      return await retryUntil(() => this.decideAndWrite(settings, ref, stop, deadline, podTarget), {
         deadline,
         retryable: (e) => e instanceof StillOursConflict,
         clock,
@@ -409,30 +413,30 @@ export class LeaseHandover implements Capability {
 
   /** One read, decision and write of the Lease; throws StillOursConflict to be run again. */
   private async decideAndWrite(
-    s: LeaseSettings,
+    settings: LeaseSettings,
     ref: LeaseRef,
     stop: { stopped: boolean; at: number },
     deadline: number,
     podTarget: PodTarget,
   ): Promise<LeaseResult> {
-    const c = this.ctx.config;
+    const config = this.ctx.config;
     const clock = this.ctx.clock;
     const key = refName(ref);
     const lease = await this.read(ref, deadline);
     if (!lease) return { lease: key, outcome: 'lease-missing' };
-    const own = this.ownIdentity(s.identityScheme);
-    if (!isOwnIdentity(lease.spec?.holderIdentity, own, s.identityScheme))
+    const own = this.ownIdentity(settings.identityScheme);
+    if (!isOwnIdentity(lease.spec?.holderIdentity, own, settings.identityScheme))
       return {
         lease: key,
         outcome: 'not-holder',
         detail: `held by ${lease.spec?.holderIdentity || 'nobody'}`,
       };
-    const choice = await this.successor(s, deadline);
+    const choice = await this.successor(settings, deadline);
     const decision = decideHandover({
       lease,
       identity: own,
-      scheme: s.identityScheme,
-      successor: choice.successorPod ? podIdentity(choice.successorPod, s.identityScheme) : undefined,
+      scheme: settings.identityScheme,
+      successor: choice.successorPod ? podIdentity(choice.successorPod, settings.identityScheme) : undefined,
       nowMs: clock.now(),
     });
     this.ctx.log.info(
@@ -440,7 +444,7 @@ export class LeaseHandover implements Capability {
       'Lease handover decision',
     );
     if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
-    if (c.observeOnly) {
+    if (config.observeOnly) {
       const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
       await this.ctx.events.record(podTarget, 'Normal', LEASE_EVENT_REASONS.observed, msg);
       return {
@@ -458,7 +462,7 @@ export class LeaseHandover implements Capability {
     } catch (e) {
       if (!isApiError(e, 409)) throw e;
       const fresh = await this.read(ref, deadline);
-      const next = afterConflict(fresh, own, s.identityScheme, decision.lease);
+      const next = afterConflict(fresh, own, settings.identityScheme, decision.lease);
       if (next === 'landed' && fresh) {
         // A retried write whose first answer was lost: the first one went through.
         this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
@@ -506,16 +510,16 @@ export class LeaseHandover implements Capability {
     podTarget: PodTarget,
     decision: { why: string; successor?: string },
   ): Promise<LeaseResult> {
-    const c = this.ctx.config;
+    const config = this.ctx.config;
     const clock = this.ctx.clock;
     const key = refName(ref);
     const started = clock.now();
-    const until = Math.min(deadline, started + c.verifySeconds * 1000);
+    const until = Math.min(deadline, started + config.verifySeconds * 1000);
     let state: ReturnType<typeof verifyProgress> = { state: 'pending', holder: '' };
     while (clock.now() < until && !this.abort.signal.aborted) {
       try {
-        const cur = await this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 3_000 });
-        state = verifyProgress(written, cur, action);
+        const current = await this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 3_000 });
+        state = verifyProgress(written, current, action);
         if (state.state !== 'pending') break;
       } catch (e) {
         this.ctx.log.debug({ lease: key, err: (e as Error).message }, 'verify read failed');
@@ -537,7 +541,7 @@ export class LeaseHandover implements Capability {
         msg =
           state.state === 'taken-by-other'
             ? `Lease ${key} handed to ${successor}, then taken by ${state.holder}`
-            : `Lease ${key} handed to ${successor}; no renew seen within ${c.verifySeconds} s`;
+            : `Lease ${key} handed to ${successor}; no renew seen within ${config.verifySeconds} s`;
       }
     } else if (action === 'release') {
       outcome = 'released';

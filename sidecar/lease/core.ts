@@ -315,13 +315,13 @@ export function verifyProgress(
   action: 'replace' | 'release' | 'prefer',
 ): { state: VerifyState; holder: string } {
   const holder = current?.spec?.holderIdentity ?? '';
-  const want = written.spec?.holderIdentity ?? '';
+  const writtenHolder = written.spec?.holderIdentity ?? '';
   if (!current) return { state: 'pending', holder };
   if (action === 'release') return { state: holder ? 'acquired' : 'pending', holder };
   if (action === 'prefer') {
     const preferred = written.spec?.preferredHolder ?? '';
     return { state: holder === preferred ? 'acquired' : 'pending', holder };
   }
-  if (holder !== want) return { state: holder ? 'taken-by-other' : 'pending', holder };
+  if (holder !== writtenHolder) return { state: holder ? 'taken-by-other' : 'pending', holder };
   return { state: current.spec?.renewTime !== written.spec?.renewTime ? 'renewed' : 'pending', holder };
 }

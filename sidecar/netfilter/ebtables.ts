@@ -1,5 +1,5 @@
 // Pure parsing of ebtables listings (nft and legacy flavours) into rules drainguard can reason about.
-// Nothing here runs a tool; sidecar/netfilter/host.ts feeds it the text.
+// Nothing here runs a tool; ./cleaner.ts lists the rules through the ToolRunner and feeds it the text.
 
 export type Flavour = 'nft' | 'legacy';
 

@@ -134,16 +134,16 @@ export class FakeHost extends ToolRunner {
     }
     if (cmd === 'nft -f -') {
       this.beforeRestore?.();
-      const wanted = (opts.input ?? '')
+      const handles = (opts.input ?? '')
         .split('\n')
         .filter(Boolean)
         .map((l) => Number(/^delete rule bridge nat PREROUTING handle (\d+)$/.exec(l)?.[1] ?? Number.NaN));
       const byHandle = new Map(
         [...this.handles].filter(([r]) => this.rules.includes(r)).map(([r, h]) => [h, r]),
       );
-      if (wanted.some((h) => !byHandle.has(h)))
+      if (handles.some((h) => !byHandle.has(h)))
         throw new ToolError(cmd, 1, 'Error: Could not process rule: No such file or directory');
-      for (const h of wanted) {
+      for (const h of handles) {
         const r = byHandle.get(h)!;
         this.rules.splice(this.rules.indexOf(r), 1);
         this.remove(r);
