@@ -90,20 +90,20 @@ type Container = { name: string; env?: { name: string; value?: string }[] };
 
 /** The Leases an injected pod guards: its sidecar's DRAINGUARD_LEASES, else the profile's default. */
 export function guardedLeases(pod: Pod): string[] {
-  const st = injectedStatus(pod);
-  if (!st) return [];
+  const injection = injectedStatus(pod);
+  if (!injection) return [];
   const spec = pod.spec as { containers?: Container[]; initContainers?: Container[] } | undefined;
   const sidecar = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find(
     (c) => c.name === SIDECAR_NAME,
   );
   const env = new Map((sidecar?.env ?? []).map((e) => [e.name, e.value ?? '']));
-  const features = env.get('DRAINGUARD_FEATURES')?.split(',') ?? st.features ?? [];
+  const features = env.get('DRAINGUARD_FEATURES')?.split(',') ?? injection.features ?? [];
   if (!features.includes('lease-handover')) return [];
   const listed = (env.get('DRAINGUARD_LEASES') ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  const profile = env.get('DRAINGUARD_PROFILE') ?? st.profile;
+  const profile = env.get('DRAINGUARD_PROFILE') ?? injection.profile;
   const names = listed.length > 0 ? listed : profile === 'skupper-router' ? SKUPPER_DEFAULTS.leases : [];
   try {
     return parseLeaseRefs(names, pod.metadata?.namespace ?? 'default').map((r) => `${r.namespace}/${r.name}`);
@@ -157,11 +157,11 @@ export function buildStatus(input: {
   const injected = input.pods.filter((p) => injectedStatus(p) !== undefined);
   const byName = new Map(input.nodes.map((n) => [n.metadata?.name ?? '', n]));
   const nodes = rowsOf(input.nodes).map((r): NodeRow => {
-    const st = r.status;
+    const l2 = r.status;
     return {
       ...r,
       draining: nodeDrainReason(byName.get(r.node), input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
-      fence: !st ? 'unknown' : st.failsafe && st.fenced ? 'failsafe' : st.fenced ? 'installed' : 'none',
+      fence: !l2 ? 'unknown' : l2.failsafe && l2.fenced ? 'failsafe' : l2.fenced ? 'installed' : 'none',
       announces: announced.get(r.node) ?? [],
       injectedPods: injected.filter((p) => p.spec?.nodeName === r.node).map(podKey),
     };

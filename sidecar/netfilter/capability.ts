@@ -79,21 +79,21 @@ class NetfilterCleanup implements Capability {
         if (err.code === 403) void this.raiseDegraded(err.message);
       },
     });
-    const m = ctx.metrics;
-    this.removedCounter = m.counter(
+    const metrics = ctx.metrics;
+    this.removedCounter = metrics.counter(
       'drainguard_netfilter_removed_total',
       'Stale ebtables rules / neighbours removed (dry_run="true": reported only).',
     );
-    this.passCounter = m.counter('drainguard_netfilter_passes_total', 'Cleanup passes by result.');
-    this.staleGauge = m.gauge(
+    this.passCounter = metrics.counter('drainguard_netfilter_passes_total', 'Cleanup passes by result.');
+    this.staleGauge = metrics.gauge(
       'drainguard_netfilter_stale',
       'Stale items seen by the last pass (before confirmation).',
     );
-    this.heldGauge = m.gauge(
+    this.heldGauge = metrics.gauge(
       'drainguard_netfilter_held',
       'Confirmed stale items not deleted by the last pass, by why (pod_awaiting_ip: a pod of this node has no IP in the API yet).',
     );
-    this.usableGauge = m.gauge(
+    this.usableGauge = metrics.gauge(
       'drainguard_netfilter_ebtables_usable',
       '1 if ebtables rules can be listed here.',
     );

@@ -132,15 +132,15 @@ export class Cleaner {
    */
   private async snapshotWithHandles(withHandles: boolean, reuse?: Snapshot): Promise<Listed> {
     const { runner } = this.opts;
-    const eb = await this.detectEbtables();
+    const ebtables = await this.detectEbtables();
     const nftList = async () =>
       parseNftTable((await runner.run('nft', ['-a', 'list', 'table', 'bridge', 'nat'])).stdout);
     let handleInfo: Omit<Listed, 'snapshot' | 'ruleError'> = {};
     let ruleError: string | undefined;
     const listRules = async (): Promise<EbRule[] | undefined> => {
-      if (!eb.usable) return undefined;
+      if (!ebtables.usable) return undefined;
       let before: NftTable | undefined;
-      if (withHandles && eb.flavour === 'nft')
+      if (withHandles && ebtables.flavour === 'nft')
         before = await nftList().catch((e: Error) => {
           handleInfo = { handleError: e.message };
           return undefined;

@@ -66,11 +66,12 @@ export function alignHandles(
   chain = 'PREROUTING',
 ): number[] | string {
   if (!sameSequence(before, afterListing, chain)) return `${chain} changed while it was being listed`;
-  const nft = before.chains.get(chain) ?? [];
-  const eb = ebRules.filter((r) => r.chain === chain);
-  if (nft.length !== eb.length) return `${chain}: nft lists ${nft.length} rules, ebtables ${eb.length}`;
-  for (const [i, r] of eb.entries()) {
-    const n = nft[i]!;
+  const nftRules = before.chains.get(chain) ?? [];
+  const chainRules = ebRules.filter((r) => r.chain === chain);
+  if (nftRules.length !== chainRules.length)
+    return `${chain}: nft lists ${nftRules.length} rules, ebtables ${chainRules.length}`;
+  for (const [i, r] of chainRules.entries()) {
+    const n = nftRules[i]!;
     const isArpreply = n.text.includes('xt target arpreply');
     if ((r.target === 'arpreply') !== isArpreply)
       return `${chain} position ${i + 1}: target differs (${n.text})`;
@@ -82,5 +83,5 @@ export function alignHandles(
         return `${chain} position ${i + 1}: nft shows "${n.text}", ebtables "${r.spec}"`;
     }
   }
-  return nft.map((r) => r.handle);
+  return nftRules.map((r) => r.handle);
 }
