@@ -27,4 +27,8 @@ export interface Capability {
   stop(): Promise<void>;
 }
 
+/**
+ * Every capability module exports its factory as `export const createCapability: CapabilityFactory`
+ * (and nothing as default): sidecar/capabilities.ts loads each one lazily by that name.
+ */
 export type CapabilityFactory = (ctx: CapabilityContext) => Capability;
