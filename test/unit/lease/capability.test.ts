@@ -1,17 +1,10 @@
 // The capability's I/O edge with a scripted API: which calls it makes, and which it never makes.
 import t from 'tap';
 import { systemClock } from '../../../shared/clock.ts';
-import { parseSidecarEnv } from '../../../shared/contract.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
-import type { EventRecorder } from '../../../shared/kube/events.ts';
 import type { Lease, Pod } from '../../../shared/kube/types.ts';
-import { createLogger } from '../../../shared/log.ts';
-import { Registry } from '../../../shared/metrics.ts';
-import type { CapabilityContext } from '../../../sidecar/capability.ts';
-import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
-import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { LeaseHandover } from '../../../sidecar/lease/capability.ts';
-import type { ToolRunner } from '../../../sidecar/runner.ts';
+import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 
 const NS = 'site-a';
 const LEASE_PATH = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/skupper-site-leader`;
@@ -86,50 +79,30 @@ function context(
   leader: 'running' | 'terminated',
   env: Record<string, string> = {},
 ) {
-  const config = parseSidecarEnv({
-    DRAINGUARD_PROFILE: 'skupper-router',
-    DRAINGUARD_FEATURES: 'lease-handover',
-    DRAINGUARD_LEASES: 'skupper-site-leader',
-    DRAINGUARD_POD_NAME: 'router-a',
-    DRAINGUARD_POD_NAMESPACE: NS,
-    DRAINGUARD_NODE_NAME: 'n1',
-    DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS: '1',
-    DRAINGUARD_VERIFY_SECONDS: '2',
-    ...env,
-  });
-  const events: string[] = [];
-  let state: DrainState = { ...initialDrainState, synced: true };
-  const listeners: ((s: DrainState, p: DrainState) => void)[] = [];
-  const drain = {
-    get current() {
-      return state;
+  const drain = new FakeDrain();
+  drain.pod = podWith('router-a', 'n1', leader);
+  const { ctx, events } = fakeContext({
+    env: {
+      DRAINGUARD_PROFILE: 'skupper-router',
+      DRAINGUARD_FEATURES: 'lease-handover',
+      DRAINGUARD_LEASES: 'skupper-site-leader',
+      DRAINGUARD_POD_NAME: 'router-a',
+      DRAINGUARD_POD_NAMESPACE: NS,
+      DRAINGUARD_NODE_NAME: 'n1',
+      DRAINGUARD_LEADER_STOP_TIMEOUT_SECONDS: '1',
+      DRAINGUARD_VERIFY_SECONDS: '2',
+      ...env,
     },
-    pod: podWith('router-a', 'n1', leader),
-    subscribe(fn: (s: DrainState, p: DrainState) => void) {
-      listeners.push(fn);
-      return () => {};
-    },
-    terminate(replaced = false) {
-      const prev = state;
-      state = { ...state, terminating: true, podReplaced: replaced };
-      for (const l of listeners) l(state, prev);
-    },
-  };
-  const ctx: CapabilityContext = {
-    config,
-    log: createLogger('test', 'silent'),
     client: api.client,
-    events: {
-      record: async (_t: unknown, _type: string, reason: string) => {
-        events.push(reason);
-      },
-    } as unknown as EventRecorder,
-    runner: {} as ToolRunner,
-    drain: drain as unknown as DrainWatcher,
-    metrics: new Registry(),
     clock: systemClock,
+    drain,
+  });
+  return {
+    ctx,
+    terminate: (podReplaced = false) => drain.set({ terminating: true, podReplaced }),
+    /** The reasons of the Events recorded so far. */
+    reasons: () => events.map((e) => e.reason),
   };
-  return { ctx, drain, events };
 }
 
 t.test('lease handover capability (scripted API)', async (t) => {
@@ -137,17 +110,17 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const api = fakeApi('router-a');
     api.failures.GET = [429];
     api.failures.PUT = [503];
-    const { ctx, drain, events } = context(api, 'terminated');
+    const { ctx, terminate, reasons } = context(api, 'terminated');
     const cap = new LeaseHandover(ctx);
     await cap.start();
-    drain.terminate();
+    terminate();
     await cap.stop();
     const [r] = (await cap.result) ?? [];
     t.equal(r?.outcome, 'handed-over');
     t.equal(api.lease().spec?.holderIdentity, 'router-b');
     t.equal(api.lease().spec?.leaseTransitions, 3);
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
-    t.strictSame(events, ['LeaseHandedOver']);
+    t.strictSame(reasons(), ['LeaseHandedOver']);
     t.match(
       ctx.metrics.render(),
       /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 1/,
@@ -157,27 +130,27 @@ t.test('lease handover capability (scripted API)', async (t) => {
   t.test('decides again after a 409 on a Lease still its own, and hands over', async (t) => {
     const api = fakeApi('router-a');
     api.failures.PUT = [409];
-    const { ctx, drain, events } = context(api, 'terminated');
+    const { ctx, terminate, reasons } = context(api, 'terminated');
     const cap = new LeaseHandover(ctx);
     await cap.start();
-    drain.terminate();
+    terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'handed-over');
     t.equal(api.lease().spec?.holderIdentity, 'router-b');
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'the conflicting write, then a new one');
-    t.strictSame(events, ['LeaseHandedOver']);
+    t.strictSame(reasons(), ['LeaseHandedOver']);
   });
 
   t.test('leaves a Lease alone while the leader container runs', async (t) => {
     const api = fakeApi('router-a');
-    const { ctx, drain, events } = context(api, 'running');
+    const { ctx, terminate, reasons } = context(api, 'running');
     const cap = new LeaseHandover(ctx);
     await cap.start();
-    drain.terminate();
+    terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
-    t.strictSame(events, ['LeaseLeftToExpire']);
+    t.strictSame(reasons(), ['LeaseLeftToExpire']);
   });
 
   t.test('never writes a Lease another pod holds, nor in observe-only mode', async (t) => {
@@ -185,7 +158,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const a = context(other, 'terminated');
     const cap = new LeaseHandover(a.ctx);
     await cap.start();
-    a.drain.terminate();
+    a.terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'not-holder');
     t.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
@@ -194,27 +167,27 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const b = context(mine, 'terminated', { DRAINGUARD_OBSERVE_ONLY: 'true' });
     const cap2 = new LeaseHandover(b.ctx);
     await cap2.start();
-    b.drain.terminate();
+    b.terminate();
     await cap2.stop();
     t.equal((await cap2.result)?.[0]?.outcome, 'observed');
     t.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
-    t.strictSame(b.events, ['LeaseHandoverObserved']);
+    t.strictSame(b.reasons(), ['LeaseHandoverObserved']);
   });
 
   t.test(
     'never touches a Lease once the own pod was re-created under the same name (its identity may be the new pod)',
     async (t) => {
       const api = fakeApi('router-a');
-      const { ctx, drain, events } = context(api, 'terminated');
+      const { ctx, terminate, reasons } = context(api, 'terminated');
       const cap = new LeaseHandover(ctx);
       await cap.start();
-      drain.terminate(true);
+      terminate(true);
       await cap.stop();
       const [r] = (await cap.result) ?? [];
       t.equal(r?.outcome, 'pod-replaced');
       t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
       t.equal(api.lease().spec?.holderIdentity, 'router-a');
-      t.strictSame(events, []);
+      t.strictSame(reasons(), []);
     },
   );
 

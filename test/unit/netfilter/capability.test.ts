@@ -1,15 +1,9 @@
-import pino from 'pino';
 import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
-import { parseSidecarEnv } from '../../../shared/contract.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
-import type { EventRecorder } from '../../../shared/kube/events.ts';
-import { Registry } from '../../../shared/metrics.ts';
-import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { createCapability } from '../../../sidecar/netfilter/capability.ts';
+import { fakeContext } from '../sidecar/fake-context.ts';
 import { FakeHost } from './fakehost.ts';
-
-const log = pino({ level: 'silent' });
 
 /** Just enough of KubeClient for an Informer and a Node read. */
 function stubClient(pods: unknown[]): KubeClient {
@@ -37,30 +31,24 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
         spec: '-p ARP --arp-op Request --arp-ip-dst 198.51.100.12 -j arpreply --arpreply-mac 02:aa:00:00:00:12',
       },
     ];
-    const events: string[] = [];
-    const metrics = new Registry();
-    const config = parseSidecarEnv({
-      DRAINGUARD_PROFILE: 'netfilter-cleanup',
-      DRAINGUARD_FEATURES: 'netfilter-cleanup',
-      DRAINGUARD_POD_NAME: 'p',
-      DRAINGUARD_POD_NAMESPACE: 'x',
-      DRAINGUARD_NODE_NAME: 'n1',
-      DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
-      DRAINGUARD_CLEANUP_DRY_RUN: 'true',
-    });
-    const cap = createCapability({
-      config,
-      log,
+    const { ctx, events, metrics } = fakeContext({
+      env: {
+        DRAINGUARD_PROFILE: 'netfilter-cleanup',
+        DRAINGUARD_FEATURES: 'netfilter-cleanup',
+        DRAINGUARD_POD_NAME: 'p',
+        DRAINGUARD_POD_NAMESPACE: 'x',
+        DRAINGUARD_NODE_NAME: 'n1',
+        DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
+        DRAINGUARD_CLEANUP_DRY_RUN: 'true',
+      },
       client: stubClient([]),
-      events: {
-        record: async (_t: unknown, _type: string, reason: string, msg: string) =>
-          void events.push(`${reason}: ${msg}`),
-      } as unknown as EventRecorder,
-      runner: h,
-      drain: {} as DrainWatcher,
-      metrics,
       clock: systemClock,
-    }) as ReturnType<typeof createCapability> & { trigger(r: string): void; idle(): Promise<void> };
+      runner: h,
+    });
+    const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
+      trigger(r: string): void;
+      idle(): Promise<void>;
+    };
     await cap.start();
     await waitFor('dry-run report', () => events.length > 0, { timeoutMs: 10_000 });
     for (let i = 0; i < 3; i++) {
@@ -68,9 +56,12 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
       await cap.idle();
     }
     await cap.stop();
-    t.strictSame(events, [
-      'NetfilterCleanupDryRun: netfilter cleanup would remove 1 stale ebtables rule(s) and 0 neighbour(s): arpreply 198.51.100.12→02:aa:00:00:00:12',
-    ]);
+    t.strictSame(
+      events.map((e) => `${e.reason}: ${e.message}`),
+      [
+        'NetfilterCleanupDryRun: netfilter cleanup would remove 1 stale ebtables rule(s) and 0 neighbour(s): arpreply 198.51.100.12→02:aa:00:00:00:12',
+      ],
+    );
     t.match(metrics.render(), /drainguard_netfilter_removed_total\{dry_run="true",kind="rule"\} 1\n/);
     t.equal(h.rules.length, 1);
     t.equal(h.deleted.length, 0);
