@@ -2,7 +2,7 @@
 // periodic resync, and when a pending stale item becomes confirmable.
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
-import type { KubeList, Node, Pod } from '../../shared/kube/types.ts';
+import type { KubeList, Pod } from '../../shared/kube/types.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Coalescer } from '../coalesce.ts';
 import { Cleaner, type PassResult } from './cleaner.ts';
@@ -36,8 +36,6 @@ class NetfilterCleanup implements Capability {
   private readonly cleaner: Cleaner;
   private readonly informer: Informer;
   private readonly abort = new AbortController();
-  private node: Node | undefined;
-  private nodeFetchedAt = Number.NEGATIVE_INFINITY;
   private readonly coalescer: Coalescer;
   private timer: NodeJS.Timeout | undefined;
   private followUp: NodeJS.Timeout | undefined;
@@ -110,38 +108,20 @@ class NetfilterCleanup implements Capability {
         `${ebtables.error}; only neighbour entries are cleaned`,
       );
     this.informer.start();
-    this.timer = setInterval(() => this.trigger('resync', true), this.ctx.config.cleanupResyncSeconds * 1000);
+    this.timer = setInterval(() => this.trigger('resync'), this.ctx.config.cleanupResyncSeconds * 1000);
     this.timer.unref();
-    this.trigger('start', true);
+    this.trigger('start');
   }
 
-  /** Asks for a pass (one at a time, one more if asked meanwhile); `refreshNode`: re-read the Node first. */
-  trigger(reason: string, refreshNode = false): void {
+  /** Asks for a pass (one at a time, one more if asked meanwhile). */
+  trigger(reason: string): void {
     if (this.abort.signal.aborted) return;
-    if (refreshNode) this.nodeFetchedAt = Number.NEGATIVE_INFINITY;
     this.coalescer.request(reason);
   }
 
   /** Resolves when no pass is running (tests and stop()). */
   idle(): Promise<void> {
     return this.coalescer.idle();
-  }
-
-  private async refreshNode(): Promise<void> {
-    if (this.ctx.clock.now() - this.nodeFetchedAt < this.ctx.config.cleanupResyncSeconds * 1000) return;
-    try {
-      this.node = await this.ctx.client.get<Node>(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
-        timeoutMs: 5_000,
-        signal: this.abort.signal,
-      });
-      this.nodeFetchedAt = this.ctx.clock.now();
-    } catch (e) {
-      // Local interface addresses still protect the node's own rules; the Node is a second source.
-      this.ctx.log.warn(
-        { err: (e as Error).message, notFound: isApiError(e, 404) },
-        'could not read own Node',
-      );
-    }
   }
 
   /**
@@ -216,14 +196,16 @@ class NetfilterCleanup implements Capability {
     }
     if (this.heldWhy) log.info({ was: this.heldWhy }, 'netfilter cleanup resumed: the pod view is current');
     this.heldWhy = undefined;
-    await this.refreshNode();
     // Track IP-less pods from the informer too, so their first sighting is as early as ours.
     this.noteAwaiting(this.informer.objects.values() as Iterable<Pod>, false);
     let result: PassResult;
     try {
       result = await this.cleaner.pass({
         pods: podInfos(this.informer.objects.values() as Iterable<Pod>, config.nodeName),
-        nodeAddresses: nodeAddresses(this.node),
+        // The drain watcher's view of the own Node, not a read of its own (one per node, every
+        // resync). Until that view arrives the local interface addresses still protect the node's
+        // own rules; a deletion needs a second sighting, by when it has arrived.
+        nodeAddresses: nodeAddresses(this.ctx.drain.node),
         recheck: () => this.recheck(),
       });
     } catch (e) {

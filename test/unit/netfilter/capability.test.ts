@@ -2,7 +2,7 @@ import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { createCapability } from '../../../sidecar/netfilter/capability.ts';
-import { fakeContext } from '../sidecar/fake-context.ts';
+import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 import { FakeHost } from './fakehost.ts';
 
 /** Just enough of KubeClient for an Informer and a Node read. */
@@ -67,3 +67,72 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
     t.equal(h.deleted.length, 0);
   });
 });
+
+t.test(
+  "uses the drain watcher's Node for the node's own addresses: no GET of its own (issue 25)",
+  async (t) => {
+    const h = new FakeHost();
+    h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
+    h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
+    // 198.51.100.7 is no pod's: its rule would be stale were it not the Node's own address.
+    h.rules = [
+      {
+        chain: 'PREROUTING',
+        spec: '-p ARP --arp-op Request --arp-ip-dst 198.51.100.7 -j arpreply --arpreply-mac 02:aa:00:00:00:07',
+      },
+    ];
+    const node = {
+      metadata: { name: 'n1' },
+      status: { addresses: [{ type: 'InternalIP', address: '198.51.100.7' }] },
+    };
+    const drain = new FakeDrain();
+    drain.readNode = () => node;
+    const gets: string[] = [];
+    const client = {
+      get: async (path: string) => {
+        gets.push(path);
+        return path === '/api/v1/pods' ? { metadata: { resourceVersion: '1' }, items: [] } : node;
+      },
+      watch: (_p: string, _q: unknown, _cb: unknown, signal: AbortSignal) =>
+        new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
+    } as unknown as KubeClient;
+    const { ctx, events } = fakeContext({
+      env: {
+        DRAINGUARD_PROFILE: 'netfilter-cleanup',
+        DRAINGUARD_FEATURES: 'netfilter-cleanup',
+        DRAINGUARD_POD_NAME: 'p',
+        DRAINGUARD_POD_NAMESPACE: 'x',
+        DRAINGUARD_NODE_NAME: 'n1',
+        DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
+      },
+      client,
+      clock: systemClock,
+      runner: h,
+      drain,
+    });
+    const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
+      trigger(r: string): void;
+      idle(): Promise<void>;
+      passes: number;
+    };
+    await cap.start();
+    // Passes are held until the pod list has arrived: ask for one until two have run.
+    await waitFor(
+      'two passes',
+      () => {
+        if (cap.passes >= 2) return true;
+        cap.trigger('test');
+        return false;
+      },
+      { timeoutMs: 10_000 },
+    );
+    await cap.stop();
+    t.equal(h.deleted.length, 0, "the rule for the Node's own address is kept");
+    t.strictSame(events, []);
+    t.strictSame(
+      gets.filter((p) => p.startsWith('/api/v1/nodes')),
+      [],
+      'no read of the own Node: the drain watcher watches it',
+    );
+  },
+);
