@@ -6,6 +6,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { FENCE_TABLE } from '../../shared/names.ts';
 import { type NftItem, UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
+import { INTERFACE_NAME_RULE, isInterfaceName } from '../../shared/net/interface-name.ts';
 
 export interface FenceSpec {
   vips4: string[];
@@ -22,8 +23,6 @@ export interface FenceSpec {
   ownAddresses?: string[];
 }
 
-const IFNAME = /^[A-Za-z][A-Za-z0-9_.-]{0,14}$/;
-
 /** Rejects anything that could not be spliced safely into an nft script. */
 export function validateFence(spec: FenceSpec): string[] {
   const problems: string[] = [];
@@ -32,8 +31,8 @@ export function validateFence(spec: FenceSpec): string[] {
   for (const v of spec.vips6)
     if (!isIPv6(v)) problems.push(`vips6: ${JSON.stringify(v)} is not an IPv6 address`);
   for (const i of spec.interfaces)
-    if (!IFNAME.test(i))
-      problems.push(`interfaces: ${JSON.stringify(i)} is not an interface name (letters, digits, _ . -)`);
+    if (!isInterfaceName(i))
+      problems.push(`interfaces: ${JSON.stringify(i)} is not an interface name (${INTERFACE_NAME_RULE})`);
   for (const p of spec.memberlistPorts)
     if (!Number.isInteger(p) || p < 1 || p > 65535)
       problems.push(`memberlistPorts: ${p} is not a port 1-65535`);

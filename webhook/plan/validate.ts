@@ -1,5 +1,6 @@
 // Annotation values checked at admission, so that a pod author gets a denial naming the annotation
 // instead of a sidecar that refuses (or misuses) the value later. Pure: value in, complaint or nothing out.
+import { INTERFACE_NAME_RULE, isInterfaceName } from '../../shared/net/interface-name.ts';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -7,20 +8,17 @@ const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 export const isDns1123Label = (s: string): boolean => s.length <= 63 && DNS1123_LABEL.test(s);
 export const isDns1123Subdomain = (s: string): boolean => s.length <= 253 && DNS1123_SUBDOMAIN.test(s);
 
-/** The kernel's dev_valid_name(): 1–15 bytes, not "." or "..", no "/", ":" or whitespace. */
-export const isInterfaceName = (s: string): boolean =>
-  s.length >= 1 && s.length <= 15 && s !== '.' && s !== '..' && !/[/:\s]/.test(s);
-
 /** Comma-separated list where every item is non-empty (no trimming: the sidecar does not trim either). */
 const items = (raw: string): string[] | undefined => {
   const list = raw.split(',');
   return list.every((x) => x !== '') ? list : undefined;
 };
 
+/** The names the L2 fence accepts (shared with it): narrower than Linux's, which allows `x"y`. */
 export function checkInterfaces(raw: string): string | undefined {
   const list = items(raw);
   if (list?.every(isInterfaceName)) return undefined;
-  return 'accepted is a comma-separated list of interface names (1 to 15 characters, not . or .., without /, : or whitespace)';
+  return `accepted is a comma-separated list of interface names (${INTERFACE_NAME_RULE})`;
 }
 
 export function checkNamespace(raw: string): string | undefined {
