@@ -1,54 +1,81 @@
 import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { Node } from '../../../shared/kube/types.ts';
 import { createCapability } from '../../../sidecar/netfilter/capability.ts';
 import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 import { FakeHost } from './fakehost.ts';
 
-/** Just enough of KubeClient for an Informer and a Node read. */
-function stubClient(pods: unknown[]): KubeClient {
-  return {
-    get: async (path: string) =>
-      path === '/api/v1/pods'
-        ? { metadata: { resourceVersion: '1' }, items: pods }
-        : {
-            metadata: { name: 'n1' },
-            status: { addresses: [{ type: 'InternalIP', address: '192.0.2.10' }] },
-          },
+const NODE: Node = {
+  metadata: { name: 'n1' },
+  status: { addresses: [{ type: 'InternalIP', address: '192.0.2.10' }] },
+};
+
+/** Just enough of KubeClient for an Informer and a Node read; `gets` lists every GET's path. */
+function stubClient(pods: unknown[], node: Node = NODE) {
+  const gets: string[] = [];
+  const client = {
+    get: async (path: string) => {
+      gets.push(path);
+      return path === '/api/v1/pods' ? { metadata: { resourceVersion: '1' }, items: pods } : node;
+    },
     watch: (_p: string, _q: unknown, _cb: unknown, signal: AbortSignal) =>
       new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
   } as unknown as KubeClient;
+  return { client, gets };
+}
+
+/** A host on 192.0.2.10 routing 198.51.100.0/24 to azure0, with one arpreply rule for `ip`. */
+function hostWithArpReply(ip: string, mac: string): FakeHost {
+  const h = new FakeHost();
+  h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
+  h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
+  h.rules = [
+    {
+      chain: 'PREROUTING',
+      spec: `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac}`,
+    },
+  ];
+  return h;
+}
+
+function start(opts: {
+  host: FakeHost;
+  client: KubeClient;
+  env?: Record<string, string>;
+  drain?: FakeDrain;
+}) {
+  const { ctx, events, metrics } = fakeContext({
+    env: {
+      DRAINGUARD_PROFILE: 'netfilter-cleanup',
+      DRAINGUARD_FEATURES: 'netfilter-cleanup',
+      DRAINGUARD_POD_NAME: 'p',
+      DRAINGUARD_POD_NAMESPACE: 'x',
+      DRAINGUARD_NODE_NAME: 'n1',
+      DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
+      ...opts.env,
+    },
+    client: opts.client,
+    clock: systemClock,
+    runner: opts.host,
+    ...(opts.drain ? { drain: opts.drain } : {}),
+  });
+  const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
+    trigger(r: string): void;
+    idle(): Promise<void>;
+    passes: number;
+  };
+  return { cap, events, metrics };
 }
 
 t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
   t.test('dry-run: reports each stale item once (Event, metrics), deletes nothing', async (t) => {
-    const h = new FakeHost();
-    h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
-    h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
-    h.rules = [
-      {
-        chain: 'PREROUTING',
-        spec: '-p ARP --arp-op Request --arp-ip-dst 198.51.100.12 -j arpreply --arpreply-mac 02:aa:00:00:00:12',
-      },
-    ];
-    const { ctx, events, metrics } = fakeContext({
-      env: {
-        DRAINGUARD_PROFILE: 'netfilter-cleanup',
-        DRAINGUARD_FEATURES: 'netfilter-cleanup',
-        DRAINGUARD_POD_NAME: 'p',
-        DRAINGUARD_POD_NAMESPACE: 'x',
-        DRAINGUARD_NODE_NAME: 'n1',
-        DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
-        DRAINGUARD_CLEANUP_DRY_RUN: 'true',
-      },
-      client: stubClient([]),
-      clock: systemClock,
-      runner: h,
+    const h = hostWithArpReply('198.51.100.12', '02:aa:00:00:00:12');
+    const { cap, events, metrics } = start({
+      host: h,
+      client: stubClient([]).client,
+      env: { DRAINGUARD_CLEANUP_DRY_RUN: 'true' },
     });
-    const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
-      trigger(r: string): void;
-      idle(): Promise<void>;
-    };
     await cap.start();
     await waitFor('dry-run report', () => events.length > 0, { timeoutMs: 10_000 });
     for (let i = 0; i < 3; i++) {
@@ -66,55 +93,18 @@ t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
     t.equal(h.rules.length, 1);
     t.equal(h.deleted.length, 0);
   });
-});
 
-t.test(
-  "uses the drain watcher's Node for the node's own addresses: no GET of its own (issue 25)",
-  async (t) => {
-    const h = new FakeHost();
-    h.addrs = [{ ifname: 'azure0', address: '02:00:00:00:00:fe', addr_info: [{ local: '192.0.2.10' }] }];
-    h.routes4 = [{ dst: '198.51.100.0/24', dev: 'azure0' }];
+  t.test("the node's own addresses come from the drain watcher's Node: no GET of its own", async (t) => {
     // 198.51.100.7 is no pod's: its rule would be stale were it not the Node's own address.
-    h.rules = [
-      {
-        chain: 'PREROUTING',
-        spec: '-p ARP --arp-op Request --arp-ip-dst 198.51.100.7 -j arpreply --arpreply-mac 02:aa:00:00:00:07',
-      },
-    ];
-    const node = {
+    const h = hostWithArpReply('198.51.100.7', '02:aa:00:00:00:07');
+    const node: Node = {
       metadata: { name: 'n1' },
       status: { addresses: [{ type: 'InternalIP', address: '198.51.100.7' }] },
     };
     const drain = new FakeDrain();
     drain.readNode = () => node;
-    const gets: string[] = [];
-    const client = {
-      get: async (path: string) => {
-        gets.push(path);
-        return path === '/api/v1/pods' ? { metadata: { resourceVersion: '1' }, items: [] } : node;
-      },
-      watch: (_p: string, _q: unknown, _cb: unknown, signal: AbortSignal) =>
-        new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
-    } as unknown as KubeClient;
-    const { ctx, events } = fakeContext({
-      env: {
-        DRAINGUARD_PROFILE: 'netfilter-cleanup',
-        DRAINGUARD_FEATURES: 'netfilter-cleanup',
-        DRAINGUARD_POD_NAME: 'p',
-        DRAINGUARD_POD_NAMESPACE: 'x',
-        DRAINGUARD_NODE_NAME: 'n1',
-        DRAINGUARD_CLEANUP_CONFIRM_SECONDS: '0',
-      },
-      client,
-      clock: systemClock,
-      runner: h,
-      drain,
-    });
-    const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
-      trigger(r: string): void;
-      idle(): Promise<void>;
-      passes: number;
-    };
+    const api = stubClient([], node);
+    const { cap, events } = start({ host: h, client: api.client, drain });
     await cap.start();
     // Passes are held until the pod list has arrived: ask for one until two have run.
     await waitFor(
@@ -130,9 +120,9 @@ t.test(
     t.equal(h.deleted.length, 0, "the rule for the Node's own address is kept");
     t.strictSame(events, []);
     t.strictSame(
-      gets.filter((p) => p.startsWith('/api/v1/nodes')),
+      api.gets.filter((p) => p.startsWith('/api/v1/nodes')),
       [],
       'no read of the own Node: the drain watcher watches it',
     );
-  },
-);
+  });
+});
