@@ -1,6 +1,7 @@
 // What MetalLB says about the VIPs: its ServiceL2Status objects (who announces which service, and
 // when each was written), the Services they name, and — where ServiceL2Status tells nothing —
 // every LoadBalancer Service. Read through the API; the handover decides nothing here.
+import { Backoff } from '../../shared/backoff.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
@@ -41,7 +42,10 @@ export interface MetalLbObservation {
 
 /** MetalLB's side of the handover, as the capability reads it (a fake in unit tests). */
 export interface MetalLbView {
-  /** Looks for the ServiceL2Status CRD (again, unless known installed) and watches it once found. */
+  /**
+   * Looks for the ServiceL2Status CRD (again, unless known installed: while it is missing, only
+   * when a backoff of 30 s doubling to 10 min has passed) and watches it once found.
+   */
   checkCrd(): Promise<void>;
   /**
    * The view now. A ServiceL2Status of another node confirms only if written after
@@ -95,6 +99,13 @@ export class MetalLbReader implements MetalLbView {
   private readonly changed: () => void;
   private readonly statusPath: string;
   private statusCrd: CrdPresence = 'unknown';
+  /**
+   * While the CRD is missing, when to look again. Asked every 30 s, one discovery GET per node
+   * would cost the API server 120 requests an hour each for an answer that rarely changes: the
+   * wait doubles from 30 s to 10 min (jittered), so a CRD installed later is found within that.
+   */
+  private readonly crdRecheck = new Backoff({ baseMs: 60_000, capMs: 600_000 });
+  private crdRecheckAt = Number.NEGATIVE_INFINITY;
   private statusInformer: Informer | undefined;
   /**
    * When each ServiceL2Status was last seen written: local clock for what this sidecar saw
@@ -199,6 +210,8 @@ export class MetalLbReader implements MetalLbView {
   async checkCrd(): Promise<void> {
     const { ctx } = this;
     if (this.statusCrd === 'installed') return;
+    if (this.statusCrd === 'missing' && ctx.clock.now() < this.crdRecheckAt) return;
+    const was = this.statusCrd;
     try {
       const list = await ctx.client.get<{ resources?: { name: string }[] }>('/apis/metallb.io/v1beta1', {
         timeoutMs: 5_000,
@@ -229,10 +242,15 @@ export class MetalLbReader implements MetalLbView {
       });
       this.statusInformer.start();
     }
-    if (this.statusCrd === 'missing')
-      ctx.log.warn(
-        'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
-      );
+    if (this.statusCrd === 'missing') {
+      const waitMs = this.crdRecheck.next();
+      this.crdRecheckAt = ctx.clock.now() + waitMs;
+      if (was !== 'missing')
+        ctx.log.warn(
+          { recheckBackoff: '30 s doubling to 10 min' },
+          'MetalLB ServiceL2Status CRD not found (MetalLB < 0.14.4): handover cannot be confirmed; the fence waits DRAINGUARD_L2_SETTLE_SECONDS instead',
+        );
+    } else if (was === 'missing') ctx.log.info('MetalLB ServiceL2Status CRD installed: watching it');
   }
 
   private noteStatusWrites(

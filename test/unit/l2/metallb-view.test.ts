@@ -42,9 +42,11 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
     { metadata: { name: 'db', namespace: 'web' }, spec: { type: 'ClusterIP' } },
   ];
   let push: ((ev: { type: string; object: KubeObject }) => void) | undefined;
+  let discoveries = 0;
   const client = {
     async get(path: string) {
       if (path === '/apis/metallb.io/v1beta1') {
+        discoveries++;
         if (!opts.crd) throw new ApiError('GET', path, 404, 'NotFound', 'no such group');
         return { resources: [{ name: 'servicel2statuses' }] };
       }
@@ -80,6 +82,8 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
     clock,
     push: (type: string, object: KubeObject) => push?.({ type, object }),
     changes: () => changes,
+    /** How many times the CRD's discovery document was asked for. */
+    discoveries: () => discoveries,
   };
 }
 
@@ -167,5 +171,42 @@ t.test(
     // MetalLB >= 0.14.6 deletes and re-creates objects as VIPs move: "none now" is not "never".
     w.push('DELETED', usable);
     t.equal(w.view.statusSource(), 'servicel2status');
+  },
+);
+
+t.test(
+  'no CRD: its discovery GET backs off from 30 s to 10 min, and a CRD installed later is still noticed',
+  async (t) => {
+    const api = { crd: false, statuses: [] as KubeObject[] };
+    const w = metallbApi(api);
+    t.teardown(() => w.view.stop());
+    // The capability asks every 30 s (its tick); two hours of that.
+    const TICK = 30_000;
+    const hour = async () => {
+      const before = w.discoveries();
+      for (let i = 0; i < 3_600_000 / TICK; i++) {
+        await w.view.checkCrd();
+        w.clock.advance(TICK);
+      }
+      return w.discoveries() - before;
+    };
+    const first = await hour();
+    const second = await hour();
+    t.equal(w.view.statusSource(), 'services');
+    t.ok(first <= 16, `${first} discovery GETs in the first hour (one every 30 s would be 120)`);
+    t.ok(second <= 12, `${second} discovery GETs in the second hour: at most one every 5 min`);
+
+    api.crd = true;
+    api.statuses = [l2Status('b-www', 'node-b', 'www', w.clock.now())];
+    const installed = w.clock.now();
+    while (w.view.statusSource() === 'services' && w.clock.now() - installed <= 3_600_000) {
+      await w.view.checkCrd();
+      w.clock.advance(TICK);
+    }
+    t.equal(w.view.statusSource(), 'servicel2status', 'the CRD installed later is found');
+    t.ok(
+      w.clock.now() - installed <= 630_000,
+      `found ${(w.clock.now() - installed) / 1000} s after it was installed (at most 10 min and one tick)`,
+    );
   },
 );
