@@ -1,11 +1,20 @@
-// The node's side of the L2 handover: the nft fence (read back, installed, removed), the link each
-// VIP's route goes out of and the node's own addresses. Every command goes through the tool runner.
+// The node's side of the L2 handover: the nft fence (read back, installed, removed), the links to
+// fence (those named that exist here, else the link each VIP's route goes out of) and the node's own
+// addresses. Every command goes through the tool runner.
+import { isIPv6 } from 'node:net';
 import type { Logger } from '../../shared/log.ts';
 import { FENCE_TABLE } from '../../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
-import { ownAddresses, routeDevice } from './routes.ts';
+import { linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
+
+/** The links a fence goes on, and the named ones it cannot go on. */
+export interface FenceLinks {
+  interfaces: string[];
+  /** Named links that are not on this node: left out of the fence. */
+  missing: string[];
+}
 
 /** What the handover needs from the node (a fake in unit tests). */
 export interface L2Host {
@@ -15,10 +24,21 @@ export interface L2Host {
   applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined>;
   /** The links the routes to these targets (VIPs, or 'default') go out of, resolved once each. */
   routeDevices(targets: readonly string[]): Promise<string[]>;
-  /** Forgets the resolved links (between handovers: routes may change). */
+  /**
+   * The links to fence: those of `named` (DRAINGUARD_L2_INTERFACES, or the own ServiceL2Status
+   * objects') that exist on this node — NIC names differ between nodes, and a netdev chain on a
+   * missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail the whole
+   * transaction, memberlist cut included). When none is named, or none of them exists here, the
+   * links the routes to `targets` go out of.
+   */
+  fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks>;
+  /** Forgets the resolved links and the node's link names (between handovers: they may change). */
   forgetRoutes(): void;
-  /** The node's own addresses (`ip addr`); undefined when they cannot be read. */
-  ownAddresses(): Promise<string[] | undefined>;
+  /**
+   * The node's own addresses (`ip addr`), never those on Service-IP links (kube-ipvs0) nor any of
+   * `notOwn` (the LoadBalancer VIPs known here); undefined when they cannot be read.
+   */
+  ownAddresses(notOwn?: readonly string[]): Promise<string[] | undefined>;
 }
 
 export class NodeHost implements L2Host {
@@ -26,6 +46,8 @@ export class NodeHost implements L2Host {
   private readonly log: Logger;
   /** The link each VIP's route goes out of (`ip route get`), resolved when a handover needs it. */
   private readonly routeDevs = new Map<string, string | undefined>();
+  /** The node's link names (`ip link`), read when a handover needs them; null when unreadable. */
+  private links: string[] | null | undefined;
 
   constructor(runner: ToolRunner, log: Logger) {
     this.runner = runner;
@@ -55,16 +77,47 @@ export class NodeHost implements L2Host {
     ];
   }
 
-  forgetRoutes(): void {
-    this.routeDevs.clear();
+  async fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks> {
+    if (named.length === 0) return { interfaces: await this.routeDevices(targets), missing: [] };
+    if (this.links === undefined) this.links = await this.linkNames();
+    const links = this.links;
+    // Unreadable: fence what is named, as before the check (nft fails or drops nothing on a missing one).
+    if (links === null) return { interfaces: [...named], missing: [] };
+    const present = named.filter((n) => links.includes(n));
+    const missing = named.filter((n) => !links.includes(n));
+    return { interfaces: present.length > 0 ? present : await this.routeDevices(targets), missing };
   }
 
-  /** The link a VIP's route (or, for 'default', the default route) goes out of. */
+  forgetRoutes(): void {
+    this.routeDevs.clear();
+    this.links = undefined;
+  }
+
+  private async linkNames(): Promise<string[] | null> {
+    try {
+      return linkNames((await this.runner.run('ip', ['-j', 'link', 'show'])).stdout);
+    } catch (e) {
+      this.log.warn(
+        { err: (e as Error).message },
+        "cannot read the node's links: fencing the interfaces named without checking they exist",
+      );
+      return null;
+    }
+  }
+
+  /**
+   * The link a VIP's route (or, for 'default', the default route) goes out of. A VIP bound on this
+   * node (kube-proxy IPVS, kube-router) routes via lo: its ARP goes out of the link that carries
+   * its subnet, or the default route's, found in the main table.
+   */
   private async routeDevice(vip: string): Promise<string | undefined> {
     const args = vip === 'default' ? ['-j', 'route', 'show', 'default'] : ['-j', 'route', 'get', vip];
     try {
       const out = await this.runner.run('ip', args);
-      return routeDevice(out.stdout);
+      if (vip === 'default' || !localRoute(out.stdout)) return routeDevice(out.stdout);
+      const family = isIPv6(vip) ? '-6' : '-4';
+      const main = await this.runner.run('ip', ['-j', family, 'route', 'show', 'table', 'main']);
+      return subnetLink(vip, main.stdout);
     } catch (e) {
       this.log.warn(
         { vip, err: (e as Error).message },
@@ -74,9 +127,9 @@ export class NodeHost implements L2Host {
     }
   }
 
-  async ownAddresses(): Promise<string[] | undefined> {
+  async ownAddresses(notOwn: readonly string[] = []): Promise<string[] | undefined> {
     try {
-      const own = ownAddresses((await this.runner.run('ip', ['-j', 'addr', 'show'])).stdout);
+      const own = ownAddresses((await this.runner.run('ip', ['-j', 'addr', 'show'])).stdout, notOwn);
       return own.length > 0 ? own : undefined;
     } catch (e) {
       this.log.warn(

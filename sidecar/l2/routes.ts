@@ -1,27 +1,96 @@
-// Which link a VIP's route goes out of, from `ip -j route get <vip>`: the link that carries the
-// VIP's subnet (on-link), or the default route's.
+// Which link a VIP's ARP/NDP goes out of, and which addresses are the node's own, read from `ip -j`
+// output. kube-proxy in IPVS mode binds every Service IP, LoadBalancer VIPs included, on the dummy
+// `kube-ipvs0` (kube-router on `kube-dummy-if`): the VIP is then a local address, `ip route get`
+// answers `local … dev lo`, and the link that carries the VIP's subnet is found in the main table.
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
 
-/** The `dev` of the first route in `ip -j route get` output; undefined when there is none. */
-export function routeDevice(json: string): string | undefined {
-  try {
-    const routes = JSON.parse(json) as { dev?: unknown; type?: unknown }[];
-    const r = Array.isArray(routes) ? routes[0] : undefined;
-    // A local address (the VIP assigned to this host) routes via lo: nothing to fence there.
-    if (!r || typeof r.dev !== 'string' || r.dev === 'lo') return undefined;
-    return r.dev;
-  } catch {
-    return undefined;
-  }
-}
+/** Links that hold Service IPs, not the node's own addresses; nothing is announced out of them. */
+export const SERVICE_IP_LINKS: readonly string[] = ['kube-ipvs0', 'kube-dummy-if'];
 
-/** Every address on the node's links, from `ip -j addr show` (the fail-safe fence lets these through). */
-export function ownAddresses(json: string): string[] {
+const usable = (dev: unknown): dev is string =>
+  typeof dev === 'string' && dev !== 'lo' && !SERVICE_IP_LINKS.includes(dev);
+
+const parseArray = (json: string): Record<string, unknown>[] => {
   try {
-    const links = JSON.parse(json) as { addr_info?: { local?: unknown }[] }[];
-    if (!Array.isArray(links)) return [];
-    const out = links.flatMap((l) => (l.addr_info ?? []).map((a) => a.local));
-    return [...new Set(out.filter((a): a is string => typeof a === 'string' && a !== ''))].sort();
+    const v = JSON.parse(json) as unknown;
+    return Array.isArray(v) ? (v as Record<string, unknown>[]) : [];
   } catch {
     return [];
   }
+};
+
+/**
+ * The `dev` of the first route in `ip -j route get` output; undefined when there is none, and for
+ * a local route (the VIP is an address of this node: `dev lo`), which localRoute() tells apart.
+ */
+export function routeDevice(json: string): string | undefined {
+  const r = parseArray(json)[0];
+  return r && r.type !== 'local' && usable(r.dev) ? r.dev : undefined;
+}
+
+/** Whether `ip -j route get` says the address is local (bound on this node, e.g. on kube-ipvs0). */
+export function localRoute(json: string): boolean {
+  const r = parseArray(json)[0];
+  return r !== undefined && (r.type === 'local' || r.dev === 'lo');
+}
+
+/**
+ * The link that carries `vip`'s subnet in `ip -j route show table main` output (one family), else
+ * the default route's: the longest prefix that holds it, the lowest metric among equals. Routes
+ * out of lo or a Service-IP link, and anything but unicast routes, are skipped.
+ */
+export function subnetLink(vip: string, mainTableJson: string): string | undefined {
+  const family = isIPv4(vip) ? 'ipv4' : isIPv6(vip) ? 'ipv6' : undefined;
+  if (!family) return undefined;
+  let best: { bits: number; metric: number; dev: string } | undefined;
+  for (const r of parseArray(mainTableJson)) {
+    if (!usable(r.dev) || (r.type !== undefined && r.type !== 'unicast')) continue;
+    const bits = prefixHolding(vip, family, r.dst);
+    if (bits === undefined) continue;
+    const metric = typeof r.metric === 'number' ? r.metric : 0;
+    if (!best || bits > best.bits || (bits === best.bits && metric < best.metric))
+      best = { bits, metric, dev: r.dev };
+  }
+  return best?.dev;
+}
+
+/** The prefix length of route destination `dst` ('default', an address, or a CIDR) when it holds `vip`. */
+function prefixHolding(vip: string, family: 'ipv4' | 'ipv6', dst: unknown): number | undefined {
+  if (dst === 'default') return 0;
+  if (typeof dst !== 'string') return undefined;
+  const [net = '', len] = dst.split('/');
+  const bits = len === undefined ? (family === 'ipv4' ? 32 : 128) : Number(len);
+  if ((family === 'ipv4' ? !isIPv4(net) : !isIPv6(net)) || !Number.isInteger(bits)) return undefined;
+  const list = new BlockList();
+  try {
+    list.addSubnet(net, bits, family);
+  } catch {
+    return undefined;
+  }
+  return list.check(vip, family) ? bits : undefined;
+}
+
+/**
+ * The node's own addresses from `ip -j addr show` (the fail-safe fence lets these through): every
+ * address of every link but the Service-IP links (kube-ipvs0, kube-dummy-if), and none of `notOwn`
+ * (the LoadBalancer VIPs known here, wherever they are bound).
+ */
+export function ownAddresses(json: string, notOwn: readonly string[] = []): string[] {
+  const skip = new Set(notOwn.map((a) => a.toLowerCase()));
+  const links = parseArray(json) as { ifname?: unknown; addr_info?: { local?: unknown }[] }[];
+  const out = links
+    .filter((l) => !SERVICE_IP_LINKS.includes(String(l.ifname)))
+    .flatMap((l) => (Array.isArray(l.addr_info) ? l.addr_info : []).map((a) => a.local));
+  return [
+    ...new Set(
+      out.filter((a): a is string => typeof a === 'string' && a !== '' && !skip.has(a.toLowerCase())),
+    ),
+  ].sort();
+}
+
+/** The names of the node's links, from `ip -j link show`. */
+export function linkNames(json: string): string[] {
+  return parseArray(json)
+    .map((l) => l.ifname)
+    .filter((n): n is string => typeof n === 'string');
 }

@@ -1,0 +1,116 @@
+// The node's side of the handover (host.ts) on the networks users run, with `ip` answering as
+// the kernel does there: kube-proxy in IPVS mode (every LoadBalancer VIP bound on kube-ipvs0, so
+// `ip route get` says `local … dev lo`), and NIC names that differ between nodes (issue 22,
+// defects 2 and 5).
+import t from 'tap';
+import { createLogger } from '../../../shared/log.ts';
+import { NodeHost } from '../../../sidecar/l2/host.ts';
+import type { ToolRunner } from '../../../sidecar/runner.ts';
+
+/** A node with `ip` outputs by command line; anything else fails as a missing route would. */
+function nodeWith(outputs: Record<string, unknown>) {
+  const ran: string[] = [];
+  const runner = {
+    async run(tool: string, args: string[]) {
+      const line = `${tool} ${args.join(' ')}`;
+      ran.push(line);
+      if (!(line in outputs)) throw new Error(`RTNETLINK answers: Network is unreachable (${line})`);
+      return { stdout: JSON.stringify(outputs[line]), stderr: '', skipped: false };
+    },
+  } as unknown as ToolRunner;
+  return { host: new NodeHost(runner, createLogger('test', 'silent')), ran };
+}
+
+const VIP = '198.51.100.100';
+const FAR_VIP = '203.0.113.7';
+const local = (dst: string) => [{ type: 'local', dst, dev: 'lo', prefsrc: dst, flags: [], cache: ['local'] }];
+const MAIN4 = [
+  { dst: 'default', gateway: '192.0.2.254', dev: 'ens5', flags: [] },
+  { dst: '192.0.2.0/24', dev: 'ens5', protocol: 'kernel', scope: 'link', prefsrc: '192.0.2.10', flags: [] },
+  {
+    dst: '198.51.100.0/24',
+    dev: 'eth0',
+    protocol: 'kernel',
+    scope: 'link',
+    prefsrc: '198.51.100.1',
+    flags: [],
+  },
+  { dst: '198.51.100.0/24', dev: 'eth1', metric: 100, flags: [] },
+  { type: 'blackhole', dst: '198.51.100.96/28', flags: [] },
+  { dst: '10.244.1.5', dev: 'cali1234', scope: 'link', flags: [] },
+];
+const ipvsNode = {
+  [`ip -j route get ${VIP}`]: local(VIP),
+  [`ip -j route get ${FAR_VIP}`]: local(FAR_VIP),
+  'ip -j -4 route show table main': MAIN4,
+  'ip -j route show default': [MAIN4[0]],
+};
+
+t.test('IPVS: a VIP bound on kube-ipvs0 is fenced on the link that carries its subnet', async (t) => {
+  const { host, ran } = nodeWith(ipvsNode);
+  t.strictSame(await host.routeDevices([VIP]), ['eth0'], 'the subnet link, not lo, not nothing');
+  t.strictSame(ran, [`ip -j route get ${VIP}`, 'ip -j -4 route show table main']);
+  t.strictSame(await host.routeDevices([FAR_VIP]), ['ens5'], 'outside every subnet: the default route');
+  t.strictSame(await host.routeDevices([FAR_VIP, 'default']), ['ens5']);
+});
+
+t.test('IPVS: the fence links of an IPv6 VIP come from the IPv6 main table', async (t) => {
+  const { host } = nodeWith({
+    'ip -j route get 2001:db8:1::100': local('2001:db8:1::100'),
+    'ip -j -6 route show table main': [
+      { dst: '2001:db8:1::/64', dev: 'eth0', protocol: 'kernel', metric: 256, flags: [] },
+      { dst: 'fe80::/64', dev: 'eth0', metric: 256, flags: [] },
+      { dst: 'default', gateway: 'fe80::1', dev: 'ens5', metric: 1024, flags: [] },
+    ],
+  });
+  t.strictSame(await host.routeDevices(['2001:db8:1::100']), ['eth0']);
+});
+
+t.test("IPVS: addresses on kube-ipvs0 and the VIPs known here are never the node's own", async (t) => {
+  const { host } = nodeWith({
+    'ip -j addr show': [
+      { ifname: 'lo', addr_info: [{ family: 'inet', local: '127.0.0.1' }] },
+      {
+        ifname: 'eth0',
+        addr_info: [
+          { family: 'inet', local: '198.51.100.1', prefixlen: 24 },
+          // a VIP bound on the link itself (kube-vip style, or a speaker's leftover)
+          { family: 'inet', local: '198.51.100.105', prefixlen: 32 },
+        ],
+      },
+      {
+        ifname: 'kube-ipvs0',
+        addr_info: [
+          { family: 'inet', local: VIP, prefixlen: 32 },
+          { family: 'inet', local: '10.96.0.1', prefixlen: 32 },
+        ],
+      },
+      { ifname: 'kube-dummy-if', addr_info: [{ family: 'inet', local: '10.96.0.10', prefixlen: 32 }] },
+    ],
+  });
+  t.strictSame(await host.ownAddresses([VIP, '198.51.100.105']), ['127.0.0.1', '198.51.100.1']);
+});
+
+t.test('missing interfaces: the fence goes on the named links that exist here', async (t) => {
+  const { host, ran } = nodeWith({
+    'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'bond0' }],
+    ...ipvsNode,
+  });
+  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0'], missing: ['ens9'] });
+  t.strictSame(await host.fenceLinks(['bond0'], [VIP]), { interfaces: ['bond0'], missing: [] });
+  t.strictSame(
+    await host.fenceLinks(['ens9', 'ens10'], [VIP]),
+    { interfaces: ['eth0'], missing: ['ens9', 'ens10'] },
+    "none of them here: the VIP route's link",
+  );
+  t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['eth0'], missing: [] }, 'none named');
+  t.equal(ran.filter((c) => c === 'ip -j link show').length, 1, 'the links read once per handover');
+  host.forgetRoutes();
+  await host.fenceLinks(['eth0'], [VIP]);
+  t.equal(ran.filter((c) => c === 'ip -j link show').length, 2, 'read again after forgetRoutes');
+});
+
+t.test('missing interfaces: links that cannot be read leave the named ones as they are', async (t) => {
+  const { host } = nodeWith({});
+  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0', 'ens9'], missing: [] });
+});
