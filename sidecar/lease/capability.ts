@@ -71,6 +71,10 @@ export class LeaseHandover implements Capability {
   private readonly settings: LeaseSettings | undefined;
   private readonly informers: Informer[] = [];
   private readonly observed = new Map<string, Lease | undefined>();
+  /** The resourceVersions each Lease's view showed lately, newest last: has it caught up with a write? */
+  private readonly recentVersions = new Map<string, string[]>();
+  /** Aborted, and replaced, at every change of a Lease's view: what verify() waits on. */
+  private readonly viewChanges = new Map<string, AbortController>();
   private unsubscribe: (() => void) | undefined;
   private run: Promise<LeaseResult[]> | undefined;
   private hinted = false;
@@ -135,6 +139,7 @@ export class LeaseHandover implements Capability {
           const lease = objs.values().next().value as Lease | undefined;
           const was = this.observed.get(key);
           this.observed.set(key, lease);
+          this.noteChange(key, lease);
           this.syncedGauge.set({ lease: key }, 1);
           const own = this.ownIdentity(settings.identityScheme);
           const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme);
@@ -165,6 +170,20 @@ export class LeaseHandover implements Capability {
     });
     if (this.ctx.drain.current.terminating) this.trigger();
     void this.watchLeaderProcesses(settings.leaderContainer);
+  }
+
+  private noteChange(key: string, lease: Lease | undefined): void {
+    const version = lease?.metadata?.resourceVersion;
+    if (version) this.recentVersions.set(key, [...(this.recentVersions.get(key) ?? []), version].slice(-16));
+    this.viewChanges.get(key)?.abort();
+    this.viewChanges.set(key, new AbortController());
+  }
+
+  /** Aborts at the next change of the Lease's view. */
+  private nextChange(key: string): AbortSignal {
+    const c = this.viewChanges.get(key) ?? new AbortController();
+    this.viewChanges.set(key, c);
+    return c.signal;
   }
 
   private leaderId(container: string): string | undefined {
@@ -515,16 +534,18 @@ export class LeaseHandover implements Capability {
     const key = refName(ref);
     const started = clock.now();
     const until = Math.min(deadline, started + config.verifySeconds * 1000);
+    const writtenVersion = written.metadata?.resourceVersion ?? '';
     let state: ReturnType<typeof verifyProgress> = { state: 'pending', holder: '' };
+    // The informer already watches the Lease: its view, woken at every change, instead of GETs
+    // every 100 ms. Only a view that has shown the write tells what followed it (an older one
+    // still shows the holder before it).
     while (clock.now() < until && !this.abort.signal.aborted) {
-      try {
-        const current = await this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 3_000 });
-        state = verifyProgress(written, current, action);
+      const changed = this.nextChange(key);
+      if (this.recentVersions.get(key)?.includes(writtenVersion)) {
+        state = verifyProgress(written, this.observed.get(key), action);
         if (state.state !== 'pending') break;
-      } catch (e) {
-        this.ctx.log.debug({ lease: key, err: (e as Error).message }, 'verify read failed');
       }
-      await clock.sleep(100, this.abort.signal);
+      await clock.sleep(until - clock.now(), AbortSignal.any([changed, this.abort.signal]));
     }
     const verifyMs = clock.now() - started;
     const successor = decision.successor;

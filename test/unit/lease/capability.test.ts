@@ -1,6 +1,6 @@
 // The capability's I/O edge with a scripted API: which calls it makes, and which it never makes.
 import t from 'tap';
-import { systemClock } from '../../../shared/clock.ts';
+import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease, Pod } from '../../../shared/kube/types.ts';
 import { LeaseHandover } from '../../../sidecar/lease/capability.ts';
@@ -38,6 +38,16 @@ function fakeApi(holder: string) {
     },
   };
   const calls: string[] = [];
+  const watchers = new Set<(ev: { type: string; object: Lease }) => void>();
+  /** A write as the API server makes it: a new resourceVersion, and a watch event. */
+  const write = (body: Lease) => {
+    lease = {
+      ...body,
+      metadata: { ...body.metadata, resourceVersion: String(Number(lease.metadata?.resourceVersion) + 1) },
+    };
+    for (const on of watchers) on({ type: 'MODIFIED', object: structuredClone(lease) });
+    return lease;
+  };
   const failures: Record<string, number[]> = { GET: [], PUT: [] };
   const fail = (m: string) => {
     const code = failures[m]?.shift();
@@ -48,10 +58,7 @@ function fakeApi(holder: string) {
       calls.push(`GET ${path}`);
       if (path === LEASE_PATH) {
         fail('GET');
-        // The successor renews right after a handover.
-        const l = structuredClone(lease);
-        if (l.spec?.holderIdentity === 'router-b') l.spec.renewTime = '2026-01-01T00:00:09.000000Z';
-        return l;
+        return structuredClone(lease);
       }
       if (path.endsWith('/leases')) return { metadata: { resourceVersion: '1' }, items: [lease] };
       if (path.endsWith('/pods'))
@@ -61,17 +68,35 @@ function fakeApi(holder: string) {
     async replace(path: string, body: Lease) {
       calls.push(`PUT ${path}`);
       fail('PUT');
-      lease = {
-        ...body,
-        metadata: { ...body.metadata, resourceVersion: String(Number(body.metadata?.resourceVersion) + 1) },
-      };
-      return lease;
+      const written = write(body);
+      // The successor renews right after a handover, as its elector's next retry would.
+      if (written.spec?.holderIdentity === 'router-b')
+        setImmediate(() =>
+          write({ ...lease, spec: { ...lease.spec, renewTime: '2026-01-01T00:00:09.000000Z' } }),
+        );
+      return written;
     },
-    watch(_p: string, _q: unknown, _on: unknown, signal: AbortSignal) {
-      return new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+    watch(_p: string, _q: unknown, on: (ev: { type: string; object: Lease }) => void, signal: AbortSignal) {
+      watchers.add(on);
+      return new Promise<void>((r) =>
+        signal.addEventListener(
+          'abort',
+          () => {
+            watchers.delete(on);
+            r();
+          },
+          { once: true },
+        ),
+      );
     },
   };
-  return { client: client as unknown as KubeClient, calls, failures, lease: () => lease };
+  return {
+    client: client as unknown as KubeClient,
+    calls,
+    failures,
+    lease: () => lease,
+    watched: () => watchers.size > 0,
+  };
 }
 
 function context(
@@ -99,33 +124,45 @@ function context(
   });
   return {
     ctx,
-    terminate: (podReplaced = false) => drain.set({ terminating: true, podReplaced }),
+    /** The pod terminates, once the capability watches the Lease (as it long has in a real pod). */
+    terminate: async (podReplaced = false) => {
+      await waitFor('the Lease watched', api.watched, { timeoutMs: 5_000 });
+      drain.set({ terminating: true, podReplaced });
+    },
     /** The reasons of the Events recorded so far. */
     reasons: () => events.map((e) => e.reason),
   };
 }
 
 t.test('lease handover capability (scripted API)', async (t) => {
-  t.test('hands over after backing off on 429 and 503, and records an Event', async (t) => {
-    const api = fakeApi('router-a');
-    api.failures.GET = [429];
-    api.failures.PUT = [503];
-    const { ctx, terminate, reasons } = context(api, 'terminated');
-    const cap = new LeaseHandover(ctx);
-    await cap.start();
-    terminate();
-    await cap.stop();
-    const [r] = (await cap.result) ?? [];
-    t.equal(r?.outcome, 'handed-over');
-    t.equal(api.lease().spec?.holderIdentity, 'router-b');
-    t.equal(api.lease().spec?.leaseTransitions, 3);
-    t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
-    t.strictSame(reasons(), ['LeaseHandedOver']);
-    t.match(
-      ctx.metrics.render(),
-      /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 1/,
-    );
-  });
+  t.test(
+    'hands over after backing off on 429 and 503, verifies through the watch, records an Event',
+    async (t) => {
+      const api = fakeApi('router-a');
+      api.failures.GET = [429];
+      api.failures.PUT = [503];
+      const { ctx, terminate, reasons } = context(api, 'terminated');
+      const cap = new LeaseHandover(ctx);
+      await cap.start();
+      await terminate();
+      await cap.stop();
+      const [r] = (await cap.result) ?? [];
+      t.equal(r?.outcome, 'handed-over');
+      t.equal(api.lease().spec?.holderIdentity, 'router-b');
+      t.equal(api.lease().spec?.leaseTransitions, 3);
+      t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'one failed write, one good');
+      t.strictSame(
+        api.calls.slice(api.calls.lastIndexOf(`PUT ${LEASE_PATH}`) + 1).filter((c) => c.startsWith('GET')),
+        [],
+        "no GET after the write: the successor's renew is seen through the informer's watch",
+      );
+      t.strictSame(reasons(), ['LeaseHandedOver']);
+      t.match(
+        ctx.metrics.render(),
+        /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 1/,
+      );
+    },
+  );
 
   t.test('decides again after a 409 on a Lease still its own, and hands over', async (t) => {
     const api = fakeApi('router-a');
@@ -133,7 +170,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const { ctx, terminate, reasons } = context(api, 'terminated');
     const cap = new LeaseHandover(ctx);
     await cap.start();
-    terminate();
+    await terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'handed-over');
     t.equal(api.lease().spec?.holderIdentity, 'router-b');
@@ -146,7 +183,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const { ctx, terminate, reasons } = context(api, 'running');
     const cap = new LeaseHandover(ctx);
     await cap.start();
-    terminate();
+    await terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
@@ -158,7 +195,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const a = context(other, 'terminated');
     const cap = new LeaseHandover(a.ctx);
     await cap.start();
-    a.terminate();
+    await a.terminate();
     await cap.stop();
     t.equal((await cap.result)?.[0]?.outcome, 'not-holder');
     t.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
@@ -167,7 +204,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
     const b = context(mine, 'terminated', { DRAINGUARD_OBSERVE_ONLY: 'true' });
     const cap2 = new LeaseHandover(b.ctx);
     await cap2.start();
-    b.terminate();
+    await b.terminate();
     await cap2.stop();
     t.equal((await cap2.result)?.[0]?.outcome, 'observed');
     t.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
@@ -181,7 +218,7 @@ t.test('lease handover capability (scripted API)', async (t) => {
       const { ctx, terminate, reasons } = context(api, 'terminated');
       const cap = new LeaseHandover(ctx);
       await cap.start();
-      terminate(true);
+      await terminate(true);
       await cap.stop();
       const [r] = (await cap.result) ?? [];
       t.equal(r?.outcome, 'pod-replaced');
