@@ -27,6 +27,8 @@ export interface L2Status {
   fenced: boolean;
   failsafe: boolean;
   interfaces: string[];
+  /** Interfaces named for the fence (drainguard.io/l2-interfaces) that this node does not have. */
+  missingInterfaces?: string[];
   stranded?: boolean;
   /** Given up unconfirmed while the drain lasts (label removed). */
   gaveUp?: boolean;

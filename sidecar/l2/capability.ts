@@ -86,6 +86,8 @@ export class L2Handover implements Capability {
   private lastProbe = 0;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
+  /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
+  private missingInterfaces: string[] = [];
 
   constructor(ctx: CapabilityContext, views: L2ViewsFactory = apiViews) {
     this.ctx = ctx;
@@ -325,16 +327,36 @@ export class L2Handover implements Capability {
       interfaces: [...(config.l2Interfaces.length > 0 ? config.l2Interfaces : metallb.interfaces)].sort(),
       fence: this.fence,
     };
-    if (this.atRestIdle() && !observation.draining && !observation.terminating) this.host.forgetRoutes();
-    // The fail-safe fence is due: it needs the node's own addresses, and covers VIPs this node
-    // never announced, so the default route's link joins the VIPs' links.
+    if (this.atRestIdle() && !observation.draining && !observation.terminating) {
+      // No handover: no link is needed (and none is read).
+      this.host.forgetRoutes();
+      this.noteMissingInterfaces([], []);
+      return observation;
+    }
+    // The fail-safe fence is due: it needs the node's own addresses (never a VIP), and covers VIPs
+    // this node never announced, so the default route's link joins the VIPs' links.
     const failsafe = failsafeDue(this.memory, observation, this.settings);
-    const own = failsafe ? await this.host.ownAddresses() : undefined;
-    const withOwn = own ? { ...observation, ownAddresses: own } : observation;
-    if (observation.interfaces.length > 0) return withOwn;
     const vips = vipsOf([...this.memory.services, ...observation.announced]);
-    const devices = await this.host.routeDevices(failsafe ? [...vips, 'default'] : vips);
-    return { ...withOwn, interfaces: devices.sort() };
+    const own = failsafe ? await this.host.ownAddresses(vips) : undefined;
+    const withOwn = own ? { ...observation, ownAddresses: own } : observation;
+    const links = await this.host.fenceLinks(observation.interfaces, failsafe ? [...vips, 'default'] : vips);
+    this.noteMissingInterfaces(links.missing, links.interfaces);
+    return { ...withOwn, interfaces: [...links.interfaces].sort() };
+  }
+
+  /** Interfaces named for the fence that this node lacks: in `status`, and a Warning Event per change. */
+  private noteMissingInterfaces(missing: string[], fencing: string[]): void {
+    if (missing.join() === this.missingInterfaces.join()) return;
+    this.missingInterfaces = missing;
+    if (missing.length === 0) return;
+    const { config } = this.ctx;
+    const source =
+      config.l2Interfaces.length > 0 ? 'drainguard.io/l2-interfaces' : "this node's ServiceL2Status objects";
+    this.events.record(
+      'Warning',
+      L2_EVENT_REASONS.interfacesMissing,
+      `interface${missing.length === 1 ? '' : 's'} ${missing.join(', ')} named by ${source} not on node ${config.nodeName}: not fenced there; the fence goes on ${fencing.join(', ') || '(no interface)'} (interface names differ between nodes: name every node's, or leave drainguard.io/l2-interfaces unset to fence the links the VIPs' routes use)`,
+    );
   }
 
   // --- acting ------------------------------------------------------------------------------
@@ -391,7 +413,11 @@ export class L2Handover implements Capability {
 
   private async publishStatus(): Promise<void> {
     const { ctx } = this;
-    const status = JSON.stringify(statusOf(this.memory, ctx.config.observeOnly));
+    const missing = this.missingInterfaces;
+    const status = JSON.stringify({
+      ...statusOf(this.memory, ctx.config.observeOnly),
+      ...(missing.length > 0 ? { missingInterfaces: missing } : {}),
+    });
     if (status === this.writtenStatus || ctx.drain.current.apiDownSince !== undefined) return;
     const onNode = this.node.current()?.metadata?.annotations?.[STATUS_ANNOTATION];
     if (onNode === status) {

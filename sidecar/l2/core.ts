@@ -146,6 +146,8 @@ export const L2_EVENT_REASONS = {
   unconfirmedFence: 'L2HandoverUnconfirmedFence',
   confirmed: 'L2HandoverConfirmed',
   failsafeFence: 'L2FailsafeFence',
+  /** Interfaces named for the fence are not on this node (recorded by the edge). */
+  interfacesMissing: 'L2FenceInterfacesMissing',
   undone: 'L2HandoverUndone',
 } as const;
 export type L2EventReason = (typeof L2_EVENT_REASONS)[keyof typeof L2_EVENT_REASONS];

@@ -75,6 +75,13 @@ class FakeHost implements L2Host {
   async routeDevices(): Promise<string[]> {
     return ['eth0'];
   }
+  /** The node's links: named ones not among them are missing (the VIP route's link is eth0). */
+  links = ['eth0'];
+  async fenceLinks(named: readonly string[]) {
+    const present = named.filter((n) => this.links.includes(n));
+    const missing = named.filter((n) => !this.links.includes(n));
+    return { interfaces: present.length > 0 ? present : ['eth0'], missing };
+  }
   forgetRoutes(): void {}
   async ownAddresses(): Promise<string[] | undefined> {
     return ['192.0.2.1'];
@@ -306,3 +313,38 @@ t.test('restart: resumes from the annotation and the installed fence without a s
   t.equal(again.state.phase, 'fenced-confirmed');
   t.equal(w.host.applied.length, applied, 'the fence read back, not installed again');
 });
+
+t.test(
+  'issue 22 defect 5: a named interface missing on this node is not fenced, named in a Warning Event and in status',
+  async (t) => {
+    const w = await started({ DRAINGUARD_L2_INTERFACES: 'eth0,ens9' });
+    t.teardown(() => w.cap.stop());
+    w.metallb.owners = {};
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await w.cap.idle();
+    w.metallb.owners = { 'web/www': 'node-b' };
+    w.clock.advance(300);
+    await w.pass();
+    await w.pass();
+    t.strictSame(w.host.applied, [
+      { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [] },
+    ]);
+    const missing = w.events.filter(
+      (e) => e.kind === 'Node' && e.reason === L2_EVENT_REASONS.interfacesMissing,
+    );
+    t.equal(missing.length, 1, 'one Warning Event');
+    t.equal(missing[0]?.type, 'Warning');
+    t.match(missing[0]?.message, /ens9 named by drainguard\.io\/l2-interfaces not on node node-a/);
+    t.match(missing[0]?.message, /the fence goes on eth0/);
+    const done = w.events.find((e) => e.reason === L2_EVENT_REASONS.done)?.message ?? '';
+    t.match(done, /fence installed on eth0$/);
+    t.notMatch(done, /ens9/, 'never "installed" on a device that is not there');
+    t.match(w.api.status(), { phase: 'fenced', interfaces: ['eth0'], missingInterfaces: ['ens9'] });
+
+    // Uncordon: the fence and the complaint go.
+    w.drain.set({ draining: false, drainReason: undefined });
+    for (let i = 0; i < 3; i++) await w.pass();
+    t.equal(w.api.status()?.phase, 'idle');
+    t.equal(w.api.status()?.missingInterfaces, undefined);
+  },
+);

@@ -40,7 +40,7 @@ t.test('a name is admitted exactly when the fence takes it', async (t) => {
 
 t.test('x"y and a;b are denied at admission, naming the annotation and what is accepted', async (t) => {
   for (const bad of ['x"y', 'a;b', 'eth0,a;b']) {
-    const pod = speakerPod();
+    const pod = speakerPod() as { metadata: Record<string, unknown> };
     pod.metadata.annotations = { 'drainguard.io/l2-interfaces': bad };
     const p = plan(
       {
