@@ -3,8 +3,9 @@
 // help texts are read by dashboards and tests: unchanged).
 import type { L2Phase } from '../../shared/l2-state.ts';
 import { L2_PHASES } from '../../shared/l2-state.ts';
-import type { Counter, Gauge } from '../../shared/metrics.ts';
 import type { CapabilityContext } from '../capability.ts';
+import { ownNode, ownPod } from '../events.ts';
+import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import type { L2EventReason } from './core.ts';
 
 export class HeldEvents {
@@ -24,58 +25,50 @@ export class HeldEvents {
   flush(): void {
     const { config, events, drain } = this.ctx;
     if (drain.current.apiDownSince !== undefined || this.pending.length === 0) return;
-    for (const { type, reason, message } of this.pending.splice(0)) {
+    for (const { type, reason, message } of this.pending.splice(0))
       // Best effort and not awaited: reporting must never hold up the handover itself.
-      void events.record({ kind: 'Node', name: config.nodeName }, type, reason, message);
-      void events.record(
-        {
-          kind: 'Pod',
-          name: config.podName,
-          namespace: config.podNamespace,
-          ...(config.podUid ? { uid: config.podUid } : {}),
-        },
-        type,
-        reason,
-        message,
-      );
-    }
+      for (const target of [ownNode(config), ownPod(config)])
+        void events.record(target, type, reason, message);
   }
 }
 
+const L2_METRICS = {
+  phase: { kind: 'gauge', name: 'drainguard_l2_phase', help: 'L2 handover phase (1 = current).' },
+  actions: {
+    kind: 'counter',
+    name: 'drainguard_l2_actions_total',
+    help: 'L2 handover actions by kind and outcome (observe-only counts as skipped).',
+  },
+  impossible: {
+    kind: 'gauge',
+    name: 'drainguard_l2_handover_impossible',
+    help: '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
+  },
+  handoverSeconds: {
+    kind: 'gauge',
+    name: 'drainguard_l2_handover_seconds',
+    help: 'Duration of the last L2 handover from start to fence.',
+  },
+} as const satisfies Record<string, MetricSpec>;
+
 export class L2Metrics {
-  private readonly phase: Gauge;
-  private readonly actions: Counter;
-  private readonly handoverSeconds: Gauge;
-  private readonly impossible: Gauge;
+  private readonly m: Metrics<typeof L2_METRICS>;
 
   constructor(ctx: CapabilityContext) {
-    const { metrics } = ctx;
-    this.phase = metrics.gauge('drainguard_l2_phase', 'L2 handover phase (1 = current).');
-    this.actions = metrics.counter(
-      'drainguard_l2_actions_total',
-      'L2 handover actions by kind and outcome (observe-only counts as skipped).',
-    );
-    this.impossible = metrics.gauge(
-      'drainguard_l2_handover_impossible',
-      '1 while a drain is refused because no other node could announce the VIPs (never strand a VIP).',
-    );
-    this.handoverSeconds = metrics.gauge(
-      'drainguard_l2_handover_seconds',
-      'Duration of the last L2 handover from start to fence.',
-    );
+    this.m = registerMetrics(ctx.metrics, L2_METRICS);
   }
 
   /** After each reconcile: the published phase, and whether the handover is refused. */
   reconciled(phase: L2Phase, refused: boolean): void {
-    for (const p of L2_PHASES) this.phase.set({ phase: p }, p === phase ? 1 : 0);
-    this.impossible.set({}, refused ? 1 : 0);
+    for (const p of L2_PHASES) this.m.phase.set({ phase: p }, p === phase ? 1 : 0);
+    this.m.impossible.set({}, refused ? 1 : 0);
   }
 
   fenced(handoverMs: number): void {
-    this.handoverSeconds.set({}, handoverMs / 1000);
+    this.m.handoverSeconds.set({}, handoverMs / 1000);
   }
 
   action(kind: string, outcome: 'ok' | 'error' | 'skipped'): void {
-    this.actions.inc({ action: kind, outcome });
+    this.m.actions.inc({ action: kind, outcome });
   }
 }

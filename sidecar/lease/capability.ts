@@ -9,6 +9,8 @@ import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import { ownPod } from '../events.ts';
+import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import {
   afterConflict,
   chooseSuccessor,
@@ -49,9 +51,6 @@ export interface LeaseResult {
   verifyMs?: number;
 }
 
-/** Where the handover's Events go: the own Pod. */
-type PodTarget = { kind: string; name: string; namespace: string; uid?: string };
-
 const leasePath = (r: LeaseRef) => `/apis/coordination.k8s.io/v1/namespaces/${r.namespace}/leases/${r.name}`;
 const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
 
@@ -62,8 +61,44 @@ const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
 const retryableApiError = (e: unknown): boolean =>
   e instanceof ApiError && (e.retryable || (e.code !== 404 && e.code !== 409));
 
+/** Whether, and when, the leader container was seen stopped. */
+type LeaderStop = { stopped: boolean; at: number };
+
+/** One Lease's handover: which Lease, under which settings, since when, until when. */
+interface Attempt {
+  settings: LeaseSettings;
+  ref: LeaseRef;
+  key: string;
+  stop: LeaderStop;
+  deadline: number;
+}
+
 /** A write answered 409 while the Lease is still ours (renewed meanwhile): decide again. */
 class StillOursConflict extends Error {}
+
+const LEASE_METRICS = {
+  handovers: {
+    kind: 'counter',
+    name: 'drainguard_lease_handovers_total',
+    help: 'Lease handover attempts by lease and outcome.',
+  },
+  durations: {
+    kind: 'histogram',
+    name: 'drainguard_lease_handover_seconds',
+    help: 'From the leader container stopping to the successor taking the Lease up.',
+    buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20],
+  },
+  holder: {
+    kind: 'gauge',
+    name: 'drainguard_lease_holder',
+    help: '1 when this pod holds the Lease (as last observed).',
+  },
+  synced: {
+    kind: 'gauge',
+    name: 'drainguard_lease_synced',
+    help: '1 once the Lease has been read since the last failure.',
+  },
+} as const satisfies Record<string, MetricSpec>;
 
 export class LeaseHandover implements Capability {
   readonly name = 'lease-handover';
@@ -81,10 +116,7 @@ export class LeaseHandover implements Capability {
   /** The leader container's runtime ID once its processes were seen here (shared PID namespace). */
   private localLeader: string | undefined;
   private readonly abort = new AbortController();
-  private readonly handovers;
-  private readonly durations;
-  private readonly holderGauge;
-  private readonly syncedGauge;
+  private readonly metrics: Metrics<typeof LEASE_METRICS>;
 
   constructor(ctx: CapabilityContext) {
     this.ctx = ctx;
@@ -104,24 +136,7 @@ export class LeaseHandover implements Capability {
       // A configuration error leaves this capability inert, never the sidecar down.
       ctx.log.error({ err: (e as Error).message }, 'lease handover disabled: bad configuration');
     }
-    const metrics = ctx.metrics;
-    this.handovers = metrics.counter(
-      'drainguard_lease_handovers_total',
-      'Lease handover attempts by lease and outcome.',
-    );
-    this.durations = metrics.histogram(
-      'drainguard_lease_handover_seconds',
-      'From the leader container stopping to the successor taking the Lease up.',
-      [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20],
-    );
-    this.holderGauge = metrics.gauge(
-      'drainguard_lease_holder',
-      '1 when this pod holds the Lease (as last observed).',
-    );
-    this.syncedGauge = metrics.gauge(
-      'drainguard_lease_synced',
-      '1 once the Lease has been read since the last failure.',
-    );
+    this.metrics = registerMetrics(ctx.metrics, LEASE_METRICS);
   }
 
   async start(): Promise<void> {
@@ -129,7 +144,7 @@ export class LeaseHandover implements Capability {
     if (!settings) return;
     for (const ref of settings.leases) {
       const key = refName(ref);
-      this.syncedGauge.set({ lease: key }, 0);
+      this.metrics.synced.set({ lease: key }, 0);
       const informer = new Informer(this.ctx.client, {
         path: `/apis/coordination.k8s.io/v1/namespaces/${ref.namespace}/leases`,
         fieldSelector: `metadata.name=${ref.name}`,
@@ -140,10 +155,10 @@ export class LeaseHandover implements Capability {
           const was = this.observed.get(key);
           this.observed.set(key, lease);
           this.noteChange(key, lease);
-          this.syncedGauge.set({ lease: key }, 1);
+          this.metrics.synced.set({ lease: key }, 1);
           const own = this.ownIdentity(settings.identityScheme);
           const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme);
-          this.holderGauge.set({ lease: key }, mine ? 1 : 0);
+          this.metrics.holder.set({ lease: key }, mine ? 1 : 0);
           if (mine !== isOwnIdentity(was?.spec?.holderIdentity, own, settings.identityScheme))
             this.ctx.log.info(
               { lease: key, holder: lease?.spec?.holderIdentity },
@@ -151,7 +166,7 @@ export class LeaseHandover implements Capability {
             );
         },
         onError: (err) => {
-          this.syncedGauge.set({ lease: key }, 0);
+          this.metrics.synced.set({ lease: key }, 0);
           this.ctx.log.warn(
             { lease: key, code: err.code, err: err.message },
             'cannot read Lease; retrying with backoff',
@@ -330,10 +345,7 @@ export class LeaseHandover implements Capability {
     });
   }
 
-  private async waitLeaderStopped(
-    container: string,
-    deadline: number,
-  ): Promise<{ stopped: boolean; at: number }> {
+  private async waitLeaderStopped(container: string, deadline: number): Promise<LeaderStop> {
     const clock = this.ctx.clock;
     let lastLog = 0;
     while (clock.now() < deadline && !this.abort.signal.aborted) {
@@ -369,7 +381,7 @@ export class LeaseHandover implements Capability {
     const results = this.ctx.drain.current.podReplaced
       ? this.replacedResults(settings)
       : await Promise.all(settings.leases.map((ref) => this.handoverOne(settings, ref, stop, deadline)));
-    for (const r of results) this.handovers.inc({ lease: r.lease, outcome: r.outcome });
+    for (const r of results) this.metrics.handovers.inc({ lease: r.lease, outcome: r.outcome });
     this.ctx.log.info({ results }, 'Lease handover finished');
     return results;
   }
@@ -387,18 +399,12 @@ export class LeaseHandover implements Capability {
   private async handoverOne(
     settings: LeaseSettings,
     ref: LeaseRef,
-    stop: { stopped: boolean; at: number },
+    stop: LeaderStop,
     deadline: number,
   ): Promise<LeaseResult> {
     const config = this.ctx.config;
-    const clock = this.ctx.clock;
     const key = refName(ref);
-    const podTarget: PodTarget = {
-      kind: 'Pod',
-      name: config.podName,
-      namespace: config.podNamespace,
-      ...(config.podUid ? { uid: config.podUid } : {}),
-    };
+    const attempt: Attempt = { settings, ref, key, stop, deadline };
     try {
       if (!stop.stopped) {
         // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
@@ -408,14 +414,14 @@ export class LeaseHandover implements Capability {
         if (!isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme))
           return { lease: key, outcome: 'not-holder' };
         const msg = `Lease ${key} left to expire: leader container ${settings.leaderContainer} did not stop within ${config.leaderStopTimeoutSeconds} s`;
-        await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
+        await this.ctx.events.record(ownPod(config), 'Warning', LEASE_EVENT_REASONS.leftToExpire, msg);
         return { lease: key, outcome: 'leader-still-running', detail: msg };
       }
       // A 409 while the Lease is still ours: decide again from a fresh read, backing off.
-      return await retryUntil(() => this.decideAndWrite(settings, ref, stop, deadline, podTarget), {
+      return await retryUntil(() => this.decideAndWrite(attempt), {
         deadline,
         retryable: (e) => e instanceof StillOursConflict,
-        clock,
+        clock: this.ctx.clock,
         backoff: { baseMs: 100, capMs: 1_000 },
         signal: this.abort.signal,
         what: 'write Lease',
@@ -425,22 +431,16 @@ export class LeaseHandover implements Capability {
     } catch (e) {
       const msg = `Lease ${key} not handed over: ${(e as Error).message}; it will expire on its own`;
       this.ctx.log.error({ lease: key, err: (e as Error).message }, msg);
-      await this.ctx.events.record(podTarget, 'Warning', LEASE_EVENT_REASONS.failed, msg);
+      await this.ctx.events.record(ownPod(config), 'Warning', LEASE_EVENT_REASONS.failed, msg);
       return { lease: key, outcome: 'api-failed', detail: msg };
     }
   }
 
   /** One read, decision and write of the Lease; throws StillOursConflict to be run again. */
-  private async decideAndWrite(
-    settings: LeaseSettings,
-    ref: LeaseRef,
-    stop: { stopped: boolean; at: number },
-    deadline: number,
-    podTarget: PodTarget,
-  ): Promise<LeaseResult> {
+  private async decideAndWrite(attempt: Attempt): Promise<LeaseResult> {
+    const { settings, ref, key, stop, deadline } = attempt;
     const config = this.ctx.config;
     const clock = this.ctx.clock;
-    const key = refName(ref);
     const lease = await this.read(ref, deadline);
     if (!lease) return { lease: key, outcome: 'lease-missing' };
     const own = this.ownIdentity(settings.identityScheme);
@@ -465,7 +465,7 @@ export class LeaseHandover implements Capability {
     if (decision.action === 'skip') return { lease: key, outcome: 'not-holder', detail: decision.why };
     if (config.observeOnly) {
       const msg = `observe-only: would ${decision.action} Lease ${key} (${decision.why})`;
-      await this.ctx.events.record(podTarget, 'Normal', LEASE_EVENT_REASONS.observed, msg);
+      await this.ctx.events.record(ownPod(config), 'Normal', LEASE_EVENT_REASONS.observed, msg);
       return {
         lease: key,
         outcome: 'observed',
@@ -485,15 +485,7 @@ export class LeaseHandover implements Capability {
       if (next === 'landed' && fresh) {
         // A retried write whose first answer was lost: the first one went through.
         this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
-        return await this.verify(
-          ref,
-          decision.action,
-          fresh,
-          clock.now() - stop.at,
-          deadline,
-          podTarget,
-          decision,
-        );
+        return await this.verify(ref, decision.action, fresh, clock.now() - stop.at, deadline, decision);
       }
       if (next === 'stop') {
         const holder = fresh?.spec?.holderIdentity || 'nobody';
@@ -506,7 +498,7 @@ export class LeaseHandover implements Capability {
       throw new StillOursConflict((e as Error).message);
     }
     const writeMs = clock.now() - stop.at;
-    return await this.verify(ref, decision.action, written, writeMs, deadline, podTarget, decision);
+    return await this.verify(ref, decision.action, written, writeMs, deadline, decision);
   }
 
   private async read(ref: LeaseRef, deadline: number): Promise<Lease | undefined> {
@@ -526,7 +518,6 @@ export class LeaseHandover implements Capability {
     written: Lease,
     writeMs: number,
     deadline: number,
-    podTarget: PodTarget,
     decision: { why: string; successor?: string },
   ): Promise<LeaseResult> {
     const config = this.ctx.config;
@@ -556,7 +547,7 @@ export class LeaseHandover implements Capability {
       if (state.state === 'renewed') {
         outcome = 'handed-over';
         msg = `Lease ${key} handed to ${successor} ${secs(writeMs)} s after the leader stopped; successor renewed after ${secs(verifyMs)} s`;
-        this.durations.observe({ action }, (writeMs + verifyMs) / 1000);
+        this.metrics.durations.observe({ action }, (writeMs + verifyMs) / 1000);
       } else {
         outcome = 'handed-over-unverified';
         msg =
@@ -567,14 +558,14 @@ export class LeaseHandover implements Capability {
     } else if (action === 'release') {
       outcome = 'released';
       msg = `Lease ${key} released (${decision.why})${state.state === 'acquired' ? `; acquired by ${state.holder} after ${secs(verifyMs)} s` : ''}`;
-      if (state.state === 'acquired') this.durations.observe({ action }, (writeMs + verifyMs) / 1000);
+      if (state.state === 'acquired') this.metrics.durations.observe({ action }, (writeMs + verifyMs) / 1000);
     } else {
       outcome = 'preferred-holder-set';
       msg = `Lease ${key}: preferredHolder set to ${successor}`;
     }
     const warn = outcome === 'handed-over-unverified';
     await this.ctx.events.record(
-      podTarget,
+      ownPod(config),
       warn ? 'Warning' : 'Normal',
       warn ? LEASE_EVENT_REASONS.unverified : LEASE_EVENT_REASONS.handedOver,
       msg,

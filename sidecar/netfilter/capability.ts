@@ -5,6 +5,8 @@ import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Pod } from '../../shared/kube/types.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Coalescer } from '../coalesce.ts';
+import { ownNode } from '../events.ts';
+import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import { Cleaner, type PassResult } from './cleaner.ts';
 import { formatMac } from './ebtables.ts';
 import { nodeAddresses, podInfos, podsAwaitingIp } from './pods.ts';
@@ -30,6 +32,30 @@ export function summarize(r: PassResult): string {
   return `netfilter cleanup ${verb} ${r.removedRules.length} stale ebtables rule(s) and ${r.removedNeighbours.length} neighbour(s): ${shown}${more}`;
 }
 
+const NETFILTER_METRICS = {
+  removed: {
+    kind: 'counter',
+    name: 'drainguard_netfilter_removed_total',
+    help: 'Stale ebtables rules / neighbours removed (dry_run="true": reported only).',
+  },
+  passes: { kind: 'counter', name: 'drainguard_netfilter_passes_total', help: 'Cleanup passes by result.' },
+  stale: {
+    kind: 'gauge',
+    name: 'drainguard_netfilter_stale',
+    help: 'Stale items seen by the last pass (before confirmation).',
+  },
+  held: {
+    kind: 'gauge',
+    name: 'drainguard_netfilter_held',
+    help: 'Confirmed stale items not deleted by the last pass, by why (pod_awaiting_ip: a pod of this node has no IP in the API yet).',
+  },
+  usable: {
+    kind: 'gauge',
+    name: 'drainguard_netfilter_ebtables_usable',
+    help: '1 if ebtables rules can be listed here.',
+  },
+} as const satisfies Record<string, MetricSpec>;
+
 class NetfilterCleanup implements Capability {
   readonly name = 'netfilter-cleanup';
   private readonly ctx: CapabilityContext;
@@ -39,11 +65,7 @@ class NetfilterCleanup implements Capability {
   private readonly coalescer: Coalescer;
   private timer: NodeJS.Timeout | undefined;
   private followUp: NodeJS.Timeout | undefined;
-  private readonly removedCounter;
-  private readonly passCounter;
-  private readonly staleGauge;
-  private readonly usableGauge;
-  private readonly heldGauge;
+  private readonly metrics: Metrics<typeof NETFILTER_METRICS>;
   private readonly reportedDry = new Set<string>();
   /** Local time each IP-less pod was first seen (uid → ms). */
   private readonly awaitingSince = new Map<string, number>();
@@ -77,32 +99,15 @@ class NetfilterCleanup implements Capability {
         if (err.code === 403) void this.raiseDegraded(err.message);
       },
     });
-    const metrics = ctx.metrics;
-    this.removedCounter = metrics.counter(
-      'drainguard_netfilter_removed_total',
-      'Stale ebtables rules / neighbours removed (dry_run="true": reported only).',
-    );
-    this.passCounter = metrics.counter('drainguard_netfilter_passes_total', 'Cleanup passes by result.');
-    this.staleGauge = metrics.gauge(
-      'drainguard_netfilter_stale',
-      'Stale items seen by the last pass (before confirmation).',
-    );
-    this.heldGauge = metrics.gauge(
-      'drainguard_netfilter_held',
-      'Confirmed stale items not deleted by the last pass, by why (pod_awaiting_ip: a pod of this node has no IP in the API yet).',
-    );
-    this.usableGauge = metrics.gauge(
-      'drainguard_netfilter_ebtables_usable',
-      '1 if ebtables rules can be listed here.',
-    );
+    this.metrics = registerMetrics(ctx.metrics, NETFILTER_METRICS);
   }
 
   async start(): Promise<void> {
     const ebtables = await this.cleaner.detectEbtables();
-    this.usableGauge.set({ flavour: ebtables.flavour ?? 'unknown' }, ebtables.usable ? 1 : 0);
+    this.metrics.usable.set({ flavour: ebtables.flavour ?? 'unknown' }, ebtables.usable ? 1 : 0);
     if (!ebtables.usable)
       await this.ctx.events.record(
-        { kind: 'Node', name: this.ctx.config.nodeName },
+        ownNode(this.ctx.config),
         'Warning',
         'NetfilterCleanupDegraded',
         `${ebtables.error}; only neighbour entries are cleaned`,
@@ -184,7 +189,7 @@ class NetfilterCleanup implements Capability {
     const { log, config } = this.ctx;
     const hold = this.holdReason();
     if (hold) {
-      this.passCounter.inc({ result: 'held' });
+      this.metrics.passes.inc({ result: 'held' });
       // Waiting for the first list at start is routine; anything else is worth a warning.
       if (hold !== this.heldWhy)
         log[this.informer.restarts ? 'warn' : 'info'](
@@ -209,22 +214,22 @@ class NetfilterCleanup implements Capability {
         recheck: () => this.recheck(),
       });
     } catch (e) {
-      this.passCounter.inc({ result: 'error' });
+      this.metrics.passes.inc({ result: 'error' });
       log.error({ err: (e as Error).message, reason }, 'netfilter cleanup pass failed');
       return;
     }
     this.passes++;
     this.lastResult = result;
-    this.passCounter.inc({ result: result.held ? 'held' : result.errors.length ? 'partial' : 'ok' });
+    this.metrics.passes.inc({ result: result.held ? 'held' : result.errors.length ? 'partial' : 'ok' });
     if (result.held) log.warn({ reason, why: result.held }, 'netfilter cleanup held: nothing is deleted');
     if (result.heldForNewPods)
       log.info(
         { kept: result.heldForNewPods, pods: this.awaitingSince.size },
         'stale-looking items kept: a pod of this node has no IP in the API yet and may own them',
       );
-    this.staleGauge.set({ kind: 'rule' }, result.staleRules.length);
-    this.staleGauge.set({ kind: 'neighbour' }, result.staleNeighbours.length);
-    this.heldGauge.set({ why: 'pod_awaiting_ip' }, result.heldForNewPods);
+    this.metrics.stale.set({ kind: 'rule' }, result.staleRules.length);
+    this.metrics.stale.set({ kind: 'neighbour' }, result.staleNeighbours.length);
+    this.metrics.held.set({ why: 'pod_awaiting_ip' }, result.heldForNewPods);
     if (result.dryRun) {
       // Dry-run deletes nothing, so the same items come back every pass: report each once.
       const isNew = (k: string) => !this.reportedDry.has(k);
@@ -234,9 +239,9 @@ class NetfilterCleanup implements Capability {
     }
     const dry = String(result.dryRun);
     if (result.removedRules.length)
-      this.removedCounter.inc({ kind: 'rule', dry_run: dry }, result.removedRules.length);
+      this.metrics.removed.inc({ kind: 'rule', dry_run: dry }, result.removedRules.length);
     if (result.removedNeighbours.length)
-      this.removedCounter.inc({ kind: 'neighbour', dry_run: dry }, result.removedNeighbours.length);
+      this.metrics.removed.inc({ kind: 'neighbour', dry_run: dry }, result.removedNeighbours.length);
     log.debug(
       {
         reason,
@@ -248,7 +253,7 @@ class NetfilterCleanup implements Capability {
     for (const err of result.errors) log.error({ err }, 'netfilter cleanup: deletion failed');
     if (result.removedRules.length || result.removedNeighbours.length)
       await this.ctx.events.record(
-        { kind: 'Node', name: config.nodeName },
+        ownNode(config),
         result.errors.length ? 'Warning' : 'Normal',
         result.dryRun ? 'NetfilterCleanupDryRun' : 'NetfilterCleanup',
         summarize(result),

@@ -308,11 +308,10 @@ export class Cleaner {
       }
       return done;
     }
+    const restore = (batch: StaleRule[]) =>
+      runner.run('ebtables-restore', ['--noflush'], { ...mutating, input: ebtablesRestoreInput(batch) });
     try {
-      await runner.run('ebtables-restore', ['--noflush'], {
-        ...mutating,
-        input: ebtablesRestoreInput(rules),
-      });
+      await restore(rules);
       return rules;
     } catch (e) {
       // The batch is all-or-nothing: something changed since the re-list. Re-list once and retry.
@@ -325,10 +324,7 @@ export class Cleaner {
       );
       if (again.length === 0) return [];
       try {
-        await runner.run('ebtables-restore', ['--noflush'], {
-          ...mutating,
-          input: ebtablesRestoreInput(again),
-        });
+        await restore(again);
         return again;
       } catch (e2) {
         errors.push(`ebtables-restore --noflush: ${(e2 as Error).message}`);
