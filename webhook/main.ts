@@ -39,69 +39,89 @@ export interface WebhookConfig {
   logLevel: string;
 }
 
-// name: [env, default, description]; flags win over env.
+// Each flag: its environment variable, default and help text; a flag wins over its variable.
 const OPTIONS = {
-  port: ['DRAINGUARD_WEBHOOK_PORT', '8443', 'HTTPS port'],
-  host: ['DRAINGUARD_WEBHOOK_HOST', '0.0.0.0', 'listen address'],
-  'tls-cert-dir': [
-    'DRAINGUARD_WEBHOOK_TLS_CERT_DIR',
-    '',
-    'directory with tls.crt and tls.key (cert-manager); reloaded on change',
-  ],
-  'tls-self-managed': [
-    'DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED',
-    'false',
-    'generate a CA and serving cert, keep them in a Secret, patch caBundle',
-  ],
-  'sidecar-image': [
-    'DRAINGUARD_SIDECAR_IMAGE',
-    '',
-    "image of the injected sidecar (default: the webhook's own image, read from --pod-name)",
-  ],
-  'pod-name': [
-    'DRAINGUARD_WEBHOOK_POD_NAME',
-    '',
-    'own pod (downward API): its webhook container image is injected unless --sidecar-image is given',
-  ],
-  'sidecar-mode': ['DRAINGUARD_SIDECAR_MODE', 'auto', 'auto | native | classic'],
-  kubeconfig: [
-    'KUBECONFIG',
-    '',
-    'kubeconfig file (default: $KUBECONFIG, its files merged as kubectl does; ~/.kube/config; in-cluster)',
-  ],
-  context: [
-    'DRAINGUARD_WEBHOOK_KUBE_CONTEXT',
-    '',
-    "kubeconfig context (default: the kubeconfig's current-context)",
-  ],
-  namespace: ['DRAINGUARD_WEBHOOK_NAMESPACE', 'drainguard-system', 'own namespace (Secret, Service)'],
-  'service-name': [
-    'DRAINGUARD_WEBHOOK_SERVICE',
-    'drainguard-webhook',
-    'Service name, for the certificate SANs',
-  ],
-  'secret-name': ['DRAINGUARD_WEBHOOK_SECRET', 'drainguard-webhook-tls', 'Secret for self-managed TLS'],
-  'webhook-config-name': [
-    'DRAINGUARD_WEBHOOK_CONFIGURATION',
-    'drainguard',
-    'own MutatingWebhookConfiguration',
-  ],
-  'tls-ip-san': ['DRAINGUARD_WEBHOOK_TLS_IP_SANS', '', 'extra IP SANs, comma-separated (self-managed)'],
-  'ca-days': ['DRAINGUARD_WEBHOOK_CA_DAYS', '3650', 'CA lifetime (self-managed)'],
-  'serving-days': ['DRAINGUARD_WEBHOOK_SERVING_DAYS', '365', 'serving certificate lifetime (self-managed)'],
-  'rotate-check-seconds': [
-    'DRAINGUARD_WEBHOOK_ROTATE_CHECK_SECONDS',
-    '600',
-    'how often the Secret is re-read and rotated',
-  ],
-  'cert-poll-seconds': ['DRAINGUARD_WEBHOOK_CERT_POLL_SECONDS', '10', 'how often --tls-cert-dir is re-read'],
-  'drain-seconds': [
-    'DRAINGUARD_WEBHOOK_DRAIN_SECONDS',
-    '15',
-    'on SIGTERM: not ready, still serving, for this long before closing',
-  ],
-  'log-level': ['DRAINGUARD_LOG_LEVEL', 'info', 'debug | info | warn | error'],
-} as const;
+  port: { env: 'DRAINGUARD_WEBHOOK_PORT', default: '8443', help: 'HTTPS port' },
+  host: { env: 'DRAINGUARD_WEBHOOK_HOST', default: '0.0.0.0', help: 'listen address' },
+  'tls-cert-dir': {
+    env: 'DRAINGUARD_WEBHOOK_TLS_CERT_DIR',
+    default: '',
+    help: 'directory with tls.crt and tls.key (cert-manager); reloaded on change',
+  },
+  'tls-self-managed': {
+    env: 'DRAINGUARD_WEBHOOK_TLS_SELF_MANAGED',
+    default: 'false',
+    help: 'generate a CA and serving cert, keep them in a Secret, patch caBundle',
+  },
+  'sidecar-image': {
+    env: 'DRAINGUARD_SIDECAR_IMAGE',
+    default: '',
+    help: "image of the injected sidecar (default: the webhook's own image, read from --pod-name)",
+  },
+  'pod-name': {
+    env: 'DRAINGUARD_WEBHOOK_POD_NAME',
+    default: '',
+    help: 'own pod (downward API): its webhook container image is injected unless --sidecar-image is given',
+  },
+  'sidecar-mode': { env: 'DRAINGUARD_SIDECAR_MODE', default: 'auto', help: 'auto | native | classic' },
+  kubeconfig: {
+    env: 'KUBECONFIG',
+    default: '',
+    help: 'kubeconfig file (default: $KUBECONFIG, its files merged as kubectl does; ~/.kube/config; in-cluster)',
+  },
+  context: {
+    env: 'DRAINGUARD_WEBHOOK_KUBE_CONTEXT',
+    default: '',
+    help: "kubeconfig context (default: the kubeconfig's current-context)",
+  },
+  namespace: {
+    env: 'DRAINGUARD_WEBHOOK_NAMESPACE',
+    default: 'drainguard-system',
+    help: 'own namespace (Secret, Service)',
+  },
+  'service-name': {
+    env: 'DRAINGUARD_WEBHOOK_SERVICE',
+    default: 'drainguard-webhook',
+    help: 'Service name, for the certificate SANs',
+  },
+  'secret-name': {
+    env: 'DRAINGUARD_WEBHOOK_SECRET',
+    default: 'drainguard-webhook-tls',
+    help: 'Secret for self-managed TLS',
+  },
+  'webhook-config-name': {
+    env: 'DRAINGUARD_WEBHOOK_CONFIGURATION',
+    default: 'drainguard',
+    help: 'own MutatingWebhookConfiguration',
+  },
+  'tls-ip-san': {
+    env: 'DRAINGUARD_WEBHOOK_TLS_IP_SANS',
+    default: '',
+    help: 'extra IP SANs, comma-separated (self-managed)',
+  },
+  'ca-days': { env: 'DRAINGUARD_WEBHOOK_CA_DAYS', default: '3650', help: 'CA lifetime (self-managed)' },
+  'serving-days': {
+    env: 'DRAINGUARD_WEBHOOK_SERVING_DAYS',
+    default: '365',
+    help: 'serving certificate lifetime (self-managed)',
+  },
+  'rotate-check-seconds': {
+    env: 'DRAINGUARD_WEBHOOK_ROTATE_CHECK_SECONDS',
+    default: '600',
+    help: 'how often the Secret is re-read and rotated',
+  },
+  'cert-poll-seconds': {
+    env: 'DRAINGUARD_WEBHOOK_CERT_POLL_SECONDS',
+    default: '10',
+    help: 'how often --tls-cert-dir is re-read',
+  },
+  'drain-seconds': {
+    env: 'DRAINGUARD_WEBHOOK_DRAIN_SECONDS',
+    default: '15',
+    help: 'on SIGTERM: not ready, still serving, for this long before closing',
+  },
+  'log-level': { env: 'DRAINGUARD_LOG_LEVEL', default: 'info', help: 'debug | info | warn | error' },
+} as const satisfies Record<string, { env: string; default: string; help: string }>;
 
 type OptName = keyof typeof OPTIONS;
 
@@ -110,7 +130,8 @@ export function usage(): string {
     'Usage: drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]\n\n' +
     Object.entries(OPTIONS)
       .map(
-        ([k, [env, def, desc]]) => `  --${k.padEnd(22)} ${desc}${def ? ` (default ${def})` : ''}; env ${env}`,
+        ([k, o]) =>
+          `  --${k.padEnd(22)} ${o.help}${o.default ? ` (default ${o.default})` : ''}; env ${o.env}`,
       )
       .join('\n') +
     '\n'
@@ -137,7 +158,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
   const get = (k: OptName): string => {
     const v = (values as Record<string, string | boolean | undefined>)[k];
     if (v !== undefined) return String(v);
-    return env[OPTIONS[k][0]] ?? OPTIONS[k][1];
+    return env[OPTIONS[k].env] ?? OPTIONS[k].default;
   };
   const int = (k: OptName, min: number, max: number) =>
     valid(`--${k}`, get(k), parseWholeNumber(get(k), min, max));
@@ -145,7 +166,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv): WebhookConf
   const sidecarMode = valid('--sidecar-mode', mode, parseChoice(mode, SIDECAR_MODES));
   // A boolean flag is never malformed: only the environment variable can be.
   const selfManaged = get('tls-self-managed');
-  const tlsSelfManaged = valid(OPTIONS['tls-self-managed'][0], selfManaged, parseBoolean(selfManaged));
+  const tlsSelfManaged = valid(OPTIONS['tls-self-managed'].env, selfManaged, parseBoolean(selfManaged));
   const cfg: WebhookConfig = {
     port: int('port', 0, 65535),
     host: get('host'),
