@@ -22,8 +22,6 @@ export interface L2Host {
   readFence(): Promise<FenceSpec | undefined>;
   /** Installs `spec`, or removes the fence when undefined; returns what is installed afterwards. */
   applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined>;
-  /** The links the routes to these targets (VIPs, or 'default') go out of, resolved once each. */
-  routeDevices(targets: readonly string[]): Promise<string[]>;
   /**
    * The links to fence: those of `named` (DRAINGUARD_L2_INTERFACES, or the own ServiceL2Status
    * objects') that exist on this node — NIC names differ between nodes, and a netdev chain on a
@@ -70,6 +68,7 @@ export class NodeHost implements L2Host {
     return this.readFence();
   }
 
+  /** The links the routes to these targets (VIPs, or 'default') go out of, resolved once each. */
   async routeDevices(targets: readonly string[]): Promise<string[]> {
     for (const t of targets) if (!this.routeDevs.has(t)) this.routeDevs.set(t, await this.routeDevice(t));
     return [

@@ -72,9 +72,6 @@ class FakeHost implements L2Host {
     this.installed = spec;
     return spec;
   }
-  async routeDevices(): Promise<string[]> {
-    return ['eth0'];
-  }
   /** The node's links: named ones not among them are missing (the VIP route's link is eth0). */
   links = ['eth0'];
   async fenceLinks(named: readonly string[]) {
