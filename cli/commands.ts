@@ -1,34 +1,28 @@
 // The CLI's subcommands. Each is loaded only when run, so the sidecar never loads webhook code.
 export interface Command {
   summary: string;
-  usage: string;
   load: () => Promise<{ run(argv: string[]): Promise<number> }>;
 }
 
 export const COMMANDS: Record<string, Command> = {
   sidecar: {
     summary: 'run the drain-aware sidecar (configured by DRAINGUARD_* environment variables)',
-    usage: 'drainguard sidecar',
     load: () => import('../sidecar/main.ts'),
   },
   webhook: {
     summary: 'serve the mutating admission webhook that injects the sidecar (HTTPS)',
-    usage: 'drainguard webhook --sidecar-image IMAGE (--tls-cert-dir DIR | --tls-self-managed) [options]',
     load: () => import('../webhook/main.ts'),
   },
   'netfilter-cleanup': {
     summary: 'remove stale per-pod ebtables rules and neighbours left by a previous CNI (--once)',
-    usage: 'drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]',
     load: () => import('./netfilter-cleanup.ts'),
   },
   status: {
     summary: 'per node (L2 handover, fence, VIPs, exclude label) and guarded Lease (holder, last handover)',
-    usage: 'drainguard status [--kubeconfig PATH] [--context NAME] [-o table|json | --json] [NODE...]',
     load: () => import('./status.ts'),
   },
   reset: {
     summary: "undo drainguard's label, annotations and (--local) nft tables after its sidecar is gone",
-    usage: 'drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--context NAME]',
     load: () => import('./reset.ts'),
   },
 };

@@ -1,15 +1,15 @@
 // `drainguard netfilter-cleanup --once`: one confirmed cleanup for operators.
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
 import { systemClock } from '../shared/clock.ts';
-import { isApiError, KubeClient } from '../shared/kube/client.ts';
+import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
 import { Cleaner, type PassInput, type PassResult } from '../sidecar/netfilter/cleaner.ts';
 import { nodeAddresses, parsePodList, podInfos, podsAwaitingIp } from '../sidecar/netfilter/pods.ts';
 import { ToolError, ToolRunner } from '../sidecar/runner.ts';
+import { CommandLine, KUBECONFIG_OPTIONS } from './command-line.ts';
 
 export const USAGE = `Usage: drainguard netfilter-cleanup --once [--dry-run] [--pods-file PODLIST.json] [--node NAME]
                                    [--kubeconfig PATH] [--context NAME] [--confirm-seconds N] [--netns NAME]
@@ -42,53 +42,29 @@ function lines(r: PassResult): string[] {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: ReturnType<typeof parse>;
-  function parse(a: string[]) {
-    return parseArgs({
-      args: a,
-      options: {
-        once: { type: 'boolean' },
-        'dry-run': { type: 'boolean' },
-        'pods-file': { type: 'string' },
-        node: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        'confirm-seconds': { type: 'string' },
-        netns: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  }
-  try {
-    values = parse(argv);
-  } catch (e) {
-    process.stderr.write(`drainguard netfilter-cleanup: ${(e as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (!values.once) {
-    process.stderr.write(
-      `drainguard netfilter-cleanup: --once is required (continuous cleanup runs in the sidecar, feature netfilter-cleanup)\n\n${USAGE}`,
+  // A blank line between a mistake and the usage.
+  const cli = new CommandLine('netfilter-cleanup', USAGE, `\n${USAGE}`);
+  const parsed = cli.parse(argv, {
+    once: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
+    'pods-file': { type: 'string' },
+    node: { type: 'string' },
+    ...KUBECONFIG_OPTIONS,
+    'confirm-seconds': { type: 'string' },
+    netns: { type: 'string' },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const { values } = parsed;
+  if (!values.once)
+    return cli.wrong(
+      '--once is required (continuous cleanup runs in the sidecar, feature netfilter-cleanup)',
     );
-    return 2;
-  }
   const confirmSeconds = Number(values['confirm-seconds'] ?? '2');
-  if (!Number.isFinite(confirmSeconds) || confirmSeconds < 0 || confirmSeconds > 3600) {
-    process.stderr.write(
-      `drainguard netfilter-cleanup: --confirm-seconds must be a number from 0 to 3600, got "${values['confirm-seconds']}"\n`,
+  if (!Number.isFinite(confirmSeconds) || confirmSeconds < 0 || confirmSeconds > 3600)
+    return cli.badValue(
+      `--confirm-seconds must be a number from 0 to 3600, got "${values['confirm-seconds']}"`,
     );
-    return 2;
-  }
   const out = (s: string) => process.stdout.write(`${s}\n`);
-  const fail = (s: string) => {
-    process.stderr.write(`drainguard netfilter-cleanup: ${s}\n`);
-    return 1;
-  };
   const log = createLogger(
     'drainguard-netfilter-cleanup',
     process.env.DRAINGUARD_LOG_LEVEL ?? 'warn',
@@ -105,17 +81,16 @@ export async function run(argv: string[]): Promise<number> {
     try {
       pods = parsePodList(await readFile(file, 'utf8'), file);
     } catch (e) {
-      return fail(`--pods-file: ${(e as Error).message}`);
+      return cli.fail(`--pods-file: ${(e as Error).message}`);
     }
   } else {
-    try {
-      const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
-      client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }), {
-        userAgent: 'drainguard-netfilter-cleanup',
-      });
-    } catch (e) {
-      return fail(`${(e as Error).message} (or pass --pods-file to run without API access)`);
-    }
+    const connected = await cli.connect(
+      values,
+      { userAgent: 'drainguard-netfilter-cleanup' },
+      ' (or pass --pods-file to run without API access)',
+    );
+    if (typeof connected === 'number') return connected;
+    client = connected;
     try {
       const list = await client.get<KubeList<Pod>>('/api/v1/pods', {
         query: { fieldSelector: `spec.nodeName=${nodeName}` },
@@ -130,7 +105,7 @@ export async function run(argv: string[]): Promise<number> {
           ? ` (no Node named "${nodeName}"; pass --node)`
           : '';
       client.close();
-      return fail(`reading pods/node from the API failed: ${(e as Error).message}${why}`);
+      return cli.fail(`reading pods/node from the API failed: ${(e as Error).message}${why}`);
     }
   }
   const api = client;
@@ -177,7 +152,7 @@ export async function run(argv: string[]): Promise<number> {
         `drainguard netfilter-cleanup: note: no pod in ${values['pods-file']} has spec.nodeName "${nodeName}" (pass --node)\n`,
       );
     const ebtables = await cleaner.detectEbtables();
-    if (!ebtables.usable) return fail(`${ebtables.error}`);
+    if (!ebtables.usable) return cli.fail(`${ebtables.error}`);
     try {
       const first = await cleaner.pass(input);
       const seen = first.staleRules.length + first.staleNeighbours.length;
@@ -201,8 +176,8 @@ export async function run(argv: string[]): Promise<number> {
       return second.errors.length || second.held ? 1 : 0;
     } catch (e) {
       if (e instanceof ToolError)
-        return fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
-      return fail((e as Error).message);
+        return cli.fail(`${e.message}${e.exitCode === null ? '' : ' (are you root with NET_ADMIN?)'}`);
+      return cli.fail((e as Error).message);
     }
   } finally {
     api?.close();

@@ -1,14 +1,14 @@
 // `drainguard reset`: undo what drainguard left behind after its sidecar was removed — the
 // exclude label only where drainguard's own annotation says it added it, drainguard's Node
 // annotations, and (with --local, on the node) the `drainguard` nft tables. Dry run unless --yes.
-import { parseArgs } from 'node:util';
-import { isApiError, KubeClient } from '../shared/kube/client.ts';
+import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
 import { ANNOTATION_PREFIX, EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../shared/net/fence-tables.ts';
 import { ToolError, ToolRunner } from '../sidecar/runner.ts';
+import { CommandLine, KUBECONFIG_OPTIONS } from './command-line.ts';
 import { injectedStatus } from './status.ts';
 
 export const USAGE = `Usage: drainguard reset (--node NAME | --all) [--yes] [--local] [--kubeconfig PATH] [--context NAME] [--netns NAME]
@@ -136,51 +136,27 @@ async function resetLocal(runner: ToolRunner, act: boolean, say: (l: string) => 
 }
 
 export async function run(argv: string[], say: (l: string) => void = (l) => process.stdout.write(`${l}\n`)) {
-  let values: Opts;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        node: { type: 'string' },
-        all: { type: 'boolean' },
-        yes: { type: 'boolean' },
-        local: { type: 'boolean' },
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        netns: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    process.stderr.write(`drainguard reset: ${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  const usage = (msg: string) => {
-    process.stderr.write(`drainguard reset: ${msg}\n${USAGE}`);
-    return 2;
-  };
+  const cli = new CommandLine('reset', USAGE);
+  const parsed = cli.parse(argv, {
+    node: { type: 'string' },
+    all: { type: 'boolean' },
+    yes: { type: 'boolean' },
+    local: { type: 'boolean' },
+    ...KUBECONFIG_OPTIONS,
+    netns: { type: 'string' },
+  });
+  if (typeof parsed === 'number') return parsed;
+  const values: Opts = parsed.values;
   const node = values.node ?? (values.local ? process.env.DRAINGUARD_NODE_NAME : undefined);
-  if (values.all && values.node) return usage('--node and --all exclude each other');
+  if (values.all && values.node) return cli.wrong('--node and --all exclude each other');
   if (values.all && values.local)
-    return usage('--local acts on this machine only: use --node NAME, not --all');
-  if (!values.all && !node) return usage('name the node with --node NAME, or use --all');
-  if (values.netns && !values.local) return usage('--netns only makes sense with --local');
+    return cli.wrong('--local acts on this machine only: use --node NAME, not --all');
+  if (!values.all && !node) return cli.wrong('name the node with --node NAME, or use --all');
+  if (values.netns && !values.local) return cli.wrong('--netns only makes sense with --local');
   const act = values.yes === true;
   if (!act) say('dry run: nothing is changed (add --yes to act)');
-  let client: KubeClient;
-  try {
-    const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
-    client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }));
-  } catch (e) {
-    process.stderr.write(`drainguard reset: ${(e as Error).message}\n`);
-    return 1;
-  }
+  const client = await cli.connect(values);
+  if (typeof client === 'number') return client;
   try {
     const pods = (await client.get<KubeList<Pod>>('/api/v1/pods')).items ?? [];
     const names = values.all
@@ -196,9 +172,7 @@ export async function run(argv: string[], say: (l: string) => void = (l) => proc
     }
     return 0;
   } catch (e) {
-    const msg = e instanceof ToolError || e instanceof Error ? e.message : String(e);
-    process.stderr.write(`drainguard reset: ${msg}\n`);
-    return 1;
+    return cli.fail(e instanceof ToolError || e instanceof Error ? e.message : String(e));
   } finally {
     client.close();
   }

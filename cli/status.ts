@@ -2,15 +2,15 @@
 // sidecars publish their state on the Node (annotations/label) and as Events, the webhook
 // records what it injected on each pod. Pure core (buildStatus/renderStatus) plus a thin reader.
 
-import { parseArgs } from 'node:util';
 import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
-import { isApiError, KubeClient } from '../shared/kube/client.ts';
+import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
 import { ANNOTATIONS, SIDECAR_NAME, STATUS_ANNOTATION } from '../shared/names.ts';
 import { formatTable } from '../shared/table.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
 import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
+import { CommandLine, KUBECONFIG_OPTIONS } from './command-line.ts';
 import { formatRows, type NodeRow as L2NodeRow, rowsOf } from './l2-status.ts';
 
 export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [--context NAME] [-o table|json] [NODE...]
@@ -277,44 +277,19 @@ export async function readStatus(client: KubeClient): Promise<StatusReport> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { kubeconfig?: string; context?: string; output?: string; json?: boolean; help?: boolean };
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      options: {
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        output: { type: 'string', short: 'o' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: true,
-    }));
-  } catch (e) {
-    process.stderr.write(`drainguard status: ${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const cli = new CommandLine('status', USAGE);
+  const parsed = cli.parse(
+    argv,
+    { ...KUBECONFIG_OPTIONS, output: { type: 'string', short: 'o' }, json: { type: 'boolean' } },
+    true,
+  );
+  if (typeof parsed === 'number') return parsed;
+  const { values, positionals } = parsed;
   const output = values.output ?? (values.json ? 'json' : 'table');
-  if (output !== 'table' && output !== 'json') {
-    process.stderr.write(
-      `drainguard status: -o ${JSON.stringify(output)}: accepted values are table, json\n`,
-    );
-    return 2;
-  }
-  let client: KubeClient;
-  try {
-    const { kubeconfigAuth } = await import('../shared/kube/kubeconfig.ts');
-    client = new KubeClient(kubeconfigAuth({ kubeconfig: values.kubeconfig, context: values.context }));
-  } catch (e) {
-    process.stderr.write(`drainguard status: ${(e as Error).message}\n`);
-    return 1;
-  }
+  if (output !== 'table' && output !== 'json')
+    return cli.badValue(`-o ${JSON.stringify(output)}: accepted values are table, json`);
+  const client = await cli.connect(values);
+  if (typeof client === 'number') return client;
   try {
     const all = await readStatus(client);
     // NODE arguments narrow the node rows; the Lease rows stay (Leases are not per node).
@@ -327,8 +302,7 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   } catch (e) {
-    process.stderr.write(`drainguard status: ${(e as Error).message}\n`);
-    return 1;
+    return cli.fail((e as Error).message);
   } finally {
     client.close();
   }
