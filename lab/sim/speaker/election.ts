@@ -162,6 +162,8 @@ export interface AnnounceInput {
   nodes: Iterable<Node>;
   /** Live memberlist members, self included. */
   live: ReadonlySet<string>;
+  /** MetalLB's --ignore-exclude-lb (v0.14.4+): the exclude label takes no node out (NetworkUnavailable still does). */
+  ignoreExcludeLb?: boolean;
 }
 
 export interface AnnounceDecision {
@@ -319,10 +321,13 @@ export function nodesWithEndpoint(
   return [...out];
 }
 
-/** `IsNetworkUnavailable` / `IsNodeExcludedFromBalancers` (label present, any value); a missing Node passes both. */
-export function nodeExcluded(node: Node | undefined): boolean {
+/**
+ * `IsNetworkUnavailable` / `IsNodeExcludedFromBalancers` (label present, any value); a missing Node
+ * passes both. With `ignoreExcludeLb` (speakersForPool's `!c.ignoreExcludeLB && …`) the label counts for nothing.
+ */
+export function nodeExcluded(node: Node | undefined, ignoreExcludeLb = false): boolean {
   if (!node) return false;
-  if (node.metadata?.labels && EXCLUDE_LABEL in node.metadata.labels) return true;
+  if (!ignoreExcludeLb && node.metadata?.labels && EXCLUDE_LABEL in node.metadata.labels) return true;
   return (
     node.status?.conditions?.some((c) => c.type === 'NetworkUnavailable' && c.status === 'True') ?? false
   );
@@ -368,7 +373,9 @@ export function shouldAnnounce(i: AnnounceInput): AnnounceDecision {
   const selected = (name: string) => ads.some((ad) => adSelectsNode(ad, nodes.get(name)));
   if (!selected(i.self)) return no('noMatchingAdvertisement', ips);
   // speakersForAds: live members, not excluded, selected by one of the service's advertisements.
-  const speakers = new Set([...i.live].filter((n) => !nodeExcluded(nodes.get(n)) && selected(n)));
+  const speakers = new Set(
+    [...i.live].filter((n) => !nodeExcluded(nodes.get(n), i.ignoreExcludeLb) && selected(n)),
+  );
   const available =
     svc.spec?.externalTrafficPolicy === 'Local' ? nodesWithEndpoint(slices, speakers) : [...speakers];
   const candidates = rank(available, ips[0] as string);

@@ -91,15 +91,16 @@ export async function upsert(client: KubeClient, collection: string, body: KubeO
 }
 
 /**
- * A LoadBalancer Service with `vip` as its ingress address and ready endpoints on `endpoints`
- * (created or replaced), as MetalLB's speakers would find it.
+ * A LoadBalancer Service with `vip` as its ingress address (several for a dual-stack Service, the
+ * first one elected on) and ready endpoints on `endpoints` (created or replaced), as MetalLB's
+ * speakers would find it.
  */
 export async function putLoadBalancer(
   client: KubeClient,
   opts: {
     name: string;
     namespace: string;
-    vip: string;
+    vip: string | readonly string[];
     local?: boolean;
     endpoints: { node: string; ip: string }[];
   },
@@ -109,7 +110,7 @@ export async function putLoadBalancer(
   const svc = await client.get<KubeObject>(`${svcPath}/${opts.name}`);
   await client.replace(`${svcPath}/${opts.name}/status`, {
     ...svc,
-    status: { loadBalancer: { ingress: [{ ip: opts.vip }] } },
+    status: { loadBalancer: { ingress: [opts.vip].flat().map((ip) => ({ ip })) } },
   });
   await putEndpoints(client, opts);
 }

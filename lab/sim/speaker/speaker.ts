@@ -23,8 +23,12 @@
 //   IPAddressPools and L2Advertisements (metallb.io/v1beta1) from the MetalLB namespace;
 // - ServiceL2Status with v0.16 semantics: the owner writes its own object and deletes other
 //   nodes' objects for the service; a node that stops announcing deletes its own;
-// - the wire (ARP replies for every IPv4 VIP it owns, gratuitous ARP on takeover: once, then every
-//   1.1 s for 5 s) through wire.py on an AF_PACKET socket;
+// - the wire through wire.py: ARP replies for every IPv4 VIP it owns (AF_PACKET) and solicited
+//   NAs for every IPv6 VIP it owns (a raw ICMPv6 socket joined to each VIP's solicited-node group,
+//   as MetalLB's NDP responder), and on takeover gratuitous ARP / unsolicited NAs: once, then every
+//   1.1 s for 5 s;
+// - `ignoreExcludeLb`: MetalLB's --ignore-exclude-lb (Helm speaker.ignoreExcludeLB, v0.14.4+): the
+//   exclude-from-external-load-balancers label no longer removes a node from the election;
 // - stdin "freeze" / "unfreeze": stop seeing API updates (a stale local apiserver), keep
 //   announcing what it last decided, re-elect from the stale view, write nothing.
 // - ServiceL2Status per MetalLB version (`statusVersion`, see SpeakerSimConfig): 0.14.4–0.14.5
@@ -35,15 +39,14 @@
 // Not modelled (the reason with each): metadata and status written on separate reconciles (here
 // back to back: drainguard reads only objects with a status, so the split changes no decision);
 // memberlist's suspicion timeout growing with the cluster size (deadMs 5 s is its 3-node timing,
-// ~5–7 s; every test scene has 3 nodes); NDP for IPv6 VIPs (elected, not answered on the wire:
-// the tests probe IPv4); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing
+// ~5–7 s; every test scene has 3 nodes); an NS's hop limit (mdlayher/ndp checks it is 255; the
+// probes send 255); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing
 // an invalid configuration as a whole (here an invalid pool range or selector just matches
 // nothing); the allow-shared-ip checks; memberlist-disabled mode (none of these is configured in
 // any test scene).
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
 import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
-import { isIP } from 'node:net';
 import { createInterface } from 'node:readline';
 import { systemClock } from '../../../shared/clock.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
@@ -96,6 +99,8 @@ export interface SpeakerSimConfig {
    * In every version a node that stops announcing deletes its own object.
    */
   statusVersion?: '0.14.4' | '0.15' | '0.16';
+  /** MetalLB's --ignore-exclude-lb: the exclude label does not take a node out of the election. */
+  ignoreExcludeLb?: boolean;
 }
 
 interface L2Status extends KubeObject {
@@ -255,6 +260,7 @@ async function reconcile(): Promise<void> {
       l2Advertisements: l2ads.values(),
       nodes: nodes.values(),
       live,
+      ignoreExcludeLb: cfg.ignoreExcludeLb ?? false,
     });
     if (reasons.get(key) !== d.reason) {
       reasons.set(key, d.reason);
@@ -269,15 +275,14 @@ async function reconcile(): Promise<void> {
   const added = [...next].filter((v) => !announced.has(v));
   if (added.length > 0 || [...announced].some((v) => !next.has(v))) {
     announced = next;
-    // ARP only: IPv6 VIPs are elected and reported, not answered (no NDP responder).
-    const v4 = (ips: Iterable<string>) => [...ips].filter((ip) => isIP(ip) === 4);
-    toWire(`vips ${v4(next).join(' ')}`);
-    if (v4(added).length > 0) toWire(`garp ${v4(added).join(' ')}`);
+    // Both families: ARP for IPv4 VIPs, NDP for IPv6 ones (wire.py tells them apart).
+    toWire(`vips ${[...next].join(' ')}`);
+    if (added.length > 0) toWire(`garp ${added.join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
   } else if (resyncPending && next.size > 0) {
-    // A resync of VIPs it already owns re-arms their gratuitous ARP (once, then every 1.1 s for 5 s).
-    const v4 = [...next].filter((ip) => isIP(ip) === 4);
-    if (v4.length > 0) toWire(`garp ${v4.join(' ')}`);
+    // A resync of VIPs it already owns re-arms their gratuitous ARP / unsolicited NAs (once, then
+    // every 1.1 s for 5 s).
+    toWire(`garp ${[...next].join(' ')}`);
   }
   resyncPending = false;
   if (frozen || cfg.noCrd || cfg.noStatusWrites) return;

@@ -424,3 +424,37 @@ t.test(
 );
 
 const lbIPsOf = (s: Service) => (s.status?.loadBalancer?.ingress ?? []).map((i) => i.ip as string);
+
+t.test(
+  'speakersForPool with --ignore-exclude-lb (`!c.ignoreExcludeLB && IsNodeExcludedFromBalancers`): the exclude label takes no node out, NetworkUnavailable still does',
+  async (t) => {
+    const nodes = [node('node-a', { [EXCLUDE_LABEL]: '' }), node('node-b'), node('node-c', {}, true)];
+    const honoured = shouldAnnounce({ self: 'node-a', ...base({ nodes }) });
+    t.strictSame(honoured.candidates, ['node-b'], 'without the flag: only node-b');
+    const ignored = shouldAnnounce({ self: 'node-a', ...base({ nodes, ignoreExcludeLb: true }) });
+    t.strictSame([...ignored.candidates].sort(), ['node-a', 'node-b'], 'with it: the labelled node stays');
+    // The owner with every node eligible keeps its VIPs when labelled: nothing moves.
+    const w = hashOwner(NAMES) as string;
+    const labelled = NAMES.map((n) => node(n, n === w ? { [EXCLUDE_LABEL]: '' } : {}));
+    t.strictSame(announcers({ nodes: labelled, ignoreExcludeLb: true }), [w]);
+    t.not(announcers({ nodes: labelled })[0], w);
+  },
+);
+
+t.test(
+  'ShouldAnnounce for a dual-stack service: elected on the first LB IP, both families announced together',
+  async (t) => {
+    const ips = ['192.0.2.101', '2001:db8::101'];
+    const svc = service({ ips });
+    const pools = [pool('lab', ['192.0.2.100-192.0.2.120', '2001:db8::100-2001:db8::120'])];
+    const who = announcers({ service: svc, pools });
+    t.strictSame(who, [hashOwner(NAMES, ips[0])]);
+    t.strictSame(shouldAnnounce({ self: who[0] as string, ...base({ service: svc, pools }) }).ips, ips);
+    // An IPv6-only service is elected on its IPv6 address.
+    const v6 = service({ name: 'v6', ips: ['2001:db8::102'] });
+    t.strictSame(
+      announcers({ service: v6, pools, endpointSlices: [slice(readyOn(...NAMES).endpoints ?? [], 'v6')] }),
+      [hashOwner(NAMES, '2001:db8::102')],
+    );
+  },
+);
