@@ -1,7 +1,9 @@
-// ARP probes of a VIP from a client namespace on the test switch: one round every intervalMs,
-// each round the set of MACs that answered (wire.py, raw AF_PACKET). Used by the bed's L2 scene,
-// the lab-cluster flows, the benchmarks and the demo.
+// ARP probes of an IPv4 VIP, and neighbour solicitations for an IPv6 VIP, from a client namespace
+// on the test switch: one round every intervalMs, each round the set of MACs that answered
+// (wire.py, raw AF_PACKET). Used by the bed's L2 scene, the lab-cluster flows, the benchmarks and
+// the demo.
 import type { ChildProcess } from 'node:child_process';
+import { isIPv6 } from 'node:net';
 import { createInterface } from 'node:readline';
 import { waitFor } from '../../shared/clock.ts';
 import type { Netns } from './netns.ts';
@@ -13,13 +15,18 @@ export interface ProbeRound {
   macs: string[];
 }
 
+/** The probing client: its IPv4 address, and its IPv6 one to solicit IPv6 VIPs from. */
+export type ProbeClient = Netns & { ipv4: string; ipv6?: string };
+
 export function startArpProbe(
-  client: Netns & { ipv4: string },
+  client: ProbeClient,
   vip: string,
   intervalMs: number,
   onRound: (r: ProbeRound) => void,
 ): ChildProcess {
-  const proc = client.spawn(['python3', WIRE, 'probe', 'eth0', client.ipv4, vip, String(intervalMs)], {
+  const src = isIPv6(vip) ? client.ipv6 : client.ipv4;
+  if (!src) throw new Error(`the probing client has no IPv6 address to solicit ${vip} from`);
+  const proc = client.spawn(['python3', WIRE, 'probe', 'eth0', src, vip, String(intervalMs)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   createInterface({ input: proc.stdout! }).on('line', (l) => {
@@ -34,7 +41,7 @@ export function startArpProbe(
 
 /** `rounds` rounds of probing, then the probe stops. */
 export async function probeRounds(
-  client: Netns & { ipv4: string },
+  client: ProbeClient,
   vip: string,
   rounds: number,
   intervalMs = 50,

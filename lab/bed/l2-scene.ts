@@ -1,6 +1,7 @@
 // The L2 scene, shared by the e2e tests and `make bench-l2`: a switch with speaker nodes and
 // a client, the real API server reachable from the node namespaces, MetalLB's CRDs and objects
-// (an IPAddressPool `lab` over <segment>.100–.120, an L2Advertisement `lab` for every node, the
+// (an IPAddressPool `lab` over <segment>.100–.120 and 2001:db8::100–::114 (the nodes' IPv6
+// /64), an L2Advertisement `lab` for every node, the
 // LoadBalancer Service web/www at <segment>.100 with a ready endpoint on every node; more
 // Services through addService), a speaker simulator per node and (optionally) a drainguard
 // sidecar per node.
@@ -58,14 +59,17 @@ export interface L2Scene {
   ownerAmong(nodes: string[], vip?: string): string;
   /** `<segment>.<100+n>`: the nth address of the pool (vipAt(0) is the default VIP), up to n = 20. */
   vipAt(n: number): string;
+  /** `2001:db8::<100+n hex>`: the nth IPv6 address of the pool, up to n = 20 (on the nodes' /64). */
+  vip6At(n: number): string;
   /**
    * Another LoadBalancer Service (type LoadBalancer, `externalTrafficPolicy: Local` when `local`,
-   * status ingress `vip`) with one ready endpoint on each of `endpointNodes` (an EndpointSlice).
+   * status ingress `vip`: one address, or one per family for a dual-stack Service) with one ready
+   * endpoint on each of `endpointNodes` (an EndpointSlice).
    */
   addService(opts: {
     name: string;
     namespace?: string;
-    vip: string;
+    vip: string | readonly string[];
     local?: boolean;
     endpointNodes: string[];
   }): Promise<void>;
@@ -78,6 +82,8 @@ export interface L2Scene {
   startSidecar(name: string, env?: Record<string, string>): Promise<Sidecar>;
   stopSidecar(name: string, signal?: NodeJS.Signals): Promise<void>;
   sidecarUrl(name: string, path: string): string;
+  /** The sidecar's /prestop (the kubelet's preStop hook): its summary per capability. */
+  prestop(name: string): Promise<Record<string, { outcome?: string; why?: string }>>;
   getNode(name: string): Promise<Node>;
   cordon(name: string, on: boolean): Promise<void>;
   setLabel(name: string, key: string, value: string | null): Promise<void>;
@@ -103,6 +109,8 @@ export async function createL2Scene(
     noStatusWrites?: boolean;
     /** The speakers' ServiceL2Status lifecycle (lab/sim/speaker/speaker.ts); default 0.16. */
     statusVersion?: '0.14.4' | '0.15' | '0.16';
+    /** The speakers run with MetalLB's --ignore-exclude-lb (their pods' args say so too). */
+    ignoreExcludeLb?: boolean;
   } = {},
 ): Promise<L2Scene> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
@@ -128,6 +136,7 @@ export async function createL2Scene(
       opts.noCrd ?? false,
       opts.noStatusWrites ?? false,
       opts.statusVersion,
+      opts.ignoreExcludeLb ?? false,
     );
   } catch (e) {
     await cp?.stop();
@@ -146,6 +155,7 @@ async function populate(
   noCrd: boolean,
   noStatusWrites: boolean,
   statusVersion: '0.14.4' | '0.15' | '0.16' | undefined,
+  ignoreExcludeLb: boolean,
 ): Promise<L2Scene> {
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
@@ -231,7 +241,11 @@ async function populate(
         nodeName: n.name,
         automountServiceAccountToken: false,
         containers: [
-          { name: 'speaker', image: 'metallb/speaker' },
+          {
+            name: 'speaker',
+            image: 'metallb/speaker',
+            ...(ignoreExcludeLb ? { args: ['--ignore-exclude-lb'] } : {}),
+          },
           { name: 'drainguard', image: 'drainguard' },
         ],
       },
@@ -251,7 +265,13 @@ async function populate(
     const last = Number(ip.split('.')[3]);
     return ip.startsWith(`${segment}.`) && last >= 100 && last <= 120;
   };
-  await putL2Config(client, METALLB_NS, [poolRange, ...(inRange(vip) ? [] : [`${vip}/32`])]);
+  // IPv6 VIPs on the nodes' 2001:db8::/64 (lab/bed/netns.ts), clear of the nodes' ::1–::fa.
+  const vip6At = (n: number) => `2001:db8::${(0x100 + n).toString(16)}`;
+  await putL2Config(client, METALLB_NS, [
+    poolRange,
+    `${vip6At(0)}-${vip6At(20)}`,
+    ...(inRange(vip) ? [] : [`${vip}/32`]),
+  ]);
   const endpointsOn = (ns: string[]) =>
     ns.map((n) => {
       if (!names.includes(n)) throw new Error(`no node ${n} in this scene`);
@@ -287,6 +307,7 @@ async function populate(
     initialOwner: owner(names, vip) as string,
     ownerAmong: (ns, v = vip) => owner(ns, v) as string,
     vipAt,
+    vip6At,
     async addService(o) {
       const namespace = o.namespace ?? 'web';
       await ensureNamespace(namespace);
@@ -313,6 +334,7 @@ async function populate(
         noCrd,
         noStatusWrites,
         ...(statusVersion ? { statusVersion } : {}),
+        ...(ignoreExcludeLb ? { ignoreExcludeLb } : {}),
       };
       const proc = node.spawn(
         [process.execPath, join(ROOT, 'lab/sim/speaker/speaker.ts'), JSON.stringify(cfg)],
@@ -399,6 +421,10 @@ async function populate(
       await killWait(sc.proc, signal);
     },
     sidecarUrl: (name, path) => `http://${bed.node(name).ipv4}:${SIDECAR_PORT}${path}`,
+    async prestop(name) {
+      const res = await fetch(scene.sidecarUrl(name, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+      return (await res.json()) as Record<string, { outcome?: string; why?: string }>;
+    },
     getNode: (name) => client.get<Node>(`/api/v1/nodes/${name}`),
     async cordon(name, on) {
       await client.patch(`/api/v1/nodes/${name}`, { spec: { unschedulable: on ? true : null } }, 'merge');
@@ -411,7 +437,7 @@ async function populate(
     probeVip: (v, rounds, intervalMs = 50) => probeRounds(bed.node('client'), v, rounds, intervalMs),
     async answeredOnlyBy(node, v = vip) {
       await waitFor(
-        `only ${node} answers ARP for ${v}`,
+        `only ${node} answers ${v.includes(':') ? 'NDP' : 'ARP'} for ${v}`,
         async () => {
           const rounds = await probeRounds(bed.node('client'), v, 6, 50);
           return macsIn(rounds).join() === bed.node(node).mac && rounds.every((r) => r.macs.length === 1);
