@@ -67,6 +67,8 @@ export interface SidecarConfig {
   l2SettleSeconds: number;
   failsafeGraceSeconds: number;
   memberlistPorts: number[];
+  /** The speaker runs with MetalLB's --ignore-exclude-lb (the webhook read its args): no L2 handover. */
+  speakerIgnoresExcludeLb: boolean;
   // Lease handover
   leases: string[];
   successorSelector: string;
@@ -258,6 +260,14 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'port-list',
     default: '7946',
     description: 'Speaker memberlist ports cut by the fail-safe.',
+  },
+  {
+    env: 'DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB',
+    key: 'speakerIgnoresExcludeLb',
+    kind: 'bool',
+    default: 'false',
+    description:
+      "Set by the webhook when the speaker container's args carry MetalLB's --ignore-exclude-lb: its speakers ignore the exclude label, so the L2 handover is off (an Event and the status annotation say why).",
   },
   {
     env: 'DRAINGUARD_LEASES',

@@ -33,6 +33,8 @@ export interface L2Status {
   /** Given up unconfirmed while the drain lasts (label removed). */
   gaveUp?: boolean;
   observeOnly?: boolean;
+  /** Why the L2 handover is off on this node (the speaker runs with --ignore-exclude-lb); absent while it runs. */
+  disabled?: string;
 }
 
 export function parseStatus(text: string | undefined): L2Status | undefined {

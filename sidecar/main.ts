@@ -80,7 +80,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
       logger.error({ feature }, 'feature is not available in this build; running without it');
       continue;
     }
-    const factory = await load();
+    const factory = await load(config);
     capabilities.push(factory({ ...ctx, log: logger.child({ capability: feature }) }));
   }
   let running = false;

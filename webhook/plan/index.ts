@@ -11,6 +11,7 @@ import { chooseProfile, findExclusion, readPod, requireServiceAccountToken } fro
 import { choosePort } from './port.ts';
 import { readSettings, resolveFeatures } from './settings.ts';
 import { buildSidecar } from './sidecar.ts';
+import { readSpeakerArgs } from './speaker-args.ts';
 import { type AdmissionRequestLike, isStop, type Plan, type PlannerOptions, type Stop } from './step.ts';
 
 const allow = (outcome: string, warnings: string[] = []): Plan => ({
@@ -60,10 +61,11 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
   if (noLeases) return answer(noLeases, profile);
   const endpoint = choosePort(profile, annotations, [...containers, ...pod.inits], hostNetwork);
   if (isStop(endpoint)) return answer(endpoint, profile);
+  const speakerArgs = readSpeakerArgs(features, guarded, containers);
   const env = buildEnv({
     profile,
     features,
-    settings,
+    settings: { ...settings, ...speakerArgs.settings },
     endpoint,
     guarded,
     leases,
@@ -93,7 +95,12 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     budgetSeconds: settings.handoverBudgetSeconds ?? defaultOf('handoverBudgetSeconds'),
     version: opts.version,
   });
-  const warnings = [...guard.warnings, ...patch.warnings, ...(mode.warning ? [mode.warning] : [])];
+  const warnings = [
+    ...guard.warnings,
+    ...speakerArgs.warnings,
+    ...patch.warnings,
+    ...(mode.warning ? [mode.warning] : []),
+  ];
   return {
     allowed: true,
     patch: patch.patch,

@@ -491,6 +491,23 @@ const cases: Case[] = [
       t.ok(warnings?.some((w) => w.includes('no cluster access')));
     },
   },
+  {
+    name: 'metallb-speaker-ignore-exclude-lb',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.spec.containers[0].args.push('--ignore-exclude-lb');
+      }),
+    expect: 'patched',
+    check: ({ patched, warnings }, t) => {
+      // Admitted and injected; the sidecar is told to run no L2 handover, the author why.
+      const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
+      t.equal(env.find((e) => e.name === 'DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB')?.value, 'true');
+      t.ok(
+        warnings?.some((w) => w.includes('--ignore-exclude-lb') && w.includes('L2 handover is off')),
+        String(warnings),
+      );
+    },
+  },
 ];
 
 for (const c of cases) {

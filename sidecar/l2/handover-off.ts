@@ -1,0 +1,173 @@
+// The L2 handover turned off, in its place: the speaker runs with MetalLB's --ignore-exclude-lb
+// (the webhook read its args and set DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB), so no speaker leaves
+// the election for the exclude label. A handover could never be confirmed, and the fail-safe's
+// memberlist cut would end with peers re-electing this node into its own fence: a dark VIP.
+// Instead it says why (a Warning Event on the Node and the speaker's Pod, `disabled` in the status
+// annotation), takes back what an earlier sidecar of this node left (a fence, a label it added),
+// and labels, fences and cuts nothing, whatever the drain.
+import { RetryGate } from '../../shared/backoff.ts';
+import type { L2Status } from '../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
+import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import { Coalescer } from '../coalesce.ts';
+import { type L2Host, NodeHost } from './host.ts';
+import { OwnNode } from './own-node.ts';
+
+export const HANDOVER_OFF_REASON = 'L2HandoverOff';
+export const HANDOVER_OFF_WHY =
+  `the speaker runs with --ignore-exclude-lb (Helm speaker.ignoreExcludeLB): MetalLB ignores the ${EXCLUDE_LABEL} ` +
+  'label, so no other node would take this node’s VIPs over and a handover could never be confirmed; ' +
+  'nothing is labelled, fenced or cut at a drain, and VIPs move when this speaker stops (memberlist leave). ' +
+  'Remove the flag to turn the L2 handover on';
+
+export class L2HandoverOff implements Capability {
+  readonly name = 'l2-handover';
+  private readonly ctx: CapabilityContext;
+  /** Only to find and remove a fence an earlier sidecar left. */
+  private readonly host: Pick<L2Host, 'readFence' | 'applyFence'>;
+  private readonly node: OwnNode;
+  private readonly status: string;
+  private readonly abort = new AbortController();
+  private readonly passes: Coalescer;
+  /** After a failed step, not before a backoff (the drain watcher triggers passes often). */
+  private readonly retryGate: RetryGate;
+  private fenceChecked = false;
+  private eventWritten = false;
+  private loggedDrain = false;
+  private unsubscribe: (() => void) | undefined;
+  private retry: Promise<void> | undefined;
+
+  constructor(
+    ctx: CapabilityContext,
+    host: Pick<L2Host, 'readFence' | 'applyFence'> = new NodeHost(ctx.runner, ctx.log),
+  ) {
+    this.ctx = ctx;
+    this.host = host;
+    this.node = new OwnNode(ctx);
+    const status: L2Status = {
+      phase: 'idle',
+      since: new Date(ctx.clock.now()).toISOString(),
+      vips: [],
+      services: [],
+      handedTo: {},
+      fenced: false,
+      failsafe: false,
+      interfaces: [],
+      disabled: HANDOVER_OFF_WHY,
+    };
+    this.status = JSON.stringify(status);
+    this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 500, capMs: 30_000 });
+    this.passes = new Coalescer(
+      () => this.pass(),
+      () => this.abort.signal.aborted,
+    );
+  }
+
+  async start(): Promise<void> {
+    this.ctx.log.warn({ why: HANDOVER_OFF_WHY }, 'L2 handover off');
+    this.unsubscribe = this.ctx.drain.subscribe(() => this.passes.request('drain state changed'));
+    this.passes.request('started');
+  }
+
+  /** Resolves once no pass is running (tests). */
+  async idle(): Promise<void> {
+    await this.passes.idle();
+  }
+
+  async prestop(): Promise<Record<string, unknown>> {
+    return { outcome: 'l2-handover-off', why: HANDOVER_OFF_WHY };
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    this.unsubscribe?.();
+    await this.passes.idle();
+    await this.retry;
+  }
+
+  private async pass(): Promise<void> {
+    const { ctx } = this;
+    const drain = ctx.drain.current;
+    if ((drain.draining || drain.terminating) && !this.loggedDrain) {
+      ctx.log.warn(
+        { drainReason: drain.drainReason, terminating: drain.terminating },
+        'node draining, L2 handover off (--ignore-exclude-lb): nothing labelled, fenced or cut',
+      );
+      this.loggedDrain = true;
+    }
+    if (!drain.draining && !drain.terminating) this.loggedDrain = false;
+    let failed = false;
+    const step = async (kind: string, fn: () => Promise<void>) => {
+      if (!this.retryGate.open(kind)) {
+        failed = true;
+        return;
+      }
+      try {
+        await fn();
+        this.retryGate.succeeded(kind);
+      } catch (e) {
+        failed = true;
+        const { waitMs } = this.retryGate.failed(kind);
+        ctx.log.warn(
+          { step: kind, err: (e as Error).message, retryInMs: waitMs },
+          'L2 handover off: will retry',
+        );
+      }
+    };
+    // A fence an earlier sidecar left (read once: nothing here installs one).
+    if (!this.fenceChecked)
+      await step('unfence', async () => {
+        if (await this.host.readFence()) {
+          ctx.log.warn('removing the L2 fence an earlier sidecar left: the handover is off');
+          await this.host.applyFence(undefined);
+        }
+        this.fenceChecked = true;
+      });
+    // The API's part once the own Node is known and the API answers.
+    if (drain.synced && drain.apiDownSince === undefined) {
+      const annotations = this.node.current()?.metadata?.annotations ?? {};
+      if (annotations[LABEL_OWNED_ANNOTATION] === 'true')
+        await step('unlabel', async () => {
+          ctx.log.warn({ label: EXCLUDE_LABEL }, 'removing the exclude label an earlier sidecar added');
+          await this.node.setExcludeLabel(false);
+        });
+      if (annotations[STATUS_ANNOTATION] !== this.status)
+        await step('status', () => this.node.writeStatus(this.status));
+      if (!this.eventWritten) await this.recordEvent();
+    } else failed = failed || !this.eventWritten;
+    if (failed) this.retryLater();
+  }
+
+  /** Once per process, on the Node and on the speaker's Pod (best effort, as every Event). */
+  private async recordEvent(): Promise<void> {
+    const { config, events } = this.ctx;
+    this.eventWritten = true;
+    await events.record(
+      { kind: 'Node', name: config.nodeName },
+      'Warning',
+      HANDOVER_OFF_REASON,
+      HANDOVER_OFF_WHY,
+    );
+    await events.record(
+      {
+        kind: 'Pod',
+        name: config.podName,
+        namespace: config.podNamespace,
+        ...(config.podUid ? { uid: config.podUid } : {}),
+      },
+      'Warning',
+      HANDOVER_OFF_REASON,
+      HANDOVER_OFF_WHY,
+    );
+  }
+
+  /** Another pass after a while: nothing else would trigger one while the drain state stays put. */
+  private retryLater(): void {
+    this.retry ??= this.ctx.clock.sleep(1_000, this.abort.signal).then(() => {
+      this.retry = undefined;
+      this.passes.request('retry');
+    });
+  }
+}
+
+export const createCapability: CapabilityFactory = (ctx) => new L2HandoverOff(ctx);
