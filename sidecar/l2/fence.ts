@@ -21,7 +21,25 @@ export interface FenceSpec {
    * memberlist hears no peer, believes it is alone and announces every VIP its pools allow.
    */
   ownAddresses?: string[];
+  /**
+   * Fail-safe with MetalLB's address pools known: inclusive ranges "first-last" (merged, no
+   * overlap: sidecar/l2/pool-ranges.ts) whose ARP (sender) and NA (target) are dropped besides the
+   * VIPs'. Only what a speaker could announce is dropped: macvlan pods, keepalived or kube-vip
+   * VIPs outside the pools keep their ARP. Never together with ownAddresses.
+   */
+  pools?: string[];
 }
+
+const v4Number = (a: string) => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+const v4Text = (n: number) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
+/** "first-last" of one family, first <= last. */
+function isAddressRange(range: string): boolean {
+  const [a = '', b = '', extra] = range.split('-');
+  if (extra !== undefined) return false;
+  if (isIPv4(a) && isIPv4(b)) return v4Number(a) <= v4Number(b);
+  return isIPv6(a) && isIPv6(b) && ipv6ToHex(a) <= ipv6ToHex(b);
+}
+const rangeFamily = (range: string) => (range.includes(':') ? 6 : 4);
 
 /** Rejects anything that could not be spliced safely into an nft script. */
 export function validateFence(spec: FenceSpec): string[] {
@@ -38,6 +56,11 @@ export function validateFence(spec: FenceSpec): string[] {
       problems.push(`memberlistPorts: ${p} is not a port 1-65535`);
   for (const a of spec.ownAddresses ?? [])
     if (!isIPv4(a) && !isIPv6(a)) problems.push(`ownAddresses: ${JSON.stringify(a)} is not an IP address`);
+  for (const r of spec.pools ?? [])
+    if (!isAddressRange(r))
+      problems.push(`pools: ${JSON.stringify(r)} is not an address range "first-last" of one family`);
+  if (spec.pools && spec.ownAddresses)
+    problems.push('pools and ownAddresses: a fail-safe fence uses one of them');
   return problems;
 }
 
@@ -53,8 +76,11 @@ export function normalizeFence(spec: FenceSpec): FenceSpec {
     interfaces: uniq(spec.interfaces),
     memberlistPorts: uniq(spec.memberlistPorts, (a, b) => a - b),
     ...(spec.ownAddresses ? { ownAddresses: uniq(spec.ownAddresses.map(canon)) } : {}),
+    ...(spec.pools ? { pools: uniq(spec.pools.map((r) => r.split('-').map(canon).join('-'))) } : {}),
   };
 }
+const pools4 = (spec: FenceSpec) => (spec.pools ?? []).filter((r) => rangeFamily(r) === 4);
+const pools6 = (spec: FenceSpec) => (spec.pools ?? []).filter((r) => rangeFamily(r) === 6);
 
 /** Whether the fence drops everything not sent from the node's own addresses (fail-safe). */
 export const fencesForeign = (spec: FenceSpec): boolean => spec.ownAddresses !== undefined;
@@ -71,7 +97,8 @@ export function fenceIsEmpty(spec: FenceSpec): boolean {
     (spec.vips4.length === 0 || spec.interfaces.length === 0) &&
     spec.vips6.length === 0 &&
     spec.memberlistPorts.length === 0 &&
-    !fencesForeign(spec)
+    !fencesForeign(spec) &&
+    (spec.pools ?? []).length === 0
   );
 }
 
@@ -129,22 +156,28 @@ export function renderFence(input: FenceSpec): string {
   const spec = normalizeFence(input);
   const lines = [...UNFENCE_LINES];
   const foreign = fencesForeign(spec);
-  if ((spec.vips4.length > 0 || foreign) && spec.interfaces.length > 0) {
+  const [p4, p6] = [pools4(spec), pools6(spec)];
+  if ((spec.vips4.length > 0 || foreign || p4.length > 0) && spec.interfaces.length > 0) {
     lines.push(`table netdev ${FENCE_TABLE} {`);
     if (foreign) {
       // 0.0.0.0: the kernel's own duplicate-address probes.
       lines.push(`  set own4 { type ipv4_addr; elements = { ${['0.0.0.0', ...own4(spec)].join(', ')} } }`);
-    } else lines.push(`  set vip4 { type ipv4_addr; elements = { ${spec.vips4.join(', ')} } }`);
+    } else if (spec.vips4.length > 0)
+      lines.push(`  set vip4 { type ipv4_addr; elements = { ${spec.vips4.join(', ')} } }`);
+    if (p4.length > 0)
+      lines.push(`  set pool4 { type ipv4_addr; flags interval; elements = { ${p4.join(', ')} } }`);
     for (const dev of spec.interfaces) {
       lines.push(`  chain egress-${dev} {`);
       lines.push(`    type filter hook egress device "${dev}" priority 0; policy accept;`);
       // Replies and gratuitous ARP (sent by MetalLB as request and reply) all carry the VIP as sender.
-      lines.push(foreign ? '    arp saddr ip != @own4 counter drop' : '    arp saddr ip @vip4 counter drop');
+      if (foreign) lines.push('    arp saddr ip != @own4 counter drop');
+      else if (spec.vips4.length > 0) lines.push('    arp saddr ip @vip4 counter drop');
+      if (p4.length > 0) lines.push('    arp saddr ip @pool4 counter drop');
       lines.push('  }');
     }
     lines.push('}');
   }
-  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0 || foreign) {
+  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0 || foreign || p6.length > 0) {
     lines.push(`table inet ${FENCE_TABLE} {`);
     if (foreign) {
       // :: is the unspecified address; the set is never empty, so the set declaration is valid.
@@ -154,12 +187,22 @@ export function renderFence(input: FenceSpec): string {
       lines.push('    type filter hook output priority 0; policy accept;');
       lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 != @own6 counter drop');
       lines.push('  }');
-    } else if (spec.vips6.length > 0) {
-      lines.push(`  set vip6 { typeof @th,64,128; elements = { ${spec.vips6.map(ipv6ToHex).join(', ')} } }`);
+    } else if (spec.vips6.length > 0 || p6.length > 0) {
+      if (spec.vips6.length > 0)
+        lines.push(
+          `  set vip6 { typeof @th,64,128; elements = { ${spec.vips6.map(ipv6ToHex).join(', ')} } }`,
+        );
+      const hexRange = (r: string) => r.split('-').map(ipv6ToHex).join('-');
+      if (p6.length > 0)
+        lines.push(
+          `  set pool6 { typeof @th,64,128; flags interval; elements = { ${p6.map(hexRange).join(', ')} } }`,
+        );
       lines.push('  chain output {');
       lines.push('    type filter hook output priority 0; policy accept;');
       // The ND target address sits 8 bytes into the ICMPv6 header.
-      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @vip6 counter drop');
+      if (spec.vips6.length > 0)
+        lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @vip6 counter drop');
+      if (p6.length > 0) lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @pool6 counter drop');
       lines.push('  }');
     }
     if (spec.memberlistPorts.length > 0) {
@@ -177,6 +220,17 @@ export function renderFence(input: FenceSpec): string {
 }
 
 const elems = (set: Record<string, unknown>): unknown[] => (Array.isArray(set.elem) ? set.elem : []);
+
+/** An interval set's element as "first-last": a single value, a range, or (IPv4) a prefix. */
+function rangeElem(e: unknown, address: (v: string) => string): string {
+  const o = e as { range?: [unknown, unknown]; prefix?: { addr?: unknown; len?: unknown } };
+  if (Array.isArray(o?.range)) return o.range.map((v) => address(String(v))).join('-');
+  if (o?.prefix) {
+    const first = v4Number(String(o.prefix.addr));
+    return `${v4Text(first)}-${v4Text(first + 2 ** (32 - Number(o.prefix.len)) - 1)}`;
+  }
+  return `${address(String(e))}-${address(String(e))}`;
+}
 
 /**
  * Reads drainguard's fence back from `nft -j list table …` outputs (any order). Returns
@@ -197,6 +251,10 @@ export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
         if (set.name === 'vip4') spec.vips4.push(...elems(set).map(String));
         if (set.name === 'vip6') spec.vips6.push(...elems(set).map((e) => hexToIpv6(String(e))));
         if (set.name === 'memberlist') spec.memberlistPorts.push(...elems(set).map(Number));
+        if (set.name === 'pool4' || set.name === 'pool6') {
+          const address = set.name === 'pool6' ? hexToIpv6 : (v: string) => v;
+          spec.pools = [...(spec.pools ?? []), ...elems(set).map((e) => rangeElem(e, address))];
+        }
         if (set.name === 'own4' || set.name === 'own6') {
           foreign = true;
           const xs = elems(set).map(String);
