@@ -20,6 +20,7 @@ import { waitFor } from '../../shared/clock.ts';
 import { KubeClient } from '../../shared/kube/client.ts';
 import type { KubeTarget } from '../../shared/kube/in-cluster.ts';
 import { createCA, createClientCert, createServingCert } from '../../shared/pki.ts';
+import { atExit, quietly } from './exit.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 
 export const APISERVER_VERSION = '1.20.2';
@@ -171,22 +172,12 @@ export async function reapLeftovers(base = tmpRoot()): Promise<void> {
 const tmpRoot = () => (existsSync('/dev/shm') ? '/dev/shm' : tmpdir());
 
 const live = new Set<ControlPlane>();
-let exitHookInstalled = false;
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  // Synchronous last resort: a test process that dies must not leave servers running.
-  process.on('exit', () => {
-    for (const cp of live) {
-      for (const pid of [cp.apiserverPid, cp.etcdPid]) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {}
-      }
-      rmSync(cp.dir, { recursive: true, force: true });
-    }
-  });
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+/** A test process that dies must not leave servers running. */
+function killLiveServers(): void {
+  for (const cp of live) {
+    for (const pid of [cp.apiserverPid, cp.etcdPid]) quietly(() => process.kill(pid, 'SIGKILL'));
+    rmSync(cp.dir, { recursive: true, force: true });
+  }
 }
 
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -391,7 +382,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     },
   };
   if (!opts.detached) {
-    installExitHook();
+    atExit(killLiveServers, { signals: true });
     live.add(cp);
   }
   try {

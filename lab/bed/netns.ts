@@ -4,6 +4,7 @@
 import { type ChildProcess, execFileSync, type SpawnOptions, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { waitFor } from '../../shared/clock.ts';
+import { atExit, quietly } from './exit.ts';
 import { type ExecResult, pidAlive, sh } from './proc.ts';
 
 export { type ExecResult, sh } from './proc.ts';
@@ -52,24 +53,10 @@ const PREFIX = 'dgt';
 const runId = `${PREFIX}${process.pid.toString(36)}`;
 const created = new Set<string>();
 const children = new Set<ChildProcess>();
-let hooked = false;
-
-function hookExit(): void {
-  if (hooked) return;
-  hooked = true;
-  process.on('exit', () => {
-    for (const c of children) {
-      try {
-        if (c.pid) process.kill(-c.pid, 'SIGKILL');
-      } catch {}
-    }
-    for (const ns of created) {
-      try {
-        execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-      } catch {}
-    }
-  });
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
+/** A test process that dies must not leave its processes or namespaces behind. */
+function removeAll(): void {
+  for (const c of children) quietly(() => c.pid && process.kill(-c.pid, 'SIGKILL'));
+  for (const ns of created) quietly(() => execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' }));
 }
 
 /** Removes namespaces of earlier runs (named dgt<pid36>-…) whose process no longer exists. */
@@ -112,7 +99,7 @@ function makeNetns(ns: string): Netns {
 
 /** One bare namespace with loopback up (single-host tests). */
 export async function createNamespace(label: string): Promise<Netns & { destroy(): Promise<void> }> {
-  hookExit();
+  atExit(removeAll, { signals: true });
   await reapLeftoverNamespaces();
   const ns = shortName(label);
   await must(['ip', 'netns', 'add', ns]);
@@ -231,7 +218,7 @@ export async function createTestBed(opts: {
   /** Outlive this process: not removed at its exit nor reaped as a dead run's (its owner removes it). */
   detached?: boolean;
 }): Promise<TestBed> {
-  hookExit();
+  atExit(removeAll, { signals: true });
   await reapLeftoverNamespaces();
   if (opts.nodes.length > 250) throw new Error('at most 250 nodes on one switch');
   const detached = Boolean(opts.detached);

@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import { type ControlPlane, k8sBinDir, startControlPlane } from '../bed/control-plane.ts';
+import { atExit } from '../bed/exit.ts';
 import { createTestBed, type TestBed } from '../bed/netns.ts';
 import { pidAlive, sh } from '../bed/proc.ts';
 import { goldenRoot, type ImageList } from './images.ts';
@@ -91,14 +92,10 @@ export function reapLeftoverClusters(base = tmpdir()): void {
 }
 
 const live = new Set<ClusterState>();
-let hooked = false;
-function hookExit(): void {
-  if (hooked) return;
-  hooked = true;
-  process.on('exit', () => {
-    for (const st of live) teardownCluster(st);
-  });
-}
+/** A process that dies must not leave its cluster running (unless detached). */
+const teardownLive = () => {
+  for (const st of live) teardownCluster(st);
+};
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
@@ -128,7 +125,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const save = () => writeFileSync(join(dir, 'cluster.json'), JSON.stringify(st, null, 2));
   save();
   if (!opts.detached) {
-    hookExit();
+    atExit(teardownLive);
     live.add(st);
   }
   const started = Date.now();
