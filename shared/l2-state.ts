@@ -29,6 +29,18 @@ export interface L2Status {
   interfaces: string[];
   /** Interfaces named for the fence (drainguard.io/l2-interfaces) that this node does not have. */
   missingInterfaces?: string[];
+  /**
+   * MetalLB's address pools (merged ranges "first-last") as last read: what a fail-safe fence
+   * drops ARP/NA for. Absent: never read.
+   */
+  pools?: string[];
+  /**
+   * What the fail-safe fence installed (or still kept) drops: `pools` — ARP/NA in `pools` only;
+   * `foreign` — every ARP/NA not from the node's own addresses (the pools were never read).
+   */
+  failsafeDrop?: 'pools' | 'foreign';
+  /** The fail-safe's memberlist cut is on (kept after the API is back until the label has spread). */
+  memberlistCut?: boolean;
   stranded?: boolean;
   /** Given up unconfirmed while the drain lasts (label removed). */
   gaveUp?: boolean;

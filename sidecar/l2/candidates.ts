@@ -28,6 +28,14 @@ export interface CandidateView {
   /** Per service, the candidates MetalLB would let announce it. */
   readonly perService: Record<string, string[]> | undefined;
   /**
+   * MetalLB's address pools (every IPAddressPool's `spec.addresses` entries) from the last read
+   * that succeeded; undefined when never read. Kept when a later read fails: the fail-safe needs
+   * them exactly when the API is gone.
+   */
+  readonly pools?: string[] | undefined;
+  /** Reads the pools alone (at start, and now and then): one list in MetalLB's namespace. */
+  readPools?(): Promise<void>;
+  /**
    * Reads again: at once when `fresh` (a handover about to start), otherwise at most every 2 s.
    * `isLocal` tells the services with externalTrafficPolicy: Local.
    */
@@ -42,6 +50,7 @@ export class CandidateReader implements CandidateView {
   private readonly ctx: CapabilityContext;
   others: string[] | undefined;
   perService: Record<string, string[]> | undefined;
+  pools: string[] | undefined;
   private readAt = 0;
   /** discovery.k8s.io version the API serves EndpointSlices in (v1beta1 before Kubernetes 1.21). */
   private sliceVersion: 'v1' | 'v1beta1' = 'v1';
@@ -141,8 +150,19 @@ export class CandidateReader implements CandidateView {
     return readyEndpointNodes((list.items ?? []) as Parameters<typeof readyEndpointNodes>[0]);
   }
 
+  async readPools(): Promise<void> {
+    try {
+      await this.readMetalLbConfig();
+    } catch (e) {
+      this.ctx.log.warn(
+        { err: (e as Error).message },
+        "cannot read MetalLB's address pools; keeping the last known",
+      );
+    }
+  }
+
   /**
-   * MetalLB's IPAddressPools and L2Advertisements. Unreadable (no such CRDs before MetalLB 0.13,
+   * MetalLB's IPAddressPools and L2Advertisements (the pools' addresses remembered). Unreadable (no such CRDs before MetalLB 0.13,
    * or no grant): undefined, and L2Advertisement node selectors do not narrow the candidates.
    */
   private async readMetalLbConfig(): Promise<MetalLbConfig | undefined> {
@@ -152,7 +172,9 @@ export class CandidateReader implements CandidateView {
         this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, WIDE_READ),
         this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, WIDE_READ),
       ]);
-      return metallbConfigFrom(pools.items ?? [], ads.items ?? []);
+      const config = metallbConfigFrom(pools.items ?? [], ads.items ?? []);
+      this.pools = config.pools.flatMap((p) => p.addresses);
+      return config;
     } catch (e) {
       if (!isApiError(e, 404) && !isApiError(e, 403)) throw e;
       if (!this.warnedMetalLbConfig)

@@ -50,6 +50,16 @@ export const apiViews: L2ViewsFactory = (ctx, changed) => ({
   host: new NodeHost(ctx.runner, ctx.log),
 });
 
+/**
+ * After a fail-safe, how long the exclude label must have been seen on the Node before the
+ * memberlist cut is lifted (core.ts, L2Settings.cutLiftMarginMs): a watch delivers a Node change
+ * to every peer's informer well within it, and keeping the cut a few seconds longer costs nothing
+ * (the new owners answer meanwhile).
+ */
+export const CUT_LIFT_MARGIN_MS = 5_000;
+/** MetalLB's address pools are re-read this often outside handovers (the fail-safe uses them). */
+const POOLS_REREAD_MS = 10 * 60_000;
+
 /** Phases in which no handover is under way (one may start: read what it needs fresh). */
 const AT_REST = new Set<L2Memory['phase']>(['idle', 'undoing', 'refused', 'given-up']);
 /** Phases that are fenced: the candidates no longer matter. */
@@ -83,6 +93,7 @@ export class L2Handover implements Capability {
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
   private lastCheck = 0;
+  private lastPoolsRead = 0;
   private lastProbe = 0;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
@@ -98,6 +109,7 @@ export class L2Handover implements Capability {
       failsafeGraceMs: c.failsafeGraceSeconds * 1000,
       memberlistPorts: c.memberlistPorts,
       nodeName: c.nodeName,
+      cutLiftMarginMs: CUT_LIFT_MARGIN_MS,
     };
     this.memory = initialMemory(ctx.clock.now());
     this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 200, capMs: 10_000 });
@@ -163,6 +175,10 @@ export class L2Handover implements Capability {
         'resuming L2 handover from Node annotation and nft',
       );
     await this.metallb.checkCrd();
+    // The fail-safe drops only what MetalLB's pools hold: know them before an outage.
+    // Not awaited: a start during an outage must not wait for the read's retries.
+    this.lastPoolsRead = ctx.clock.now();
+    void this.candidates.readPools?.();
     this.unsubscribe = ctx.drain.subscribe(() => this.trigger('drain state changed'));
     this.loop = this.tickLoop();
     this.trigger('started');
@@ -235,6 +251,10 @@ export class L2Handover implements Capability {
         this.fence = await this.host.readFence().catch(() => this.fence);
         await this.metallb.checkCrd();
       }
+      if (clock.now() - this.lastPoolsRead > POOLS_REREAD_MS && drain.apiDownSince === undefined) {
+        this.lastPoolsRead = clock.now();
+        await this.candidates.readPools?.();
+      }
       this.trigger('tick');
     }
   }
@@ -246,13 +266,15 @@ export class L2Handover implements Capability {
     // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
     // node excluded meanwhile is seen before the fence.
     // A handover about to start reads fresh; one under way (or refused) at most every 2 s.
-    if (handoverWanted && !FENCED.has(phase)) {
+    // After a fail-safe, once the API answers, the handover is decided again from fresh reads.
+    const failsafeOver = phase === 'failsafe-fenced' && drain.apiDownSince === undefined;
+    if (handoverWanted && (!FENCED.has(phase) || failsafeOver)) {
       const services = [...this.memory.services, ...this.observeMetalLb().announced];
-      await this.candidates.refresh(phase === 'idle' || phase === 'undoing', services, (s) =>
+      await this.candidates.refresh(phase === 'idle' || phase === 'undoing' || failsafeOver, services, (s) =>
         this.metallb.isLocal(s),
       );
     }
-    if (handoverWanted && AT_REST.has(phase) && this.metallb.statusSource() === 'services')
+    if (handoverWanted && (AT_REST.has(phase) || failsafeOver) && this.metallb.statusSource() === 'services')
       await this.metallb.readAllServices();
     this.metallb.retryUnreadServices();
     const before = this.memory;
@@ -324,6 +346,7 @@ export class L2Handover implements Capability {
       newOwners: metallb.newOwners,
       otherCandidates: others,
       ...(perService ? { serviceCandidates: perService } : {}),
+      pools: this.candidates.pools,
       interfaces: [...(config.l2Interfaces.length > 0 ? config.l2Interfaces : metallb.interfaces)].sort(),
       fence: this.fence,
     };
@@ -337,7 +360,9 @@ export class L2Handover implements Capability {
     // this node never announced, so the default route's link joins the VIPs' links.
     const failsafe = failsafeDue(this.memory, observation, this.settings);
     const vips = vipsOf([...this.memory.services, ...observation.announced]);
-    const own = failsafe ? await this.host.ownAddresses(vips) : undefined;
+    // MetalLB's pools known (now or remembered): the fail-safe drops only them, no address read.
+    const poolsKnown = (this.candidates.pools?.length ?? 0) > 0 || (this.memory.pools?.length ?? 0) > 0;
+    const own = failsafe && !poolsKnown ? await this.host.ownAddresses(vips) : undefined;
     const withOwn = own ? { ...observation, ownAddresses: own } : observation;
     const links = await this.host.fenceLinks(observation.interfaces, failsafe ? [...vips, 'default'] : vips);
     this.noteMissingInterfaces(links.missing, links.interfaces);

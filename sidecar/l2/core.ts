@@ -42,14 +42,27 @@
 //                                                                terminating: still watching;
 //                                                                L2HandoverUnconfirmed
 //   fenced-confirmed, -unconfirmed      → (same)                 the fence re-applied if flushed
-//   failsafe-fenced                     → fenced-confirmed       API back, label on, every service
-//                                                                confirmed; fence without the cut,
-//                                                                L2HandoverConfirmed
+//   failsafe-fenced                     → refused                API back (the fail-safe ends), some
+//                                                                service could go nowhere: fail-safe
+//                                                                fence and cut removed, label off;
+//                                                                L2HandoverImpossible
+//   failsafe-fenced                     → labelled               API back, every service can move:
+//                                                                decided again from scratch (budget
+//                                                                and settle time from the label), the
+//                                                                fail-safe fence kept meanwhile;
+//                                                                L2HandoverStarted
+//   awaiting-confirmation with the cut  → fenced-confirmed       as above, and the exclude label seen
+//                                                                for cutLiftMarginMs: fence without
+//                                                                the cut, L2HandoverConfirmed
+//   awaiting-confirmation with the cut  → given-up, refused      as above, fail-safe fence and cut
+//                                                                removed with the label
+// refused and given-up never turn into failsafe-fenced: the fail-safe would overturn a refusal.
 //
 // The Node annotation publishes each phase as one of shared/l2-state.ts's L2_PHASES
 // (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
 import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
+import { poolRanges } from './pool-ranges.ts';
 
 export interface L2Settings {
   handoverBudgetMs: number;
@@ -58,6 +71,14 @@ export interface L2Settings {
   failsafeGraceMs: number;
   memberlistPorts: number[];
   nodeName: string;
+  /**
+   * After a fail-safe, how long the exclude label must have been visible on the Node (this
+   * sidecar's watch) before the memberlist cut is lifted. MetalLB re-elects on Node events: a peer
+   * whose informer has not delivered the label yet sees this node alive again and not excluded,
+   * elects it, and its answers are fenced. The new owners' ServiceL2Status is no proof: they
+   * re-elected because of the cut and rewrite nothing when the label arrives.
+   */
+  cutLiftMarginMs: number;
 }
 
 /**
@@ -97,6 +118,11 @@ export interface L2Observation {
    * not read. The fail-safe fence drops every ARP/NA not from them.
    */
   ownAddresses?: string[] | undefined;
+  /**
+   * MetalLB's address pools (IPAddressPool `spec.addresses` entries) as last read successfully;
+   * undefined when never read. The fail-safe fence then drops only ARP/NA in them.
+   */
+  pools?: string[] | undefined;
   /** The fence installed now (read back from nft), or undefined. */
   fence: FenceSpec | undefined;
 }
@@ -135,6 +161,12 @@ export interface L2Memory {
   handedTo: Record<string, string>;
   /** The fence this phase wants installed. */
   fence: FenceSpec | undefined;
+  /** After a fail-safe: when the new attempt began (budget and settle time count from it). */
+  attemptStartedAt?: number;
+  /** When the exclude label was first seen on the Node in this attempt. */
+  labelSeenAt?: number;
+  /** MetalLB's address pools as merged ranges (pool-ranges.ts), remembered from the last read. */
+  pools?: string[];
 }
 
 /** Reasons of the Events the handover records on its Node and pod. */
@@ -188,6 +220,7 @@ export function fenceFor(
   interfaces: string[],
   memberlistPorts: number[],
   ownAddresses?: string[],
+  pools?: string[],
 ): FenceSpec {
   const vips = vipsOf(services);
   return normalizeFence({
@@ -195,9 +228,12 @@ export function fenceFor(
     vips6: vips.filter((v) => v.includes(':')),
     interfaces,
     memberlistPorts,
-    ...(ownAddresses ? { ownAddresses } : {}),
+    ...(pools ? { pools } : ownAddresses ? { ownAddresses } : {}),
   });
 }
+
+/** Whether this fence cuts memberlist (the fail-safe's, still on). */
+const cuts = (fence: FenceSpec | undefined) => (fence?.memberlistPorts.length ?? 0) > 0;
 
 /** `since` moves only when the published phase changes (it is what `drainguard status` shows). */
 const enter = (memory: L2Memory, phase: HandoverPhase, now: number): L2Memory =>
@@ -237,8 +273,11 @@ export function step(
     why: observation.terminating ? 'pod terminating' : (observation.drainReason ?? 'draining'),
     actions: [],
   };
-  const next = decide(memory, turn);
-  return { memory: next, actions: turn.actions };
+  // Pools are remembered: a read that fails later leaves the last known ones.
+  const read = observation.pools && observation.pools.length > 0 ? poolRanges(observation.pools) : [];
+  const pools = read.length > 0 ? read : memory.pools;
+  const next = decide(pools ? { ...memory, pools } : memory, turn);
+  return { memory: pools ? { ...next, pools } : next, actions: turn.actions };
 }
 
 function decide(memory: L2Memory, turn: Turn): L2Memory {
@@ -301,13 +340,22 @@ function enterFailsafe(memory: L2Memory, turn: Turn): L2Memory {
   const { observation, settings, now } = turn;
   const services = mergeServices(memory.services, observation.announced);
   // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
-  // drop every ARP/NA not from the node's own addresses, not only the VIPs it had.
-  const spec = fenceFor(services, observation.interfaces, settings.memberlistPorts, observation.ownAddresses);
+  // drop ARP/NA in MetalLB's pools (remembered from the last read), not only the VIPs it had;
+  // pools never read: every ARP/NA not from the node's own addresses.
+  const spec = fenceFor(
+    services,
+    observation.interfaces,
+    settings.memberlistPorts,
+    observation.ownAddresses,
+    memory.pools,
+  );
   ensureFence(turn, spec);
   const vips = vipsOf(services).join(', ') || '(none known)';
-  const fencedWhat = spec.ownAddresses
-    ? `every ARP/NA not from this node's own addresses (VIPs announced here: ${vips})`
-    : `VIPs ${vips}`;
+  const fencedWhat = spec.pools
+    ? `ARP/NA in MetalLB's address pools ${spec.pools.join(', ')} (VIPs announced here: ${vips})`
+    : spec.ownAddresses
+      ? `every ARP/NA not from this node's own addresses (MetalLB's address pools never read; VIPs announced here: ${vips})`
+      : `VIPs ${vips}`;
   event(
     turn,
     'Warning',
@@ -325,6 +373,8 @@ function enterFailsafe(memory: L2Memory, turn: Turn): L2Memory {
 /** Idle, undoing, refused or given up while a handover is wanted: start one if every VIP can move. */
 function atRest(memory: L2Memory, turn: Turn): L2Memory {
   const { observation, now } = turn;
+  // Refused or given up: no fence either (a fail-safe's removal may have failed).
+  if (memory.phase === 'refused' || memory.phase === 'given-up') dropFence(turn);
   if (memory.phase === 'given-up' && !observation.terminating) {
     // Given up while the drain lasts: keep the label off (the removal may have failed).
     takeLabelBack(turn);
@@ -361,11 +411,14 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
 }
 
 function labelled(memory: L2Memory, turn: Turn): L2Memory {
+  // After a fail-safe its fence stays until the new attempt decides.
+  if (memory.fence) ensureFence(turn, memory.fence);
   if (!turn.observation.excludeLabel) {
     if (turn.apiUp) turn.actions.push({ kind: 'label' });
     return memory;
   }
-  return awaitingConfirmation(enter(memory, 'awaiting-confirmation', turn.now), turn);
+  const seen = { ...memory, labelSeenAt: memory.labelSeenAt ?? turn.now };
+  return awaitingConfirmation(enter(seen, 'awaiting-confirmation', turn.now), turn);
 }
 
 function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
@@ -373,20 +426,17 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
   // A service moved to this node while labelled (rare) must be handed over as well.
   const services = mergeServices(entered.services, observation.announced);
   const memory: L2Memory = { ...entered, services };
-  const started = memory.handoverStartedAt ?? now;
+  if (memory.fence) ensureFence(turn, memory.fence);
+  const cutOn = cuts(memory.fence);
+  const started = memory.attemptStartedAt ?? memory.handoverStartedAt ?? now;
   // Re-checked after the label: another node cordoned at the same moment counted this one and
   // this one counted it; now neither could announce. Take the label back (never strand a VIP).
   const stuck = observation.otherCandidates === undefined ? undefined : nowhereToGo(services, observation);
-  if (stuck !== undefined) {
-    takeLabelBack(turn);
-    event(
+  if (stuck !== undefined)
+    return refuse(
       turn,
-      'Warning',
-      L2_EVENT_REASONS.impossible,
-      `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${observation.labelOwned ? 'exclude label removed, ' : ''}not fencing (never strand a VIP)`,
+      `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${observation.labelOwned ? 'exclude label removed, ' : ''}${cutOn ? 'fail-safe fence and memberlist cut removed, ' : ''}not fencing (never strand a VIP)`,
     );
-    return { ...initialMemory(now), phase: 'refused' };
-  }
   if (observation.statusSource === 'unknown') return memory;
   const confirmable = observation.statusSource === 'servicel2status';
   // Without usable ServiceL2Status (MetalLB < 0.14.4, say) nothing can confirm: wait the settle time.
@@ -395,13 +445,25 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
     ? services.every((s) => handedTo[s.service])
     : now - started >= settings.settleMs;
   if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
+  // After a fail-safe the new owners re-elected because of the cut: lift it only once the label
+  // has had time to reach every peer, or a lagging one re-elects this (fenced) node.
+  const labelSeenAt = memory.labelSeenAt ?? now;
+  if (cutOn && now - labelSeenAt < settings.cutLiftMarginMs) return { ...memory, handedTo };
   const spec = fenceFor(services, observation.interfaces, []);
   ensureFence(turn, spec);
   const fenceText = fenceIsEmpty(spec)
     ? 'nothing to fence'
     : `fence installed on ${spec.interfaces.join(', ')}`;
   const took = secs(now - started);
-  if (services.length === 0)
+  const cutText = `memberlist cut lifted ${secs(now - labelSeenAt)} after the exclude label was seen on the Node`;
+  if (cutOn && confirmable)
+    event(
+      turn,
+      'Normal',
+      L2_EVENT_REASONS.confirmed,
+      `API back after the fail-safe: ${handedSummary(services, handedTo)}; ${cutText}; ${fenceText}`,
+    );
+  else if (services.length === 0)
     event(turn, 'Normal', L2_EVENT_REASONS.done, `no VIPs announced here; exclude label set; ${fenceText}`);
   else if (confirmable)
     event(
@@ -415,7 +477,7 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
       turn,
       'Normal',
       L2_EVENT_REASONS.unconfirmedFence,
-      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
+      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${cutOn ? `${cutText}; ` : ''}${fenceText}`,
     );
   return {
     ...enter(memory, confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed', now),
@@ -427,7 +489,8 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
 /** Awaiting confirmation, none yet: wait, or (budget spent) give up or warn. */
 function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
   const { observation, settings, now } = turn;
-  const started = memory.handoverStartedAt ?? now;
+  const started = memory.attemptStartedAt ?? memory.handoverStartedAt ?? now;
+  const cutText = cuts(memory.fence) ? 'fail-safe fence and memberlist cut removed; ' : '';
   const budgetSpent =
     observation.statusSource === 'servicel2status' && now - started >= settings.handoverBudgetMs;
   if (!budgetSpent) return memory;
@@ -438,22 +501,24 @@ function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
     // The exclude label alone silences this node's speaker: with nobody else announcing, the
     // VIP is dark. Take the label back (if it is ours) and let this node announce again.
     takeLabelBack(turn);
+    dropFence(turn);
     event(
       turn,
       'Warning',
       L2_EVENT_REASONS.unconfirmed,
-      `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${observation.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
+      `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)}: not fencing (a dark VIP is worse than a moving one); ${cutText}${observation.labelOwned ? 'exclude label removed so this node announces again' : 'the exclude label was not added by drainguard: left in place'}; not retried until the drain ends`,
     );
     return { ...initialMemory(now), phase: 'given-up' };
   }
   if (memory.phase === 'overdue') return memory;
+  dropFence(turn);
   event(
     turn,
     'Warning',
     L2_EVENT_REASONS.unconfirmed,
-    `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); still watching`,
+    `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); ${cutText}still watching`,
   );
-  return enter(memory, 'overdue', now);
+  return { ...enter(memory, 'overdue', now), fence: undefined };
 }
 
 /** Keep the fence what this phase wants (someone else may have flushed it). */
@@ -463,26 +528,40 @@ function fenced(memory: L2Memory, turn: Turn): L2Memory {
 }
 
 /**
- * API back, still draining: finish the handover the normal way; the fence stays on (without the
- * memberlist cut once another node is confirmed).
+ * Fail-safe fenced. While the API is down: keep the fence. Once it answers (and the drain state is
+ * known again) the fail-safe ends: the handover is decided again from scratch — eligibility per
+ * service on fresh reads, the services announced now (not a Service deleted meanwhile, nor the
+ * "(from fence)" guess of a restart without the Node annotation), a new budget and settle time
+ * from the label. The fail-safe fence stays until that decision fences, refuses or gives up.
  */
 function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
   const { observation, now } = turn;
   if (memory.fence) ensureFence(turn, memory.fence);
-  if (!turn.apiUp) return memory;
+  if (!turn.apiUp || (!observation.synced && !observation.terminating)) return memory;
+  if (observation.otherCandidates === undefined || observation.statusSource === 'unknown') return memory;
+  const services = mergeServices([], observation.announced);
+  const stuck = nowhereToGo(services, observation);
+  if (stuck !== undefined)
+    return refuse(
+      turn,
+      `API back after the fail-safe, ${turn.why}, but ${stuck}: fail-safe fence and memberlist cut removed so this node announces again; ${observation.labelOwned && observation.excludeLabel ? 'exclude label removed; ' : ''}not labelling (never strand a VIP)`,
+    );
   if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
-  const services = mergeServices(memory.services, observation.announced);
-  const handedTo = confirmations(services, observation);
-  if (!observation.excludeLabel || !services.every((s) => handedTo[s.service])) return memory;
-  const spec = fenceFor(services, observation.interfaces, []);
-  ensureFence(turn, spec);
   event(
     turn,
     'Normal',
-    L2_EVENT_REASONS.confirmed,
-    `API back: ${handedSummary(services, handedTo)}; memberlist cut lifted, fence kept`,
+    L2_EVENT_REASONS.started,
+    `API back after the fail-safe, ${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${observation.otherCandidates.join(', ')} again; the fail-safe fence stays until then`,
   );
-  return { ...enter(memory, 'fenced-confirmed', now), services, handedTo, fence: spec };
+  return {
+    ...enter(memory, 'labelled', now),
+    services,
+    handedTo: {},
+    attemptStartedAt: now,
+    labelSeenAt: undefined,
+    // Statuses written since the fail-safe began still confirm: the peers re-elected then.
+    handoverStartedAt: memory.handoverStartedAt ?? now,
+  };
 }
 
 /**
@@ -502,7 +581,10 @@ export function failsafeDue(
     observation.now - observation.apiDownSince >= settings.failsafeGraceMs &&
     !(observation.otherCandidates !== undefined && observation.otherCandidates.length === 0) &&
     memory.phase !== 'failsafe-fenced' &&
-    memory.phase !== 'fenced-confirmed'
+    memory.phase !== 'fenced-confirmed' &&
+    // A refused or given-up handover keeps this node announcing: the fail-safe would overturn it.
+    memory.phase !== 'refused' &&
+    memory.phase !== 'given-up'
   );
 }
 
@@ -537,6 +619,19 @@ function handedSummary(services: ServiceVips[], handedTo: Record<string, string>
   return [...byNode]
     .map(([n, ips]) => `VIP${ips.length === 1 ? '' : 's'} ${ips.join(', ')} handed to ${n}`)
     .join('; ');
+}
+
+/** Refused under way: label (if ours) and any fence off, L2HandoverImpossible. */
+function refuse(turn: Turn, message: string): L2Memory {
+  takeLabelBack(turn);
+  dropFence(turn);
+  event(turn, 'Warning', L2_EVENT_REASONS.impossible, message);
+  return { ...initialMemory(turn.now), phase: 'refused' };
+}
+
+/** Removes whatever fence is installed (a fail-safe's, when its handover is refused or given up). */
+function dropFence(turn: Turn): void {
+  if (turn.observation.fence) turn.actions.push({ kind: 'unfence' });
 }
 
 /** Removes the exclude label if drainguard added it and it is there (and the API answers). */
@@ -598,6 +693,10 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
       (phase === 'fenced' || phase === 'failsafe-fenced'),
     failsafe: phase === 'failsafe-fenced',
     interfaces: memory.fence?.interfaces ?? [],
+    ...(memory.pools ? { pools: memory.pools } : {}),
+    ...(memory.fence?.pools ? { failsafeDrop: 'pools' as const } : {}),
+    ...(memory.fence?.ownAddresses ? { failsafeDrop: 'foreign' as const } : {}),
+    ...(cuts(memory.fence) ? { memberlistCut: true } : {}),
     ...(memory.phase === 'refused' ? { stranded: true } : {}),
     ...(memory.phase === 'given-up' ? { gaveUp: true } : {}),
     ...(observeOnly ? { observeOnly: true } : {}),
@@ -606,7 +705,8 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
 
 /** Memory rebuilt on start from the Node annotation and the installed fence. */
 export function resume(status: L2Status | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
-  const memory = initialMemory(now);
+  const pools = status?.pools ?? fence?.pools;
+  const memory: L2Memory = { ...initialMemory(now), ...(pools && pools.length > 0 ? { pools } : {}) };
   const t = (iso: string | undefined) => {
     const n = iso ? Date.parse(iso) : Number.NaN;
     return Number.isNaN(n) ? undefined : n;

@@ -52,9 +52,15 @@ class FakeMetalLb implements MetalLbView {
 class FakeCandidates implements CandidateView {
   others: string[] | undefined = ['node-b', 'node-c'];
   perService: Record<string, string[]> | undefined;
+  pools: string[] | undefined;
   reads = 0;
+  poolReads = 0;
   async refresh(): Promise<void> {
     this.reads++;
+  }
+  async readPools(): Promise<void> {
+    this.poolReads++;
+    this.pools = ['192.0.2.100-192.0.2.120'];
   }
 }
 
@@ -80,7 +86,9 @@ class FakeHost implements L2Host {
     return { interfaces: present.length > 0 ? present : ['eth0'], missing };
   }
   forgetRoutes(): void {}
+  ownAddressReads = 0;
   async ownAddresses(): Promise<string[] | undefined> {
+    this.ownAddressReads++;
     return ['192.0.2.1'];
   }
 }
@@ -267,7 +275,11 @@ t.test('Events while the API is down are kept and written once it answers', asyn
   w.candidates.others = undefined;
   w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
   await w.cap.idle();
-  t.match(w.host.installed, { memberlistPorts: [7946], ownAddresses: ['192.0.2.1'] }, 'fail-safe fence');
+  t.match(
+    w.host.installed,
+    { memberlistPorts: [7946], pools: ['192.0.2.100-192.0.2.120'] },
+    'fail-safe fence over the pools read at start',
+  );
   t.strictSame(w.events, [], 'nothing written while the API is down');
   t.equal(w.api.status(), undefined);
 
@@ -343,5 +355,49 @@ t.test(
     for (let i = 0; i < 3; i++) await w.pass();
     t.equal(w.api.status()?.phase, 'idle');
     t.equal(w.api.status()?.missingInterfaces, undefined);
+  },
+);
+
+t.test(
+  "fail-safe with MetalLB's pools read at start: only the pools are dropped; API back, decided again, the cut lifted once the label has spread",
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    t.ok(w.candidates.poolReads > 0, 'the pools are read at start');
+    w.api.down = true;
+    w.candidates.others = undefined;
+    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    await w.cap.idle();
+    t.match(w.host.installed, { memberlistPorts: [7946], pools: ['192.0.2.100-192.0.2.120'] });
+    t.equal(w.host.installed?.ownAddresses, undefined, 'not the broad drop');
+    t.equal(w.host.ownAddressReads, 0, "the node's addresses are not needed");
+
+    // The API is back; the peers re-elected during the cut (node-b's status is there).
+    w.api.down = false;
+    w.candidates.others = ['node-b', 'node-c'];
+    w.metallb.owners = { 'web/www': 'node-b' };
+    w.drain.set({ apiDownSince: undefined });
+    await w.cap.idle();
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'labelled again, from scratch');
+    await w.pass();
+    t.match(w.api.status(), { phase: 'awaiting-confirmation', memberlistCut: true, failsafeDrop: 'pools' });
+    w.clock.advance(4_000);
+    await w.pass();
+    t.equal(
+      w.host.installed?.memberlistPorts.length,
+      1,
+      'cut kept: the label may not have reached every peer',
+    );
+    w.clock.advance(1_100);
+    await w.pass();
+    t.strictSame(w.host.installed, {
+      vips4: ['192.0.2.10'],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    });
+    t.match(w.api.status(), { phase: 'fenced', pools: ['192.0.2.100-192.0.2.120'] });
+    t.notOk(w.api.status()?.memberlistCut);
+    t.ok(w.reasons().includes(L2_EVENT_REASONS.confirmed));
   },
 );

@@ -18,6 +18,7 @@ const cfg: L2Settings = {
   failsafeGraceMs: 5_000,
   memberlistPorts: [7946],
   nodeName: 'node-a',
+  cutLiftMarginMs: 5_000,
 };
 const T0 = 1_700_000_000_000;
 const svc = { service: 'web/www', ips: ['192.0.2.10'] };
@@ -272,11 +273,13 @@ t.test(
     t.strictSame(fence.spec.memberlistPorts, [7946]);
     t.match(
       (a[1] as { message: string }).message,
-      /every ARP\/NA not from this node's own addresses \(VIPs announced here: 192\.0\.2\.10\)/,
+      /every ARP\/NA not from this node's own addresses \(MetalLB's address pools never read; VIPs announced here: 192\.0\.2\.10\)/,
     );
-    // Confirmed once the API is back: the fence narrows to the VIPs handed over.
-    w.run({ now: T0 + 1000, apiDownSince: undefined, ownAddresses: undefined });
-    const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+    // Confirmed once the API is back: the fence narrows to the VIPs handed over (once the label
+    // has been seen for the margin).
+    w.run({ now: T0 + 1000, apiDownSince: undefined, ownAddresses: undefined, otherCandidates: ['node-b'] });
+    w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+    const done = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
     const narrowed = done[0] as Extract<L2Action, { kind: 'fence' }>;
     t.equal(narrowed.spec.ownAddresses, undefined);
     t.strictSame(narrowed.spec.vips4, ['192.0.2.10']);
@@ -326,9 +329,11 @@ t.test(
     const a = w.run();
     t.strictSame(kinds(a), ['fence', 'event']);
     t.equal(w.status.phase, 'failsafe-fenced');
-    const back = w.run({ now: T0 + 1000, apiDownSince: undefined });
-    t.strictSame(kinds(back), ['label']);
-    const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+    const back = w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
+    t.strictSame(kinds(back), ['label', 'event']);
+    t.strictSame(events(back), ['L2HandoverStarted']);
+    t.strictSame(kinds(w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } })), []);
+    const done = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
     t.strictSame(kinds(done), ['fence', 'event']);
     t.strictSame((done[0] as Extract<L2Action, { kind: 'fence' }>).spec.memberlistPorts, []);
     t.equal(w.status.phase, 'fenced');
@@ -416,5 +421,219 @@ t.test(
     t.strictSame(kinds(w.run({ now: T0 + 6000, synced: true, apiDownSince: undefined, draining: true })), []);
     t.equal(w.status.phase, 'fenced');
     t.strictSame(kinds(w.run({ now: T0 + 7000, draining: false })), ['unfence']);
+  },
+);
+
+// --- issue 22: the fail-safe never overturns a refusal, ends when the API is back, and the
+// memberlist cut is lifted only once the exclusion has had time to reach every peer ----------
+
+const fenceOf = (as: L2Action[]) =>
+  (as.find((a) => a.kind === 'fence') as Extract<L2Action, { kind: 'fence' }> | undefined)?.spec;
+
+t.test(
+  'refused (a service only this node may announce): an API outage fires no fail-safe, and no label once it is back',
+  async (t) => {
+    const w = new World(obs({ serviceCandidates: { 'web/www': [] } }));
+    t.strictSame(events(w.run({ draining: true })), ['L2HandoverImpossible']);
+    t.ok(w.status.stranded);
+    // A control-plane rollout longer than the grace (5 s): the candidates are unknown meanwhile.
+    for (let i = 1; i <= 7; i++)
+      t.strictSame(
+        kinds(w.run({ now: T0 + i * 1000, apiDownSince: T0, otherCandidates: undefined })),
+        [],
+        `${i} s into the outage: no fence, no cut`,
+      );
+    t.equal(w.o.fence, undefined);
+    const back = w.run({
+      now: T0 + 8000,
+      apiDownSince: undefined,
+      otherCandidates: ['node-b', 'node-c'],
+      serviceCandidates: { 'web/www': [] },
+    });
+    t.strictSame(kinds(back), [], 'no label: the refusal stands');
+    t.equal(w.o.excludeLabel, false);
+    t.ok(w.status.stranded);
+  },
+);
+
+t.test('given up unconfirmed: an API outage fires no fail-safe (the label stays off)', async (t) => {
+  const w = new World(obs());
+  w.run({ draining: true });
+  w.run({ now: T0 + 100 });
+  w.run({ now: T0 + 30_001 });
+  t.ok(w.status.gaveUp);
+  t.strictSame(kinds(w.run({ now: T0 + 40_000, apiDownSince: T0 + 31_000 })), []);
+  t.equal(w.o.fence, undefined);
+  t.strictSame(kinds(w.run({ now: T0 + 41_000, apiDownSince: undefined })), []);
+  t.equal(w.o.excludeLabel, false);
+});
+
+/** Draining; the API went away before anything was read; the fail-safe fence is on. */
+function inFailsafe(over: Partial<L2Observation> = {}) {
+  const w = new World(
+    obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined, ...over }),
+  );
+  const a = w.run();
+  if (!kinds(a).includes('fence')) throw new Error(`no fail-safe: ${JSON.stringify(a)}`);
+  return w;
+}
+
+t.test(
+  'after a fail-safe, API back: a service no other node may announce refuses the handover; fail-safe fence and cut removed, no label',
+  async (t) => {
+    const w = inFailsafe();
+    t.equal(w.status.phase, 'failsafe-fenced');
+    const back = w.run({
+      now: T0 + 1000,
+      apiDownSince: undefined,
+      otherCandidates: ['node-b'],
+      serviceCandidates: { 'web/www': [] },
+    });
+    t.ok(!kinds(back).includes('label'), 'never labelled');
+    t.ok(kinds(back).includes('unfence'), 'the fail-safe ends: fence and memberlist cut removed');
+    t.strictSame(events(back), ['L2HandoverImpossible']);
+    t.match((back.find((a) => a.kind === 'event') as { message: string }).message, /web\/www/);
+    t.equal(w.o.fence, undefined);
+    t.equal(w.status.phase, 'idle');
+    t.ok(w.status.stranded);
+    t.strictSame(kinds(w.run({ now: T0 + 2000 })), []);
+  },
+);
+
+t.test(
+  'after a fail-safe, API back, nobody confirms within the budget: given up — label off, fail-safe fence and cut removed',
+  async (t) => {
+    const w = inFailsafe();
+    t.strictSame(kinds(w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] })), [
+      'label',
+      'event',
+    ]);
+    w.run({ now: T0 + 1100 });
+    t.equal(w.status.phase, 'awaiting-confirmation');
+    t.ok(w.o.fence?.memberlistPorts.length, 'the fail-safe fence stays while the handover runs');
+    t.strictSame(kinds(w.run({ now: T0 + 30_000 })), [], 'the budget counts from the label');
+    const a = w.run({ now: T0 + 31_001 });
+    t.ok(kinds(a).includes('unlabel') && kinds(a).includes('unfence'), JSON.stringify(kinds(a)));
+    t.strictSame(events(a), ['L2HandoverUnconfirmed']);
+    t.equal(w.o.fence, undefined);
+    t.equal(w.o.excludeLabel, false);
+    t.ok(w.status.gaveUp);
+  },
+);
+
+t.test(
+  'no ServiceL2Status to confirm (no CRD, or 0.14.4–0.14.5 without the flag): after a fail-safe the settle time applies, then the VIP fence without the cut',
+  async (t) => {
+    const w = inFailsafe({ statusSource: 'services' });
+    w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
+    w.run({ now: T0 + 1100 });
+    t.strictSame(kinds(w.run({ now: T0 + 9_000 })), []);
+    const a = w.run({ now: T0 + 11_000 });
+    t.strictSame(events(a), ['L2HandoverUnconfirmedFence']);
+    t.strictSame(fenceOf(a)?.memberlistPorts, []);
+    t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
+    t.equal(w.status.phase, 'fenced');
+    t.notOk(w.status.failsafe);
+  },
+);
+
+t.test('a Service deleted during the outage does not hold the fail-safe for ever', async (t) => {
+  const gone = { service: 'web/gone', ips: ['192.0.2.11'] };
+  const w = inFailsafe({ announced: [svc, gone] });
+  w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'], announced: [svc] });
+  w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+  const a = w.run({ now: T0 + 7000 });
+  t.strictSame(fenceOf(a)?.memberlistPorts, [], 'the cut is lifted');
+  t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
+  t.equal(w.status.phase, 'fenced');
+});
+
+t.test(
+  'restarted without the Node annotation while fail-safe fenced: decided from scratch once the API answers',
+  async (t) => {
+    const fence = {
+      vips4: [],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [7946],
+      ownAddresses: ['192.0.2.1'],
+    };
+    const w = new World(obs({ draining: true, fence }));
+    w.memory = resume(undefined, fence, T0);
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.strictSame(kinds(w.run({ now: T0 + 100 })), ['label', 'event']);
+    w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
+    const a = w.run({ now: T0 + 6000 });
+    t.strictSame(fenceOf(a)?.memberlistPorts, []);
+    t.equal(w.status.phase, 'fenced');
+    t.strictSame(w.status.handedTo, { 'web/www': 'node-b' });
+  },
+);
+
+t.test(
+  'the memberlist cut is lifted only once the exclude label has been visible for the margin: a peer whose Node view lags would re-elect the fenced node',
+  async (t) => {
+    const w = inFailsafe();
+    // The peers re-elected during the cut: node-b's ServiceL2Status is there when the API is back.
+    w.run({
+      now: T0 + 1000,
+      apiDownSince: undefined,
+      otherCandidates: ['node-b'],
+      newOwners: { 'web/www': 'node-b' },
+    });
+    // The label is seen on the Node at T0 + 1100.
+    for (const dt of [1100, 1500, 3000, 6000])
+      t.notOk(
+        kinds(w.run({ now: T0 + dt })).includes('fence'),
+        `${dt - 1100} ms after the label: the cut stays (a lagging peer still sees this node eligible)`,
+      );
+    t.ok(w.o.fence?.memberlistPorts.length, 'still cut');
+    const a = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
+    t.strictSame(fenceOf(a)?.memberlistPorts, [], 'cut lifted, the VIPs stay fenced');
+    t.strictSame(events(a), ['L2HandoverConfirmed']);
+    t.match((a.find((x) => x.kind === 'event') as { message: string }).message, /memberlist cut lifted/);
+    t.equal(w.status.phase, 'fenced');
+  },
+);
+
+t.test(
+  "fail-safe with MetalLB's pools known: drops only ARP/NA in the pools (and the VIPs), not every foreign address; Event and status say so",
+  async (t) => {
+    const pools = ['192.0.2.100-192.0.2.120', '2001:db8::100-2001:db8::1ff'];
+    const w = inFailsafe({ pools, ownAddresses: ['192.0.2.1'] });
+    const spec = w.o.fence;
+    t.strictSame(spec?.pools, pools);
+    t.equal(spec?.ownAddresses, undefined, 'not the broad drop');
+    t.strictSame(spec?.vips4, ['192.0.2.10']);
+    const ev = w.log[0]?.find((a) => a.kind === 'event') as { message: string };
+    t.match(ev.message, /MetalLB's address pools 192\.0\.2\.100-192\.0\.2\.120, 2001:db8::100-2001:db8::1ff/);
+    t.match(w.status, { failsafeDrop: 'pools', pools, memberlistCut: true });
+  },
+);
+
+t.test('fail-safe with the pools never known: the broad drop, said in the Event and status', async (t) => {
+  const w = inFailsafe({ ownAddresses: ['192.0.2.1'] });
+  t.strictSame(w.o.fence?.ownAddresses, ['192.0.2.1']);
+  const ev = w.log[0]?.find((a) => a.kind === 'event') as { message: string };
+  t.match(ev.message, /MetalLB's address pools never read/);
+  t.match(w.status, { failsafeDrop: 'foreign' });
+});
+
+t.test(
+  'the pools are remembered across a restart (status annotation) and used when the API is down',
+  async (t) => {
+    const pools = ['192.0.2.100-192.0.2.120'];
+    const w = new World(obs({ pools }));
+    w.run({ draining: true });
+    const status = parseStatus(JSON.stringify(w.status));
+    t.strictSame(status?.pools, pools);
+    const restarted = new World(
+      obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined }),
+    );
+    restarted.memory = resume(status, undefined, T0);
+    restarted.run();
+    t.strictSame(restarted.o.fence?.pools, pools);
+    // And from the fail-safe fence itself (read back from nft) when the annotation is gone.
+    t.strictSame(resume(undefined, restarted.o.fence, T0).pools, pools);
   },
 );
