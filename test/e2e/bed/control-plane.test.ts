@@ -5,6 +5,7 @@ import { Informer } from '../../../shared/kube/informer.ts';
 import type { Lease, Node } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
+import { oneNodeInformer } from './one-node.ts';
 
 let cp: ControlPlane;
 t.before(async () => {
@@ -75,15 +76,7 @@ t.test('a Lease replaced with a stale resourceVersion gets 409', async (t) => {
 
 t.test('the informer survives an API server restart and sees changes made after it', async (t) => {
   const client = cp.client();
-  let latest: Node | undefined;
-  const informer = new Informer(client, {
-    path: '/api/v1/nodes',
-    fieldSelector: 'metadata.name=restart-node',
-    log: createLogger('test', 'silent'),
-    onChange: (objs) => {
-      latest = objs.values().next().value as Node | undefined;
-    },
-  });
+  const { informer, node: latest } = oneNodeInformer(client, 'restart-node');
   await client.create('/api/v1/nodes', {
     apiVersion: 'v1',
     kind: 'Node',
@@ -91,11 +84,11 @@ t.test('the informer survives an API server restart and sees changes made after 
   });
   informer.start();
   try {
-    await waitFor('sync', () => latest !== undefined, { timeoutMs: 10_000 });
+    await waitFor('sync', () => latest() !== undefined, { timeoutMs: 10_000 });
     await cp.stopApiServer();
     await cp.startApiServer();
     await cp.kubectl(['label', 'node', 'restart-node', 'after=restart']);
-    await waitFor('label seen after restart', () => latest?.metadata?.labels?.after === 'restart', {
+    await waitFor('label seen after restart', () => latest()?.metadata?.labels?.after === 'restart', {
       timeoutMs: 30_000,
     });
     t.ok(informer.restarts >= 1, 'the watch was broken and restarted');

@@ -1,133 +1,30 @@
 // A quiet informer (one Node that never changes) while other Nodes churn, against a real API
 // server: it must not re-list and never get 410, even after the watch cache moved past the
 // version of its first list (the cache keeps about 75 s of history: the test runs ~100 s). Its
-// requests are counted by a TLS-terminating proxy between it and the API server, which also reads
-// every watch stream (bookmarks, 410 ERROR events) and can cut the watches, as a dropped
-// connection would. Counted on the wire, not by the informer: what the API server is asked is
+// requests are counted by a TLS-terminating proxy between it and the API server (./api-proxy.ts),
+// which also reads every watch stream (bookmarks, 410 ERROR events) and can cut the watches, as a
+// dropped connection would. Counted on the wire, not by the informer: what the API server is asked is
 // what the cluster pays for.
-import { readFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import t from 'tap';
-import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
-import { Informer } from '../../../shared/kube/informer.ts';
-import type { Node } from '../../../shared/kube/types.ts';
-import { createLogger } from '../../../shared/log.ts';
-
-interface Call {
-  verb: 'LIST' | 'WATCH' | 'OTHER';
-  query: URLSearchParams;
-  status: number;
-  bookmarks: number;
-  /** ERROR events with code 410 in the stream. */
-  gone: number;
-}
-
-/** Forwards to the API server and counts what passes, per request. */
-async function countingProxy(cp: ControlPlane) {
-  const upstream = new URL(cp.server);
-  const calls: Call[] = [];
-  const open = new Set<ServerResponse>();
-  const forward = (req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? '/', upstream);
-    const watch = url.searchParams.get('watch') === '1';
-    const call: Call = {
-      verb: req.method !== 'GET' ? 'OTHER' : watch ? 'WATCH' : 'LIST',
-      query: url.searchParams,
-      status: 0,
-      bookmarks: 0,
-      gone: 0,
-    };
-    calls.push(call);
-    const up = https.request(
-      {
-        host: upstream.hostname,
-        port: upstream.port,
-        path: req.url,
-        method: req.method,
-        headers: req.headers,
-        ca: cp.target.ca,
-      },
-      (ures) => {
-        call.status = ures.statusCode ?? 0;
-        res.writeHead(ures.statusCode ?? 502, ures.headers);
-        ures.pipe(res);
-        if (!watch) return;
-        open.add(res);
-        res.on('close', () => open.delete(res));
-        let buf = '';
-        ures.setEncoding('utf8');
-        ures.on('data', (chunk: string) => {
-          buf += chunk;
-          for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-            const line = buf.slice(0, nl);
-            buf = buf.slice(nl + 1);
-            if (!line.trim()) continue;
-            const ev = JSON.parse(line) as { type: string; object?: { code?: number } };
-            if (ev.type === 'BOOKMARK') call.bookmarks++;
-            if (ev.type === 'ERROR' && ev.object?.code === 410) call.gone++;
-          }
-        });
-      },
-    );
-    up.on('error', () => res.destroy());
-    res.on('close', () => up.destroy());
-    req.pipe(up);
-  };
-  const server = https.createServer(
-    { cert: readFileSync(join(cp.dir, 'apiserver.crt')), key: readFileSync(join(cp.dir, 'apiserver.key')) },
-    forward,
-  );
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  const sum = (verb: Call['verb'], f: (c: Call) => number) =>
-    calls.filter((c) => c.verb === verb).reduce((n, c) => n + f(c), 0);
-  return {
-    calls,
-    client: () => new KubeClient({ ...cp.target, server: `https://127.0.0.1:${port}` }),
-    counts: () => ({
-      lists: sum('LIST', () => 1),
-      watches: sum('WATCH', (c) => (c.status === 200 ? 1 : 0)),
-      gone: sum('WATCH', (c) => c.gone + (c.status === 410 ? 1 : 0)),
-      bookmarks: sum('WATCH', (c) => c.bookmarks),
-    }),
-    /** Cuts every open watch mid-stream, as a dropped connection or a restarted proxy does. */
-    cutWatches() {
-      for (const res of open) res.destroy();
-    },
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
-}
+import { isApiError } from '../../../shared/kube/client.ts';
+import { apiProxy } from './api-proxy.ts';
+import { oneNodeInformer } from './one-node.ts';
 
 t.test(
   'a quiet informer keeps its watch across the watch cache moving on: one LIST, no 410, bookmarks',
   async (t) => {
     const cp = await sharedControlPlane();
-    const proxy = await countingProxy(cp);
+    const proxy = await apiProxy(cp);
     t.teardown(proxy.close);
     const admin = cp.client();
     const nodes = ['quiet-node', ...Array.from({ length: 5 }, (_, i) => `churn-${i}`)];
     for (const name of nodes)
       await admin.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name } });
     const client = proxy.client();
-    let quiet: Node | undefined;
     // The product's defaults (idle limit, watch timeout): they are what is under test.
-    const informer = new Informer(client, {
-      path: '/api/v1/nodes',
-      fieldSelector: 'metadata.name=quiet-node',
-      log: createLogger('test', 'silent'),
-      onChange: (objs) => {
-        quiet = objs.values().next().value as Node | undefined;
-      },
-    });
+    const { informer, node: quiet } = oneNodeInformer(client, 'quiet-node');
     // Churn elsewhere in the resource at ~1.1 changes/s: the watch cache (100 events at least,
     // grown only while its oldest event is younger than 75 s) then drops events older than ~90 s.
     let n = 0;
@@ -140,7 +37,7 @@ t.test(
     const started = Date.now();
     informer.start();
     try {
-      await waitFor('the first watch is open', () => proxy.counts().watches > 0 && quiet !== undefined, {
+      await waitFor('the first watch is open', () => proxy.counts().watches > 0 && quiet() !== undefined, {
         timeoutMs: 15_000,
       });
       const firstWatch = proxy.calls.find((c) => c.verb === 'WATCH')!;
@@ -179,7 +76,7 @@ t.test(
       await admin.patch('/api/v1/nodes/quiet-node', { metadata: { labels: { seen: 'yes' } } }, 'merge');
       await waitFor(
         'the change is seen through a resumed watch (or a re-list)',
-        () => quiet?.metadata?.labels?.seen === 'yes',
+        () => quiet()?.metadata?.labels?.seen === 'yes',
         { timeoutMs: 30_000 },
       );
       const c = proxy.counts();

@@ -1,0 +1,154 @@
+// A TLS-terminating proxy between a client and the bed's real API server, holding the API
+// server's own certificate (so clients verify it as usual). It records every request on the wire
+// (what the API server is asked is what the cluster pays for), reads every watch stream
+// (bookmarks, 410 ERROR events), and can misbehave as a network does: cut the watches (a dropped
+// connection), black-hole every connection (sockets open, nothing forwarded: a NAT entry or load
+// balancer flow gone without a FIN), or answer 429 with Retry-After.
+import { readFileSync } from 'node:fs';
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { ControlPlane } from '../../../lab/bed/control-plane.ts';
+import { KubeClient, type KubeClientOptions } from '../../../shared/kube/client.ts';
+
+export interface ProxiedCall {
+  /** When it arrived (ms). */
+  t: number;
+  verb: 'LIST' | 'WATCH' | 'OTHER';
+  /** The path and query as sent. */
+  url: string;
+  query: URLSearchParams;
+  /** The API server's status, or 429 when the proxy answered; 0 until the answer. */
+  status: number;
+  /** BOOKMARK events in a watch's stream. */
+  bookmarks: number;
+  /** ERROR events with code 410 in a watch's stream. */
+  gone: number;
+}
+
+export async function apiProxy(cp: ControlPlane) {
+  const upstream = new URL(cp.server);
+  const calls: ProxiedCall[] = [];
+  const openWatches = new Set<ServerResponse>();
+  const upstreams = new Set<ClientRequest>();
+  const blackholes = new Set<() => void>();
+  let throttle: { left: number; retryAfter: string } | undefined;
+
+  const refuse = (req: IncomingMessage, res: ServerResponse, retryAfter: string) => {
+    req.resume();
+    res.writeHead(429, { 'retry-after': retryAfter, 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({ kind: 'Status', code: 429, reason: 'TooManyRequests', message: 'throttled by test' }),
+    );
+  };
+
+  /** Counts a watch stream's bookmarks and 410s as they pass. */
+  const readWatch = (call: ProxiedCall, ures: IncomingMessage) => {
+    let buf = '';
+    ures.setEncoding('utf8');
+    ures.on('data', (chunk: string) => {
+      buf += chunk;
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        const ev = JSON.parse(line) as { type: string; object?: { code?: number } };
+        if (ev.type === 'BOOKMARK') call.bookmarks++;
+        if (ev.type === 'ERROR' && ev.object?.code === 410) call.gone++;
+      }
+    });
+  };
+
+  const forward = (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', upstream);
+    const watch = url.searchParams.get('watch') === '1';
+    const call: ProxiedCall = {
+      t: Date.now(),
+      verb: req.method !== 'GET' ? 'OTHER' : watch ? 'WATCH' : 'LIST',
+      url: req.url ?? '',
+      query: url.searchParams,
+      status: 0,
+      bookmarks: 0,
+      gone: 0,
+    };
+    calls.push(call);
+    if (throttle && throttle.left > 0) {
+      throttle.left--;
+      call.status = 429;
+      refuse(req, res, throttle.retryAfter);
+      return;
+    }
+    const up = https.request(
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        path: req.url,
+        method: req.method,
+        headers: req.headers,
+        ca: cp.target.ca,
+      },
+      (ures) => {
+        call.status = ures.statusCode ?? 0;
+        res.writeHead(ures.statusCode ?? 502, ures.headers);
+        ures.pipe(res);
+        blackholes.add(() => {
+          ures.unpipe(res);
+          ures.pause();
+        });
+        if (!watch) return;
+        openWatches.add(res);
+        res.on('close', () => openWatches.delete(res));
+        readWatch(call, ures);
+      },
+    );
+    upstreams.add(up);
+    up.on('close', () => upstreams.delete(up));
+    up.on('error', () => res.destroy());
+    res.on('close', () => up.destroy());
+    req.pipe(up);
+  };
+
+  const server = https.createServer(
+    { cert: readFileSync(join(cp.dir, 'apiserver.crt')), key: readFileSync(join(cp.dir, 'apiserver.key')) },
+    forward,
+  );
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  const sum = (verb: ProxiedCall['verb'], f: (c: ProxiedCall) => number) =>
+    calls.filter((c) => c.verb === verb).reduce((n, c) => n + f(c), 0);
+  return {
+    calls,
+    /** A client of the API server through this proxy. */
+    client: (opts: KubeClientOptions = {}) =>
+      new KubeClient({ ...cp.target, server: `https://127.0.0.1:${port}` }, opts),
+    counts: () => ({
+      lists: sum('LIST', () => 1),
+      watches: sum('WATCH', (c) => (c.status === 200 ? 1 : 0)),
+      gone: sum('WATCH', (c) => c.gone + (c.status === 410 ? 1 : 0)),
+      bookmarks: sum('WATCH', (c) => c.bookmarks),
+    }),
+    /** Cuts every open watch mid-stream, as a dropped connection or a restarted proxy does. */
+    cutWatches() {
+      for (const res of openWatches) res.destroy();
+    },
+    /** Stops forwarding every answer in flight; both sockets stay open and silent. */
+    blackhole() {
+      for (const f of blackholes) f();
+      blackholes.clear();
+    },
+    /** Answers the next `n` requests itself: 429 with Retry-After. */
+    throttleNext(n: number, retryAfterSeconds: number) {
+      throttle = { left: n, retryAfter: String(retryAfterSeconds) };
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        // Black-holed streams hold their upstream sockets open: end them too.
+        for (const up of upstreams) up.destroy();
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+export type ApiProxy = Awaited<ReturnType<typeof apiProxy>>;
