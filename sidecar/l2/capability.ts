@@ -347,6 +347,9 @@ export class L2Handover implements Capability {
       otherCandidates: others,
       ...(perService ? { serviceCandidates: perService } : {}),
       pools: this.candidates.pools,
+      ...(this.memory.phase === 'failsafe-fenced' && drain.apiDownSince === undefined
+        ? { goneServices: await this.deletedServices() }
+        : {}),
       interfaces: [...(config.l2Interfaces.length > 0 ? config.l2Interfaces : metallb.interfaces)].sort(),
       fence: this.fence,
     };
@@ -367,6 +370,21 @@ export class L2Handover implements Capability {
     const links = await this.host.fenceLinks(observation.interfaces, failsafe ? [...vips, 'default'] : vips);
     this.noteMissingInterfaces(links.missing, links.interfaces);
     return { ...withOwn, interfaces: [...links.interfaces].sort() };
+  }
+
+  /** After a fail-safe, with the API back: the services it covered that were deleted meanwhile. */
+  private async deletedServices(): Promise<string[]> {
+    const gone: string[] = [];
+    for (const { service } of this.memory.services) {
+      const [ns, name] = service.split('/');
+      if (!ns || !name) continue;
+      await this.ctx.client
+        .get(`/api/v1/namespaces/${ns}/services/${name}`, { timeoutMs: 5_000 })
+        .catch((e: unknown) => {
+          if (isApiError(e, 404)) gone.push(service);
+        });
+    }
+    return gone;
   }
 
   /** Interfaces named for the fence that this node lacks: in `status`, and a Warning Event per change. */

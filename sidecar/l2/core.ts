@@ -123,6 +123,11 @@ export interface L2Observation {
    * undefined when never read. The fail-safe fence then drops only ARP/NA in them.
    */
   pools?: string[] | undefined;
+  /**
+   * After a fail-safe, with the API back: services it covered that no longer exist (deleted
+   * meanwhile). Nothing is left to hand over for them.
+   */
+  goneServices?: string[];
   /** The fence installed now (read back from nft), or undefined. */
   fence: FenceSpec | undefined;
 }
@@ -539,7 +544,11 @@ function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
   if (memory.fence) ensureFence(turn, memory.fence);
   if (!turn.apiUp || (!observation.synced && !observation.terminating)) return memory;
   if (observation.otherCandidates === undefined || observation.statusSource === 'unknown') return memory;
-  const services = mergeServices([], observation.announced);
+  // What the fail-safe covered (the peers may have deleted this node's ServiceL2Status meanwhile)
+  // and what is announced now; not a Service deleted meanwhile, nor a restart's guess from the fence.
+  const gone = new Set(observation.goneServices ?? []);
+  const covered = memory.services.filter((s) => s.service !== FROM_FENCE && !gone.has(s.service));
+  const services = mergeServices(covered, observation.announced);
   const stuck = nowhereToGo(services, observation);
   if (stuck !== undefined)
     return refuse(
@@ -703,6 +712,9 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
   };
 }
 
+/** The services of a fence found without the Node annotation: their names are not known. */
+const FROM_FENCE = '(from fence)';
+
 /** Memory rebuilt on start from the Node annotation and the installed fence. */
 export function resume(status: L2Status | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
   const pools = status?.pools ?? fence?.pools;
@@ -713,7 +725,7 @@ export function resume(status: L2Status | undefined, fence: FenceSpec | undefine
   };
   const services = status?.services ?? [];
   const fromFence = (f: FenceSpec): ServiceVips[] =>
-    services.length > 0 ? services : [{ service: '(from fence)', ips: [...f.vips4, ...f.vips6] }];
+    services.length > 0 ? services : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6] }];
   if (fence) {
     // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
     // counts as confirmed (the fail-safe then leaves it alone).

@@ -540,7 +540,13 @@ t.test(
 t.test('a Service deleted during the outage does not hold the fail-safe for ever', async (t) => {
   const gone = { service: 'web/gone', ips: ['192.0.2.11'] };
   const w = inFailsafe({ announced: [svc, gone] });
-  w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'], announced: [svc] });
+  w.run({
+    now: T0 + 1000,
+    apiDownSince: undefined,
+    otherCandidates: ['node-b'],
+    announced: [svc],
+    goneServices: ['web/gone'],
+  });
   w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
   const a = w.run({ now: T0 + 7000 });
   t.strictSame(fenceOf(a)?.memberlistPorts, [], 'the cut is lifted');
@@ -635,5 +641,24 @@ t.test(
     t.strictSame(restarted.o.fence?.pools, pools);
     // And from the fail-safe fence itself (read back from nft) when the annotation is gone.
     t.strictSame(resume(undefined, restarted.o.fence, T0).pools, pools);
+  },
+);
+
+t.test(
+  "after a fail-safe the peers deleted this node's ServiceL2Status (MetalLB 0.16): the VIPs it covered are still handed over and fenced",
+  async (t) => {
+    const w = inFailsafe();
+    w.run({
+      now: T0 + 1000,
+      apiDownSince: undefined,
+      otherCandidates: ['node-b'],
+      announced: [],
+      newOwners: { 'web/www': 'node-b' },
+    });
+    w.run({ now: T0 + 1100 });
+    const a = w.run({ now: T0 + 6100 });
+    t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
+    t.strictSame(fenceOf(a)?.memberlistPorts, []);
+    t.strictSame(w.status.handedTo, { 'web/www': 'node-b' });
   },
 );
