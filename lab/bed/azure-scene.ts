@@ -29,11 +29,12 @@ export const IP = {
 export const IP6 = { gone: '2001:db8:1::12', reused: '2001:db8:1::13' };
 export const OLD_MAC = { gone: '02:aa:00:00:00:12', reused: '02:aa:00:00:00:13' };
 
-const arpreply = (ip: string, mac: string) =>
+// azure-vnet's per-pod nat PREROUTING rules, as ebtables-nft lists them.
+export const arpreply = (ip: string, mac: string) =>
   `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac}`;
-const dnat4 = (ip: string, mac: string) =>
+export const dnat4 = (ip: string, mac: string) =>
   `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
-const dnat6 = (ip: string, mac: string) =>
+export const dnat6 = (ip: string, mac: string) =>
   `-p IPv6 -i eth0 --ip6-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
 
 export interface AzureScene {
@@ -55,8 +56,30 @@ export interface AzureScene {
   destroy(): Promise<void>;
 }
 
-async function macOf(ns: Netns, dev: string): Promise<string> {
+/** The MAC address of `dev` in `ns`. */
+export async function linkMac(ns: BareNetns, dev: string): Promise<string> {
   return (JSON.parse(await ns.run(['ip', '-j', 'link', 'show', dev])) as { address: string }[])[0]!.address;
+}
+
+/** A veth pair: `a.name` in namespace `a.ns`, its peer `b.name` in `b.ns`. */
+export async function veth(a: { name: string; ns: string }, b: { name: string; ns: string }): Promise<void> {
+  const cmd = [
+    'ip',
+    'link',
+    'add',
+    a.name,
+    'netns',
+    a.ns,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    b.name,
+    'netns',
+    b.ns,
+  ];
+  const r = await sh(cmd);
+  if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
 }
 
 export async function buildAzureScene(): Promise<AzureScene> {
@@ -65,21 +88,7 @@ export async function buildAzureScene(): Promise<AzureScene> {
   const pod = await createNamespace('pod');
   const n = (cmd: string) => node.run(cmd.split(' '));
   // Uplink: client <-> node eth0, eth0 enslaved to azure0 (bridge mode).
-  await sh2([
-    'ip',
-    'link',
-    'add',
-    'dgc0',
-    'netns',
-    client.ns,
-    'type',
-    'veth',
-    'peer',
-    'name',
-    'eth0',
-    'netns',
-    node.ns,
-  ]);
+  await veth({ name: 'dgc0', ns: client.ns }, { name: 'eth0', ns: node.ns });
   await n('ip link add azure0 type bridge');
   await n('ip link set azure0 type bridge stp_state 0 forward_delay 0');
   await n('ip link set eth0 master azure0');
@@ -104,21 +113,7 @@ export async function buildAzureScene(): Promise<AzureScene> {
   await client.run(['ip', '-6', 'route', 'add', '2001:db8:1::/64', 'via', NODE_IP6]);
 
   // The new CNI's pod with the reused IP: routed through lxc13 (Cilium style), not bridged.
-  await sh2([
-    'ip',
-    'link',
-    'add',
-    'lxc13',
-    'netns',
-    node.ns,
-    'type',
-    'veth',
-    'peer',
-    'name',
-    'eth0',
-    'netns',
-    pod.ns,
-  ]);
+  await veth({ name: 'lxc13', ns: node.ns }, { name: 'eth0', ns: pod.ns });
   await n('sysctl -qw net.ipv4.conf.lxc13.proxy_arp=1');
   await n('ip link set lxc13 up');
   await n('ip addr add fe80::1/64 dev lxc13 nodad');
@@ -134,7 +129,7 @@ export async function buildAzureScene(): Promise<AzureScene> {
 
   // A live azure-vnet pod still on the bridge: its MAC is its neighbour on the route device.
   const liveMac = '02:bb:00:00:00:11';
-  const eth0Mac = await macOf(node, 'eth0');
+  const eth0Mac = await linkMac(node, 'eth0');
 
   const perNode: { chain: string; spec: string }[] = [
     // Same shapes as pod rules, but for the node's own IPs: protected.
@@ -238,11 +233,6 @@ export async function buildAzureScene(): Promise<AzureScene> {
       await node.destroy();
     },
   };
-}
-
-async function sh2(cmd: string[]): Promise<void> {
-  const r = await sh(cmd);
-  if (r.code !== 0) throw new Error(`${cmd.join(' ')}: ${r.stderr.trim()}`);
 }
 
 /** The scene's node in the API: a namespace for its pods and a Node whose InternalIP is NODE_IP. */

@@ -3,7 +3,8 @@
 // one batch) against the per-rule-exec baseline (same listing and decision, one
 // `ebtables -t nat -D` per rule), both in this run. Last line: one JSON object.
 import pino from 'pino';
-import { createNamespace, sh } from '../../../lab/bed/netns.ts';
+import { arpreply, dnat4, linkMac, veth } from '../../../lab/bed/azure-scene.ts';
+import { createNamespace } from '../../../lab/bed/netns.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { decide, type PodInfo } from '../../../sidecar/netfilter/decide.ts';
 import { ebtablesDeleteArgs, ebtablesRestoreInput } from '../../../sidecar/netfilter/plan.ts';
@@ -17,37 +18,17 @@ const log = pino({ level: 'silent' });
 const ipOf = (i: number) => `198.18.${(i >> 8) & 255}.${i & 255}`; // i < 65536 stays in 198.18.0.0/16
 const macOf = (prefix: number, i: number) =>
   `02:${prefix.toString(16).padStart(2, '0')}:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
-const arpreply = (ip: string, mac: string) =>
-  `-p ARP --arp-op Request --arp-ip-dst ${ip} -j arpreply --arpreply-mac ${mac}`;
-const dnat = (ip: string, mac: string) =>
-  `-p IPv4 -i eth0 --ip-dst ${ip} -j dnat --to-dst ${mac} --dnat-target ACCEPT`;
 
 async function main(): Promise<number> {
   const node = await createNamespace('bench');
   try {
-    await sh([
-      'ip',
-      'link',
-      'add',
-      'dgbench0',
-      'netns',
-      node.ns,
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'eth0',
-      'netns',
-      node.ns,
-    ]);
+    await veth({ name: 'dgbench0', ns: node.ns }, { name: 'eth0', ns: node.ns });
     await node.run(['ip', 'link', 'add', 'azure0', 'type', 'bridge']);
     await node.run(['ip', 'link', 'set', 'eth0', 'master', 'azure0']);
     for (const d of ['eth0', 'dgbench0', 'azure0']) await node.run(['ip', 'link', 'set', d, 'up']);
     await node.run(['ip', 'addr', 'add', '192.0.2.10/24', 'dev', 'azure0']);
     await node.run(['ip', 'route', 'add', '198.18.0.0/15', 'dev', 'azure0']);
-    const eth0Mac = (
-      JSON.parse(await node.run(['ip', '-j', 'link', 'show', 'eth0'])) as { address: string }[]
-    )[0]!.address;
+    const eth0Mac = await linkMac(node, 'eth0');
 
     // Pods 0..999 are current; IPs 1000..1999 belonged to pods that are gone.
     const pods: PodInfo[] = Array.from({ length: PODS }, (_, i) => ({
@@ -78,7 +59,7 @@ async function main(): Promise<number> {
       const mac = macOf(0xbb, i + 1);
       protectedSpecs.push(
         { chain: 'PREROUTING', spec: arpreply(ip, mac) },
-        { chain: 'PREROUTING', spec: dnat(ip, mac) },
+        { chain: 'PREROUTING', spec: dnat4(ip, mac) },
       );
       neighbours.push(`neigh replace ${ip} lladdr ${mac} dev azure0 nud permanent`);
     }
@@ -86,7 +67,7 @@ async function main(): Promise<number> {
     for (let i = 0; i < GONE; i++) {
       const ip = ipOf(PODS + 1 + i);
       const mac = macOf(0xaa, i + 1);
-      staleSpecs.push(arpreply(ip, mac), dnat(ip, mac));
+      staleSpecs.push(arpreply(ip, mac), dnat4(ip, mac));
     }
     await node.run(['ip', '-batch', '-'], { input: `${neighbours.join('\n')}\n` });
     // Interleave stale and protected rules as they would accumulate over time.

@@ -10,19 +10,9 @@ import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
+import { steppingClock } from '../../unit/sidecar/fake-context.ts';
 
 const log = createLogger('test', 'warn');
-
-function stepClock() {
-  const c = {
-    t: 1_000_000,
-    now: () => c.t,
-    sleep: async (ms: number) => {
-      c.t += ms;
-    },
-  };
-  return c;
-}
 
 async function natRules(l: AzureScene): Promise<string[]> {
   const text = await l.node.run(['ebtables', '-t', 'nat', '-L']);
@@ -68,7 +58,7 @@ t.test('azure-vnet leftovers in real namespaces', async (t) => {
   t.test(
     'removes exactly the stale rules and neighbours after two passes, keeps every protected one',
     async (t) => {
-      const clock = stepClock();
+      const clock = steppingClock(1_000_000);
       const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns], historyLimit: 1000 });
       const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
       const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
@@ -112,7 +102,7 @@ t.test('azure-vnet leftovers in real namespaces', async (t) => {
   t.test(
     'reinstall race: rules re-added after a pass go on the following passes, never the same one',
     async (t) => {
-      const clock = stepClock();
+      const clock = steppingClock(1_000_000);
       const runner = new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] });
       const cleaner = new Cleaner({ runner, log, clock, confirmMs: 2000, dryRun: false });
       const input = { pods: l.pods, nodeAddresses: ['192.0.2.10'] };
@@ -152,12 +142,11 @@ t.test('drainguard netfilter-cleanup --once', async (t) => {
   });
   const cli = (args: string[]) =>
     sh([process.execPath, 'cli/drainguard.ts', 'netfilter-cleanup', ...args], { timeoutMs: 60_000 });
-
-  t.test('--dry-run prints what would go and why, one line each, and changes nothing', async (t) => {
-    const before = await natRules(l);
-    const r = await cli([
+  /** One confirmed cleanup of the scene's node-a (pods from the file), with `flags`. */
+  const onceOnNodeA = (...flags: string[]) =>
+    cli([
       '--once',
-      '--dry-run',
+      ...flags,
       '--pods-file',
       podsFile,
       '--node',
@@ -167,6 +156,10 @@ t.test('drainguard netfilter-cleanup --once', async (t) => {
       '--confirm-seconds',
       '0.2',
     ]);
+
+  t.test('--dry-run prints what would go and why, one line each, and changes nothing', async (t) => {
+    const before = await natRules(l);
+    const r = await onceOnNodeA('--dry-run');
     t.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split('\n');
     t.equal(lines.length, l.staleSpecs.length + l.staleNeighbours.length, r.stdout);
@@ -181,18 +174,7 @@ t.test('drainguard netfilter-cleanup --once', async (t) => {
   });
 
   t.test('removes them for real, then finds nothing stale', async (t) => {
-    const args = [
-      '--once',
-      '--pods-file',
-      podsFile,
-      '--node',
-      'node-a',
-      '--netns',
-      l.node.ns,
-      '--confirm-seconds',
-      '0.2',
-    ];
-    const r = await cli(args);
+    const r = await onceOnNodeA();
     t.equal(r.code, 0, r.stderr);
     t.equal(
       r.stdout
@@ -202,7 +184,7 @@ t.test('drainguard netfilter-cleanup --once', async (t) => {
       l.staleSpecs.length + l.staleNeighbours.length,
     );
     t.equal((await natRules(l)).length, l.keptSpecs.length);
-    const again = await cli(args);
+    const again = await onceOnNodeA();
     t.equal(again.code, 0, again.stderr);
     t.match(again.stdout, /^nothing stale on node-a \(6 pods checked\)/);
     t.ok(await ping(l, IP.reused));

@@ -1,25 +1,14 @@
 import fc from 'fast-check';
 import pino from 'pino';
 import t from 'tap';
-import type { Clock } from '../../../shared/clock.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import type { PodInfo } from '../../../sidecar/netfilter/decide.ts';
+import { steppingClock } from '../sidecar/fake-context.ts';
 import { FakeHost, type FakeRule } from './fakehost.ts';
 
 const log = pino({ level: 'silent' });
 const NODE_IP = '192.0.2.10';
 const LOCAL_MAC = '02:00:00:00:00:fe';
-
-function fakeClock(): Clock & { t: number } {
-  const c = {
-    t: 0,
-    now: () => c.t,
-    sleep: async (ms: number) => {
-      c.t += ms;
-    },
-  };
-  return c;
-}
 
 const arp = (ip: string, mac: string): FakeRule => ({
   chain: 'PREROUTING',
@@ -84,7 +73,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
         { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
         { dst: '198.51.100.200', dev: 'azure0', lladdr: '02:dd:00:00:00:c8', state: ['PERMANENT'] },
       ];
-      const clock = fakeClock();
+      const clock = steppingClock();
       const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
       const p1 = await c.pass(input);
       t.equal(p1.staleRules.length, 3);
@@ -118,7 +107,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
       const h = host();
       const r = arp('198.51.100.12', '02:aa:00:00:00:12');
       h.rules.push(r);
-      const clock = fakeClock();
+      const clock = steppingClock();
       const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
       await c.pass(input);
       clock.t = 2000;
@@ -137,7 +126,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
   t.test('a rule that stops being stale between passes is left alone (run broken)', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.13', '02:aa:00:00:00:13'));
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     await c.pass(input);
     // The MAC shows up in the bridge FDB on a local (veth) port: known here now.
@@ -162,7 +151,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     const a = arp('198.51.100.12', '02:aa:00:00:00:12');
     const b = dnat('198.51.100.12', '02:aa:00:00:00:12');
     h.rules.push(a, b);
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     await c.pass(input);
     clock.t = 2000;
@@ -190,7 +179,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
   t.test('dry-run reports what would go and deletes nothing', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: true });
     await c.pass(input);
     const p = await c.pass(input);
@@ -204,7 +193,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     const h = host();
     h.flavour = 'legacy';
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
     await c.pass(input);
     const p = await c.pass(input);
@@ -224,7 +213,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     h.neighbours = [
       { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
     ];
-    const c = new Cleaner({ runner: h, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    const c = new Cleaner({ runner: h, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
     const s = await c.detectEbtables();
     t.equal(s.usable, false);
     t.match(
@@ -244,7 +233,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
   t.test('a re-read that fails holds the pass: nothing deleted, no tight retry loop', async (t) => {
     const h = host();
     h.rules.push(stale);
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     const recheck = async () => {
       throw new Error('connect ECONNREFUSED');
@@ -268,7 +257,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
       h.neighbours = [
         { dst: '198.51.100.12', dev: 'azure0', lladdr: '12:34:56:78:9a:bc', state: ['REACHABLE'] },
       ];
-      const clock = fakeClock();
+      const clock = steppingClock();
       const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
       await c.pass(input); // the cached view does not have the pod yet
       clock.t = 2000;
@@ -280,7 +269,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
       const h2 = host();
       h2.rules.push(tunnel);
       h2.neighbours = h.neighbours;
-      const c2 = new Cleaner({ runner: h2, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+      const c2 = new Cleaner({ runner: h2, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
       await c2.pass(input);
       t.equal((await c2.pass(input)).removedRules.length, 1);
     },
@@ -289,7 +278,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
   t.test('items first seen after an IP-less pod appeared are kept; older ones go', async (t) => {
     const h = host();
     h.rules.push(stale);
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
     await c.pass(input); // old stale rule first seen at 0
     clock.t = 1000;
@@ -318,7 +307,7 @@ t.test('unreadable listings', async (t) => {
     ];
     h.listing = () =>
       'Bridge table: nat\n\nBridge chain: PREROUTING, entries: 5, policy: ACCEPT\n-j ACCEPT\n';
-    const c = new Cleaner({ runner: h, log, clock: fakeClock(), confirmMs: 0, dryRun: false });
+    const c = new Cleaner({ runner: h, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
     await c.pass(input);
     const p = await c.pass(input);
     t.match(p.errors[0]!, /ebtables -t nat -L: chain PREROUTING: header says 5 entries, listed 1/);
@@ -334,7 +323,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
       const h = host();
       const stale = arp('198.51.100.12', '02:aa:00:00:00:12');
       h.rules.push(stale);
-      const clock = fakeClock();
+      const clock = steppingClock();
       const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
       await c.pass(input);
       clock.t = 2000;
@@ -358,7 +347,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
     const h = host();
     h.nftAvailable = false;
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
     await c.pass(input);
     t.equal((await c.pass(input)).removedRules.length, 1);
@@ -368,7 +357,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
   t.test('deletes duplicates by their own handles', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'), arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = fakeClock();
+    const clock = steppingClock();
     const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
     await c.pass(input);
     t.equal((await c.pass(input)).removedRules.length, 2);
@@ -422,7 +411,7 @@ t.test('property: generated rulesets, reinstalls and clock jumps', async (t) => 
               const mk = (r: { kind: string; ip: string; mac: string }) =>
                 r.kind === 'arp' ? arp(r.ip, r.mac) : dnat(r.ip, r.mac);
               h.rules.push(...initial.map(mk));
-              const clock = fakeClock();
+              const clock = steppingClock();
               const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
               // What each pass saw at its start: the oracle for "stale on two passes".
               const history: { t: number; present: Set<string> }[] = [];

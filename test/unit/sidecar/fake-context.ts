@@ -36,6 +36,21 @@ export class ManualClock implements Clock {
   }
 }
 
+/**
+ * Time moves when somebody sleeps (by as long as they sleep) or the test moves `t`: loops that
+ * wait between tries run at once, and the time they waited adds up.
+ */
+export function steppingClock(start = 0): Clock & { t: number } {
+  const c = {
+    t: start,
+    now: () => c.t,
+    sleep: async (ms: number) => {
+      c.t += ms;
+    },
+  };
+  return c;
+}
+
 /** The drain watcher's face to capabilities: the state, the own Node and Pod, subscriptions. */
 export class FakeDrain {
   current: DrainState = { ...initialDrainState, synced: true };
