@@ -15,7 +15,7 @@ import { createLogger } from '../../../shared/log.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
 import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
-import { mountLikeKubelet } from '../../unit/webhook/helpers.ts';
+import { certDirFlags, mountLikeKubelet } from '../../unit/webhook/helpers.ts';
 
 const silent = createLogger('test', 'silent');
 let cp: ControlPlane;
@@ -43,16 +43,31 @@ t.teardown(async () => {
   await cp?.stop();
 });
 
+const createNamespace = (name: string, labels: Record<string, string> = {}) =>
+  client.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+
 let nsCounter = 0;
 async function namespace(labelled: boolean): Promise<string> {
   const name = `wh-${process.pid}-${nsCounter++}`;
-  await client.create('/api/v1/namespaces', {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: labelled ? { 'drainguard.io/inject': 'enabled' } : {} },
-  });
+  await createNamespace(name, labelled ? { 'drainguard.io/inject': 'enabled' } : {});
   return name;
 }
+
+type WithCaBundle = KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] };
+/** A MutatingWebhookConfiguration as the API server has it. */
+const webhookConfiguration = (name: string) => client.get<WithCaBundle>(`${MWC}/${name}`);
+/** The self-managed TLS Secret of namespace `ns`. */
+const tlsSecret = (ns: string) =>
+  client.get<KubeObject & { data: Record<string, string> }>(
+    `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
+  );
+
+/** The flags of a self-managed webhook of namespace `ns`, for its configuration `configName`. */
+const selfManagedArgs = (ns: string, configName: string, ...more: string[]) => [
+  ...['--host', '127.0.0.1', '--tls-self-managed', '--sidecar-mode', 'classic'],
+  ...['--kubeconfig', cp.kubeconfigPath, '--namespace', ns, '--webhook-config-name', configName],
+  ...more,
+];
 
 /** A speaker pod pinned to a node the way the DaemonSet controller pins it. */
 function speakerOn(node: string): Record<string, unknown> {
@@ -91,19 +106,7 @@ async function certDirWebhook(
   writeFileSync(join(dir, 'tls.crt'), serving.certPem);
   writeFileSync(join(dir, 'tls.key'), serving.keyPem);
   const cfg = parseConfig(
-    [
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--tls-cert-dir',
-      dir,
-      ...imageArgs,
-      '--sidecar-mode',
-      mode,
-      '--kubeconfig',
-      cp.kubeconfigPath,
-    ],
+    certDirFlags(dir, ...imageArgs, '--sidecar-mode', mode, '--kubeconfig', cp.kubeconfigPath),
     {},
   );
   const hook = await startWebhook(cfg, silent);
@@ -199,11 +202,7 @@ t.test(
   'without --sidecar-image the webhook injects its own image, read from its pod; an unreadable pod stops it with a clear error',
   async (t) => {
     const own = 'drainguard-own';
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: own },
-    });
+    await createNamespace(own);
     await client.create(`/api/v1/namespaces/${own}/pods`, {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -245,7 +244,7 @@ t.test(
     const hook = await startWebhook(
       parseConfig(
         [
-          ...['--port', '0', '--host', '127.0.0.1', '--tls-cert-dir', dir, '--cert-poll-seconds', '1'],
+          ...certDirFlags(dir, '--cert-poll-seconds', '1'),
           ...['--sidecar-image', 'drainguard:e2e', '--sidecar-mode', 'classic'],
         ],
         {},
@@ -361,11 +360,7 @@ t.test(
   'self-managed TLS: Secret created once and shared, caBundle patched, API server then calls it',
   async (t) => {
     const ns = 'drainguard-system';
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: ns },
-    });
+    await createNamespace(ns);
     const port = await freePort();
     // The overlay ships the Secret empty (the webhook has no create on Secrets): it fills it in.
     await client.create(`/api/v1/namespaces/${ns}/secrets`, {
@@ -376,40 +371,28 @@ t.test(
     });
     // The configuration starts without a caBundle: the webhook fills it in.
     await client.create(MWC, webhookConfig('drainguard-self', port, undefined));
-    const args = (p: number) => [
-      '--port',
-      String(p),
-      '--host',
-      '127.0.0.1',
-      '--tls-self-managed',
-      '--sidecar-image',
-      'drainguard:e2e',
-      '--sidecar-mode',
-      'classic',
-      '--kubeconfig',
-      cp.kubeconfigPath,
-      '--namespace',
-      ns,
-      '--webhook-config-name',
-      'drainguard-self',
-      '--tls-ip-san',
-      '127.0.0.1',
-    ];
+    const args = (p: number) =>
+      selfManagedArgs(
+        ns,
+        'drainguard-self',
+        '--port',
+        String(p),
+        '--sidecar-image',
+        'drainguard:e2e',
+        '--tls-ip-san',
+        '127.0.0.1',
+      );
     // Two replicas racing on the Secret converge on one CA.
     const [a, b] = await Promise.all([
       startWebhook(parseConfig(args(port), {}), silent),
       startWebhook(parseConfig(args(0), {}), silent),
     ]);
     try {
-      const secret = await client.get<KubeObject & { data: Record<string, string> }>(
-        `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
-      );
+      const secret = await tlsSecret(ns);
       const tlsCrt = Buffer.from(secret.data['tls.crt']!, 'base64').toString();
       t.equal(a.serving().cert, tlsCrt);
       t.equal(b.serving().cert, tlsCrt);
-      const cfg = await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
-        `${MWC}/drainguard-self`,
-      );
+      const cfg = await webhookConfiguration('drainguard-self');
       t.equal(cfg.webhooks[0]!.clientConfig.caBundle, secret.data['ca-bundle.crt']);
 
       const on = await namespace(true);
@@ -435,11 +418,7 @@ t.test(
   'self-managed TLS rotates a serving cert near expiry and a CA near expiry, keeping the old CA in the bundle',
   async (t) => {
     const ns = 'drainguard-rotate';
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: ns },
-    });
+    await createNamespace(ns);
     await client.create(MWC, webhookConfig('drainguard-rotate', 1, undefined));
     const day = 86_400_000;
     const secretPath = `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`;
@@ -467,29 +446,12 @@ t.test(
         });
       }
     };
-    const args = [
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--tls-self-managed',
-      '--sidecar-image',
-      'i',
-      '--sidecar-mode',
-      'classic',
-      '--kubeconfig',
-      cp.kubeconfigPath,
-      '--namespace',
+    const args = selfManagedArgs(
       ns,
-      '--webhook-config-name',
       'drainguard-rotate',
-      '--tls-ip-san',
-      '127.0.0.1',
-      '--serving-days',
-      '30',
-      '--ca-days',
-      '3650',
-    ];
+      ...['--port', '0', '--sidecar-image', 'i', '--tls-ip-san', '127.0.0.1'],
+      ...['--serving-days', '30', '--ca-days', '3650'],
+    );
     try {
       // Serving cert with 5 of 30 days left (< a third): renewed, same CA.
       const ca = createCA('drainguard-webhook-ca', 3650);
@@ -509,16 +471,14 @@ t.test(
       const oldCa = createCA('drainguard-webhook-ca', 3650, Date.now() - 3640 * day);
       await write(oldCa, createServingCert(oldCa, names));
       hook = await startWebhook(parseConfig(args, {}), silent);
-      const secret = await client.get<KubeObject & { data: Record<string, string> }>(secretPath);
+      const secret = await tlsSecret(ns);
       const bundle = Buffer.from(secret.data['ca-bundle.crt']!, 'base64').toString();
       const certs = bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
       t.equal(certs.length, 2);
       t.equal(certs[1]!.trim(), oldCa.certPem.trim());
       const newCa = new X509Certificate(certs[0]!);
       t.ok(new X509Certificate(hook.serving().cert).checkIssued(newCa));
-      const cfg = await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
-        `${MWC}/drainguard-rotate`,
-      );
+      const cfg = await webhookConfiguration('drainguard-rotate');
       t.equal(cfg.webhooks[0]!.clientConfig.caBundle, secret.data['ca-bundle.crt']);
       await hook.close();
     } finally {
@@ -531,42 +491,17 @@ t.test(
   'self-managed TLS: a configuration created after the webhook started gets its caBundle',
   async (_t) => {
     const ns = 'drainguard-late';
-    await client.create('/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: ns },
-    });
-    const args = [
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--tls-self-managed',
-      '--sidecar-image',
-      'i',
-      '--sidecar-mode',
-      'classic',
-      '--kubeconfig',
-      cp.kubeconfigPath,
-      '--namespace',
-      ns,
-      '--webhook-config-name',
-      'drainguard-late',
-    ];
+    await createNamespace(ns);
+    const args = selfManagedArgs(ns, 'drainguard-late', '--port', '0', '--sidecar-image', 'i');
     const hook = await startWebhook(parseConfig(args, {}), silent);
     try {
       await client.create(MWC, webhookConfig('drainguard-late', hook.port, undefined));
-      const secret = await client.get<KubeObject & { data: Record<string, string> }>(
-        `/api/v1/namespaces/${ns}/secrets/drainguard-webhook-tls`,
-      );
+      const secret = await tlsSecret(ns);
       await waitFor(
         'caBundle set',
         async () =>
-          (
-            await client.get<KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] }>(
-              `${MWC}/drainguard-late`,
-            )
-          ).webhooks[0]?.clientConfig.caBundle === secret.data['ca-bundle.crt'],
+          (await webhookConfiguration('drainguard-late')).webhooks[0]?.clientConfig.caBundle ===
+          secret.data['ca-bundle.crt'],
         { timeoutMs: 20_000, intervalMs: 200 },
       );
     } finally {

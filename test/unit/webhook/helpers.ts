@@ -80,3 +80,9 @@ export function mountLikeKubelet(dir: string, pair: CertPair): void {
       // already linked through ..data
     }
 }
+
+/** The flags of a webhook on 127.0.0.1 (any free port) serving the pair cert-manager mounts in `dir`. */
+export const certDirFlags = (dir: string, ...more: string[]): string[] => [
+  ...['--port', '0', '--host', '127.0.0.1', '--tls-cert-dir', dir],
+  ...more,
+];

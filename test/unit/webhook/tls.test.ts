@@ -8,7 +8,7 @@ import { waitFor } from '../../../shared/clock.ts';
 import { type CertPair, createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, startWebhook } from '../../../webhook/main.ts';
 import { review, speakerPod } from './fixtures.ts';
-import { mountLikeKubelet as mount, silent } from './helpers.ts';
+import { certDirFlags, mountLikeKubelet as mount, silent } from './helpers.ts';
 
 function call(port: number, ca: string, agent: https.Agent | false, path = '/healthz', body?: string) {
   return new Promise<{ status: number; fingerprint: string; body: string }>((resolve, reject) => {
@@ -50,20 +50,7 @@ t.test(
     const fp = (p: CertPair) => new X509Certificate(p.certPem).fingerprint256;
     mount(dir, pairs[0]!);
     const cfg = parseConfig(
-      [
-        '--port',
-        '0',
-        '--host',
-        '127.0.0.1',
-        '--tls-cert-dir',
-        dir,
-        '--sidecar-image',
-        'img:1',
-        '--sidecar-mode',
-        'native',
-        '--cert-poll-seconds',
-        '1',
-      ],
+      certDirFlags(dir, '--sidecar-image', 'img:1', '--sidecar-mode', 'native', '--cert-poll-seconds', '1'),
       {},
     );
     const hook = await startWebhook(cfg, process.env.DEBUG_TLS ? undefined : silent());
