@@ -35,7 +35,8 @@ export interface Speaker {
   proc: ChildProcess;
   announced: string[];
   lines: Record<string, unknown>[];
-  send(cmd: 'freeze' | 'unfreeze'): void;
+  /** freeze/unfreeze the speaker's API view; node-lag <ms>: its Node view lags by that much. */
+  send(cmd: 'freeze' | 'unfreeze' | `node-lag ${number}`): void;
 }
 
 export interface Sidecar {

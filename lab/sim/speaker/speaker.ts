@@ -29,6 +29,7 @@
 //   1.1 s for 5 s;
 // - `ignoreExcludeLb`: MetalLB's --ignore-exclude-lb (Helm speaker.ignoreExcludeLB, v0.14.4+): the
 //   exclude-from-external-load-balancers label no longer removes a node from the election;
+// - stdin "node-lag <ms>": Node changes applied that much later (a lagging informer);
 // - stdin "freeze" / "unfreeze": stop seeing API updates (a stale local apiserver), keep
 //   announcing what it last decided, re-elect from the stale view, write nothing.
 // - ServiceL2Status per MetalLB version (`statusVersion`, see SpeakerSimConfig): 0.14.4–0.14.5
@@ -210,6 +211,7 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
     clock: systemClock,
     onChange: (objs) => {
       if (frozen) return;
+      if (into === nodes && nodeLagMs > 0) return lagNodes(objs);
       copyInto(objs, into);
       resyncPending = true;
       schedule();
@@ -219,6 +221,22 @@ const informer = (path: string, into: Map<string, KubeObject>) => {
   inf.start();
   return inf;
 };
+
+// stdin "node-lag <ms>": Node changes reach this speaker's election that much later, as through an
+// informer lagging behind the API (0: at once); the other informers are not delayed. A new owner
+// that sees a fenced node's exclude label late re-elects it once memberlist hears it again.
+let nodeLagMs = 0;
+function lagNodes(objs: ReadonlyMap<string, KubeObject>): void {
+  const snapshot = new Map(objs);
+  // Every change waits the same time, so they apply in order.
+  setTimeout(() => {
+    if (frozen || stopping) return;
+    copyInto(snapshot, nodes as Map<string, KubeObject>);
+    resyncPending = true;
+    schedule();
+  }, nodeLagMs);
+}
+
 const metallb = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}`;
 const informers = [
   informer('/api/v1/nodes', nodes as Map<string, KubeObject>),
@@ -378,6 +396,8 @@ const tick = setInterval(schedule, 100);
 createInterface({ input: process.stdin }).on('line', (line) => {
   const cmd = line.trim();
   if (cmd === 'freeze') frozen = true;
+  const lag = /^node-lag (\d+)$/.exec(cmd);
+  if (lag) nodeLagMs = Number(lag[1]);
   if (cmd === 'unfreeze') {
     frozen = false;
     // Catch up at once, like a local apiserver that syncs again.

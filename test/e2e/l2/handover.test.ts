@@ -359,8 +359,8 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
         t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
         const ruleset = await w.nft(a, ['list', 'ruleset']);
         t.match(ruleset, /th dport @memberlist/);
-        // Cut off, its speaker hears no peer: the fence drops every ARP not from the node's addresses.
-        t.match(ruleset, /arp saddr ip != @own4/);
+        // Cut off, its speaker hears no peer: the fence drops every ARP in MetalLB's pools.
+        t.match(ruleset, /arp saddr ip @pool4/);
         // Peers' probes of this speaker go unanswered, they declare it dead and re-elect: b answers, a is fenced.
         await answeredOnlyBy(b);
       } finally {

@@ -81,7 +81,7 @@ for (const [what, sceneOpts] of [
     });
 
     t.test(
-      'API lost while fenced unconfirmed: the fail-safe fence drops every ARP not from the node',
+      "API lost while fenced unconfirmed: the fail-safe fence drops every ARP in MetalLB's pools",
       async (_t) => {
         // Still cordoned and fenced (after the settle time, unconfirmed) from the test above.
         const a = w.initialOwner;
@@ -91,7 +91,7 @@ for (const [what, sceneOpts] of [
             'fail-safe fence with the memberlist cut',
             async () => {
               const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
-              return r.stdout.includes('th dport @memberlist') && r.stdout.includes('arp saddr ip != @own4');
+              return r.stdout.includes('th dport @memberlist') && r.stdout.includes('arp saddr ip @pool4');
             },
             T,
           );

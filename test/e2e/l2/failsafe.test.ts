@@ -1,0 +1,224 @@
+// The fail-safe end to end (issue 22): real API server, real network namespaces, speaker
+// simulators on the wire, the sidecar in each node namespace. A fail-safe never overturns a
+// refused handover; it drops only ARP in MetalLB's pools, so a macvlan pod on the fenced link keeps
+// its neighbours; and after it the memberlist cut is lifted only once the exclude label has
+// reached a new owner whose Node view lags.
+import t from 'tap';
+import { createL2Scene, killWait, type L2Scene, macsIn, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
+import { createNamespace } from '../../../lab/bed/netns.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import type { KubeObject } from '../../../shared/kube/types.ts';
+import type { L2Status } from '../../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+
+const T = { timeoutMs: 30_000, intervalMs: 50 };
+/** The probe's interval: every no-answer round is 50 ms of a dark VIP. */
+const ROUND_MS = 50;
+
+/** The longest run of rounds nobody answered, in ms. */
+function longestDark(rounds: ProbeRound[]): number {
+  let run = 0;
+  let worst = 0;
+  for (const r of rounds) {
+    run = r.macs.length === 0 ? run + 1 : 0;
+    worst = Math.max(worst, run);
+  }
+  return worst * ROUND_MS;
+}
+
+t.test('L2 fail-safe (issue 22)', async (t) => {
+  let w: L2Scene;
+  let names: string[];
+  const mac = (n: string) => w.bed.node(n).mac;
+  const status = async (n: string) =>
+    JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as Partial<L2Status>;
+  const labelled = async (n: string) => EXCLUDE_LABEL in ((await w.getNode(n)).metadata?.labels ?? {});
+  const fenceTable = async (n: string) =>
+    (await w.bed.node(n).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;
+  const events = async (reason: string) =>
+    (
+      await w.client.get<{ items: (KubeObject & { reason?: string; message?: string })[] }>(
+        '/api/v1/namespaces/default/events',
+      )
+    ).items
+      .filter((e) => e.reason === reason)
+      .map((e) => e.message ?? '');
+  /** The node's own path to the API server refused (the rest of the cluster still reaches it). */
+  const apiPort = () => new URL(w.cp.server).port;
+  const cutApi = (n: string) =>
+    w.bed.node(n).run(['nft', '-f', '-'], {
+      input: `table inet dgtapiblip {\n  chain out {\n    type filter hook output priority 0; policy accept;\n    ip daddr ${w.bed.hostIPv4} tcp dport ${apiPort()} reject with tcp reset\n  }\n}\n`,
+    });
+  const restoreApi = (n: string) => w.bed.node(n).exec(['nft', 'delete', 'table', 'inet', 'dgtapiblip']);
+  /** A terminating sidecar stays so: a new process, not going away, undoes the handover. */
+  const freshSidecar = async (n: string) => {
+    await w.stopSidecar(n, 'SIGKILL');
+    await w.startSidecar(n);
+  };
+  const backToIdle = async () => {
+    for (const n of names) {
+      await w.cordon(n, false);
+      await waitFor(`${n} idle`, async () => !(await labelled(n)) && !(await fenceTable(n)), T);
+    }
+    await w.answeredOnlyBy(w.initialOwner);
+  };
+
+  t.before(async () => {
+    w = await createL2Scene();
+    names = w.nodes.map((n) => n.name);
+    await w.startAll();
+    await w.answeredOnlyBy(w.initialOwner);
+  });
+  t.teardown(async () => {
+    await w?.destroy();
+  });
+
+  t.test(
+    'a refused drain (a Local service only node-a may announce) survives a 5 s API blip: its VIP keeps answering from node-a, no label, no fence',
+    async (t) => {
+      const a = w.initialOwner;
+      const vip = w.vipAt(19);
+      await w.addService({ name: 'local', vip, local: true, endpointNodes: [a] });
+      try {
+        await w.answeredOnlyBy(a, vip);
+        await w.cordon(a, true);
+        await waitFor(
+          'the refusal naming the Local service',
+          async () => (await events('L2HandoverImpossible')).some((m) => m.includes(`web/local (${vip})`)),
+          T,
+        );
+        // A control-plane rollout: the API server is gone for 100 rounds of 50 ms (past the 2 s grace).
+        await w.cp.stopApiServer();
+        let during: ProbeRound[];
+        try {
+          during = await w.probeVip(vip, 100, ROUND_MS);
+        } finally {
+          await w.cp.startApiServer();
+        }
+        t.equal(longestDark(during), 0, 'never dark during the outage (no fail-safe over a refusal)');
+        t.strictSame(macsIn(during), [mac(a)]);
+        await waitFor(
+          'the sidecar sees the API again',
+          async () =>
+            /drainguard_api_view_synced 1/.test(await (await fetch(w.sidecarUrl(a, '/metrics'))).text()),
+          T,
+        );
+        // Two more seconds of reconciles with the API back: still node-a, still no label.
+        const after = await w.probeVip(vip, 40, ROUND_MS);
+        t.equal(longestDark(after), 0);
+        t.strictSame(macsIn(after), [mac(a)]);
+        t.notOk(await labelled(a), 'no exclude label after the outage: the refusal stands');
+        t.notOk(await fenceTable(a), 'no fence');
+        t.ok((await status(a)).stranded, 'still published as refused');
+      } finally {
+        await w.client.delete('/api/v1/namespaces/web/services/local').catch(() => undefined);
+        await w.setEndpoints('local', []).catch(() => undefined);
+      }
+      await backToIdle();
+    },
+  );
+
+  t.test(
+    "the fail-safe drops ARP only in MetalLB's pools: a macvlan pod on the fenced link stays reachable while the VIP is silenced there",
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      // A pod with a macvlan on node-a's eth0, its address outside the pool (.100–.120).
+      const pod = await createNamespace('mvpod');
+      t.teardown(() => pod.destroy());
+      await w.bed
+        .node(a)
+        .run(['ip', 'link', 'add', 'mv0', 'link', 'eth0', 'type', 'macvlan', 'mode', 'bridge']);
+      await w.bed.node(a).run(['ip', 'link', 'set', 'mv0', 'netns', pod.ns]);
+      const podIP = w.bed.addr4(200);
+      await pod.run(['ip', 'addr', 'add', `${podIP}/24`, 'dev', 'mv0']);
+      await pod.run(['ip', 'link', 'set', 'mv0', 'up']);
+      const podMac = (
+        JSON.parse(await pod.run(['ip', '-j', 'link', 'show', 'mv0'])) as { address: string }[]
+      )[0]?.address;
+      await waitFor(
+        'the macvlan pod answers ARP',
+        async () => macsIn(await w.probeVip(podIP, 6, ROUND_MS)).join() === podMac,
+        T,
+      );
+      await w.cp.stopApiServer();
+      try {
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+        const summary = (await res.json()) as Record<string, { outcome?: string }>;
+        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+        const ruleset = await w.nft(a, ['list', 'ruleset']);
+        t.match(ruleset, /arp saddr ip @pool4/, 'the pools are dropped');
+        t.notMatch(ruleset, /!= @own4/, 'not every ARP but the own addresses');
+        t.match(ruleset, /th dport @memberlist/);
+        await w.answeredOnlyBy(b);
+        const rounds = await w.probeVip(podIP, 20, ROUND_MS);
+        t.ok(
+          rounds.every((r) => r.macs.join() === podMac),
+          `the macvlan pod answers every probe during the fail-safe: ${JSON.stringify(rounds.map((r) => r.macs))}`,
+        );
+      } finally {
+        await w.cp.startApiServer();
+      }
+      const fenced = await waitFor(
+        'the fail-safe Event',
+        async () => (await events('L2FailsafeFence')).find((m) => m.includes("MetalLB's address pools")),
+        T,
+      );
+      t.match(fenced, /ARP\/NA in MetalLB's address pools \S+-\S+/);
+      await freshSidecar(a);
+      await waitFor('fence removed', async () => !(await fenceTable(a)), T);
+      await backToIdle();
+    },
+  );
+
+  t.test(
+    'after a fail-safe the memberlist cut stays until the exclude label has spread: a new owner whose Node view lags 3 s never leaves the VIP dark',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await cutApi(a);
+      let restored = false;
+      const rounds: ProbeRound[] = [];
+      try {
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+        const summary = (await res.json()) as Record<string, { outcome?: string }>;
+        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+        // The peers declare node-a dead and node-b takes over.
+        await w.answeredOnlyBy(b);
+        w.speakers.get(b)?.send('node-lag 3000');
+        const probe = w.startProbe(ROUND_MS, (r) => rounds.push(r));
+        try {
+          await restoreApi(a);
+          restored = true;
+          await waitFor(
+            'handed over again, fenced without the memberlist cut',
+            async () => {
+              const s = await status(a);
+              return s.phase === 'fenced' && !s.memberlistCut;
+            },
+            { ...T, timeoutMs: 60_000 },
+          );
+          // Past the lag after the cut is lifted: node-b sees node-a alive again meanwhile.
+          const seen = rounds.length;
+          await waitFor('4 s more probing', () => rounds.length >= seen + 80, T);
+        } finally {
+          await killWait(probe, 'SIGKILL');
+        }
+        t.ok(
+          longestDark(rounds) <= 1000,
+          `the VIP is never dark for more than 1 s (worst ${longestDark(rounds)} ms over ${rounds.length} rounds)`,
+        );
+        t.notOk(
+          rounds.slice(-20).some((r) => r.macs.includes(mac(a))),
+          'the fenced node is not heard at the end',
+        );
+      } finally {
+        if (!restored) await restoreApi(a);
+        w.speakers.get(b)?.send('node-lag 0');
+      }
+      await freshSidecar(a);
+      await waitFor('fence removed', async () => !(await fenceTable(a)), T);
+      await backToIdle();
+    },
+  );
+});
