@@ -32,6 +32,14 @@ async function setup(releaseOnStop = false) {
   return { ns, mk, read: () => client.get<Lease>(path), path };
 }
 
+/** `a` starts and leads; then `b` starts and tries `tries` times (to win nothing while a renews). */
+async function leaderAndContender(a: LeaseCandidate, b: LeaseCandidate, tries = 2): Promise<void> {
+  a.start();
+  await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
+  b.start();
+  await waitFor('b tried', () => b.attempts >= tries, { timeoutMs: 5_000 });
+}
+
 t.test('first candidate creates the Lease and leads; the other waits while it renews', async (t) => {
   const { mk, read } = await setup();
   const a = mk('a');
@@ -67,10 +75,7 @@ t.test(
     const a = mk('a');
     const b = mk('b');
     try {
-      a.start();
-      await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
-      b.start();
-      await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
+      await leaderAndContender(a, b);
       await a.stop();
       const exit = a.intervals.at(-1)!.end!;
       const lastRenew = Date.parse((await read()).spec!.renewTime!);
@@ -149,10 +154,7 @@ t.test(
     const a = mk('a');
     const b = mk('b');
     try {
-      a.start();
-      await waitFor('a leading', () => a.leading, { timeoutMs: 5_000 });
-      b.start();
-      await waitFor('b tried', () => b.attempts >= 2, { timeoutMs: 5_000 });
+      await leaderAndContender(a, b);
       await a.stop();
       const released = await read();
       t.ok(released.spec?.holderIdentity === '' || released.spec?.holderIdentity === 'b');

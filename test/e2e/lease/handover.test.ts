@@ -1,7 +1,8 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { LeaseScene } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { handoverResult, startTwoRouters } from './routers.ts';
 
 let cp: ControlPlane;
 t.before(async () => {
@@ -12,44 +13,35 @@ t.teardown(async () => {
 });
 
 /** Two router replicas on different nodes, router-a leading, both sidecars up. */
-async function twoRouters(extraSidecarEnv: Record<string, string> = {}) {
+async function twoRouters(t: Test, sidecarEnv: Record<string, string> = {}) {
   const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] });
-  await w.addPod({ name: 'router-a', node: 'a', sidecar: extraSidecarEnv });
-  await w.waitLeading('router-a');
-  await w.addPod({ name: 'router-b', node: 'b', sidecar: extraSidecarEnv });
-  await w.waitSidecarsReady();
-  return w;
+  t.teardown(() => w.cleanup());
+  return startTwoRouters(w, sidecarEnv);
 }
 
 t.test(
   'leader pod deleted: the Lease goes to the replica on the other node, which leads within seconds',
   async (t) => {
-    const w = await twoRouters();
-    try {
-      const a = w.pod('router-a');
-      const b = w.pod('router-b');
-      await w.deletePod('router-a');
-      await waitFor('router-b leading', () => b.sim.leading, { timeoutMs: 15_000, intervalMs: 20 });
-      const exited = a.sim.intervals.at(-1)?.end;
-      const started = b.sim.intervals.at(-1)?.start;
-      if (exited === undefined || started === undefined) throw new Error('both intervals recorded');
-      // Expiry alone would take 15 s plus 2-4.4 s; the handover must beat the lease duration clearly.
-      t.ok(started - exited < 8_000, `leaderless ${started - exited} ms`);
-      t.strictSame(w.splitBrain(), []);
-      t.equal((await w.readLease()).spec?.holderIdentity, 'router-b');
-      t.equal(await a.sidecar!.exited, 0, 'sidecar exits cleanly after the handover');
-      const done = a.sidecar!.find((l) => l.msg === 'Lease handover finished');
-      if (!done) throw new Error(`no handover result in the sidecar log:\n${a.sidecar!.dump()}`);
-      const results = done.results as { outcome: string; successor: string }[];
-      t.equal(results[0]?.outcome, 'handed-over');
-      t.equal(results[0]?.successor, 'router-b');
-      const ev = await w.events('LeaseHandedOver');
-      t.equal(ev.length, 1);
-      t.match(ev[0]!.message, /handed to router-b/);
-      await a.managed.deleted;
-    } finally {
-      await w.cleanup();
-    }
+    const w = await twoRouters(t);
+    const a = w.pod('router-a');
+    const b = w.pod('router-b');
+    await w.deletePod('router-a');
+    await waitFor('router-b leading', () => b.sim.leading, { timeoutMs: 15_000, intervalMs: 20 });
+    const exited = a.sim.intervals.at(-1)?.end;
+    const started = b.sim.intervals.at(-1)?.start;
+    if (exited === undefined || started === undefined) throw new Error('both intervals recorded');
+    // Expiry alone would take 15 s plus 2-4.4 s; the handover must beat the lease duration clearly.
+    t.ok(started - exited < 8_000, `leaderless ${started - exited} ms`);
+    t.strictSame(w.splitBrain(), []);
+    t.equal((await w.readLease()).spec?.holderIdentity, 'router-b');
+    t.equal(await a.sidecar!.exited, 0, 'sidecar exits cleanly after the handover');
+    const result = handoverResult(a.sidecar!);
+    t.equal(result.outcome, 'handed-over');
+    t.equal(result.successor, 'router-b');
+    const ev = await w.events('LeaseHandedOver');
+    t.equal(ev.length, 1);
+    t.match(ev[0]!.message, /handed to router-b/);
+    await a.managed.deleted;
   },
 );
 
@@ -60,42 +52,34 @@ async function leaseWriters(w: LeaseScene): Promise<string[]> {
   return mf.map((m) => m.manager ?? '');
 }
 
-function outcome(w: LeaseScene, pod: string) {
-  const done = w.pod(pod).sidecar!.find((l) => l.msg === 'Lease handover finished');
-  if (!done) throw new Error(`no handover result in ${pod}'s sidecar log:\n${w.pod(pod).sidecar!.dump()}`);
-  return (done.results as { outcome: string; successor?: string }[])[0]!;
-}
+const outcome = (w: LeaseScene, pod: string) => handoverResult(w.pod(pod).sidecar!);
 
 t.test(
   'node drained with kubectl: successor picked early, Lease handed over when the pod goes',
   async (t) => {
-    const w = await twoRouters();
-    try {
-      const a = w.pod('router-a');
-      const r = await cp.kubectl([
-        'drain',
-        w.node('a'),
-        '--force',
-        '--ignore-daemonsets',
-        '--delete-emptydir-data',
-        '--timeout=30s',
-      ]);
-      t.equal(r.code, 0, `${r.stderr}\n${a.sidecar!.dump()}`);
-      await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });
-      t.ok(
-        a.sidecar!.find(
-          (l) => l.msg.startsWith('node draining: Lease handover prepared') && l.successor === 'router-b',
-        ),
-        a.sidecar!.dump(),
-      );
-      await a.sidecar!.exited;
-      t.equal(outcome(w, 'router-a').outcome, 'handed-over');
-      const gap = w.pod('router-b').sim.intervals.at(-1)!.start - a.sim.intervals.at(-1)!.end!;
-      t.ok(gap < 8_000, `leaderless ${gap} ms`);
-      t.strictSame(w.splitBrain(), []);
-    } finally {
-      await w.cleanup();
-    }
+    const w = await twoRouters(t);
+    const a = w.pod('router-a');
+    const r = await cp.kubectl([
+      'drain',
+      w.node('a'),
+      '--force',
+      '--ignore-daemonsets',
+      '--delete-emptydir-data',
+      '--timeout=30s',
+    ]);
+    t.equal(r.code, 0, `${r.stderr}\n${a.sidecar!.dump()}`);
+    await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });
+    t.ok(
+      a.sidecar!.find(
+        (l) => l.msg.startsWith('node draining: Lease handover prepared') && l.successor === 'router-b',
+      ),
+      a.sidecar!.dump(),
+    );
+    await a.sidecar!.exited;
+    t.equal(outcome(w, 'router-a').outcome, 'handed-over');
+    const gap = w.pod('router-b').sim.intervals.at(-1)!.start - a.sim.intervals.at(-1)!.end!;
+    t.ok(gap < 8_000, `leaderless ${gap} ms`);
+    t.strictSame(w.splitBrain(), []);
   },
 );
 
@@ -210,43 +194,35 @@ t.test('leader container that never stops: the Lease is left alone to expire', a
 });
 
 t.test('observe-only: records what it would do, writes nothing', async (t) => {
-  const w = await twoRouters({ DRAINGUARD_OBSERVE_ONLY: 'true' });
-  try {
-    await w.deletePod('router-a');
-    t.equal(await w.pod('router-a').sidecar!.exited, 0);
-    t.equal(outcome(w, 'router-a').outcome, 'observed');
-    const ev = await w.events('LeaseHandoverObserved');
-    t.equal(ev.length, 1);
-    t.match(ev[0]!.message, /would replace Lease .* \(hand over to router-b\)/);
-    t.equal((await w.readLease()).spec?.holderIdentity, 'router-a');
-    t.equal(w.pod('router-b').sim.leading, false);
-    t.strictSame(
-      (await leaseWriters(w)).filter((m) => m.startsWith('drainguard')),
-      [],
-    );
-  } finally {
-    await w.cleanup();
-  }
+  const w = await twoRouters(t, { DRAINGUARD_OBSERVE_ONLY: 'true' });
+  await w.deletePod('router-a');
+  t.equal(await w.pod('router-a').sidecar!.exited, 0);
+  t.equal(outcome(w, 'router-a').outcome, 'observed');
+  const ev = await w.events('LeaseHandoverObserved');
+  t.equal(ev.length, 1);
+  t.match(ev[0]!.message, /would replace Lease .* \(hand over to router-b\)/);
+  t.equal((await w.readLease()).spec?.holderIdentity, 'router-a');
+  t.equal(w.pod('router-b').sim.leading, false);
+  t.strictSame(
+    (await leaseWriters(w)).filter((m) => m.startsWith('drainguard')),
+    [],
+  );
 });
 
 t.test(
   'no /prestop for a lease profile (no hook is injected; no door for other pods); deletion still hands over',
   async (t) => {
-    const w = await twoRouters();
-    try {
-      const a = w.pod('router-a');
-      const res = await a.sidecar!.http('/prestop');
-      t.equal(res.status, 404, res.body);
-      t.match(res.body, /no \/prestop for this profile/);
-      t.equal((await w.readLease()).spec?.holderIdentity, 'router-a', 'nothing handed over by the request');
-      t.ok(a.sim.leading);
-      await w.deletePod('router-a');
-      await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });
-      t.equal(await a.sidecar!.exited, 0);
-      t.equal(outcome(w, 'router-a').outcome, 'handed-over');
-      t.strictSame(w.splitBrain(), []);
-    } finally {
-      await w.cleanup();
-    }
+    const w = await twoRouters(t);
+    const a = w.pod('router-a');
+    const res = await a.sidecar!.http('/prestop');
+    t.equal(res.status, 404, res.body);
+    t.match(res.body, /no \/prestop for this profile/);
+    t.equal((await w.readLease()).spec?.holderIdentity, 'router-a', 'nothing handed over by the request');
+    t.ok(a.sim.leading);
+    await w.deletePod('router-a');
+    await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 15_000 });
+    t.equal(await a.sidecar!.exited, 0);
+    t.equal(outcome(w, 'router-a').outcome, 'handed-over');
+    t.strictSame(w.splitBrain(), []);
   },
 );

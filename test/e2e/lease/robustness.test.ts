@@ -7,6 +7,7 @@ import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-p
 import { LeaseScene, type SidecarProc } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
+import { handoverResult, startTwoRouters } from './routers.ts';
 import { startLeaseWebhook } from './webhook.ts';
 
 const sa = (ns: string) => `system:serviceaccount:${ns}:drainguard`;
@@ -120,8 +121,7 @@ t.test(
       await setLeaseVerbs(w, true);
       await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
       t.equal(await a.exited, 0);
-      const done = a.find((l) => l.msg === 'Lease handover finished');
-      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
+      t.equal(handoverResult(a).outcome, 'handed-over', a.dump());
       t.strictSame(w.splitBrain(), []);
     } finally {
       await w.cleanup();
@@ -224,8 +224,7 @@ t.test(
       release();
       await waitFor('router-b leading', () => w.pod('router-b').sim.leading, { timeoutMs: 30_000 });
       t.equal(await a.exited, 0);
-      const done = a.find((l) => l.msg === 'Lease handover finished');
-      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', a.dump());
+      t.equal(handoverResult(a).outcome, 'handed-over', a.dump());
       t.strictSame(w.splitBrain(), []);
     } finally {
       release();
@@ -243,10 +242,7 @@ t.test(
   async (t) => {
     const w = await LeaseScene.create(cp, { nodes: ['a', 'b'] }, 'lease-outage');
     try {
-      await w.addPod({ name: 'router-a', node: 'a' });
-      await w.waitLeading('router-a');
-      await w.addPod({ name: 'router-b', node: 'b' });
-      await w.waitSidecarsReady();
+      await startTwoRouters(w);
       const a = w.pod('router-a').sidecar!;
       await cp.stopApiServer();
       try {
@@ -271,8 +267,7 @@ t.test(
       await waitFor(`${other} leading`, () => w.pod(other).sim.leading, { timeoutMs: 15_000 });
       const sc = w.pod(leader).sidecar!;
       t.equal(await sc.exited, 0);
-      const done = sc.find((l) => l.msg === 'Lease handover finished');
-      t.equal((done?.results as { outcome: string }[] | undefined)?.[0]?.outcome, 'handed-over', sc.dump());
+      t.equal(handoverResult(sc).outcome, 'handed-over', sc.dump());
       t.strictSame(w.splitBrain(), []);
     } finally {
       await w.cleanup();
