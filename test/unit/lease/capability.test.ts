@@ -122,12 +122,20 @@ function context(
     clock: systemClock,
     drain,
   });
+  /** The pod terminates, once the capability watches the Lease (as it long has in a real pod). */
+  const terminate = async (podReplaced = false) => {
+    await waitFor('the Lease watched', api.watched, { timeoutMs: 5_000 });
+    drain.set({ terminating: true, podReplaced });
+  };
   return {
     ctx,
-    /** The pod terminates, once the capability watches the Lease (as it long has in a real pod). */
-    terminate: async (podReplaced = false) => {
-      await waitFor('the Lease watched', api.watched, { timeoutMs: 5_000 });
-      drain.set({ terminating: true, podReplaced });
+    /** Starts the capability, terminates the pod, waits for the handover: its result for the Lease. */
+    handover: async (podReplaced = false) => {
+      const cap = new LeaseHandover(ctx);
+      await cap.start();
+      await terminate(podReplaced);
+      await cap.stop();
+      return (await cap.result)?.[0];
     },
     /** The reasons of the Events recorded so far. */
     reasons: () => events.map((e) => e.reason),
@@ -141,12 +149,8 @@ t.test('lease handover capability (scripted API)', async (t) => {
       const api = fakeApi('router-a');
       api.failures.GET = [429];
       api.failures.PUT = [503];
-      const { ctx, terminate, reasons } = context(api, 'terminated');
-      const cap = new LeaseHandover(ctx);
-      await cap.start();
-      await terminate();
-      await cap.stop();
-      const [r] = (await cap.result) ?? [];
+      const { ctx, handover, reasons } = context(api, 'terminated');
+      const r = await handover();
       t.equal(r?.outcome, 'handed-over');
       t.equal(api.lease().spec?.holderIdentity, 'router-b');
       t.equal(api.lease().spec?.leaseTransitions, 3);
@@ -167,12 +171,9 @@ t.test('lease handover capability (scripted API)', async (t) => {
   t.test('decides again after a 409 on a Lease still its own, and hands over', async (t) => {
     const api = fakeApi('router-a');
     api.failures.PUT = [409];
-    const { ctx, terminate, reasons } = context(api, 'terminated');
-    const cap = new LeaseHandover(ctx);
-    await cap.start();
-    await terminate();
-    await cap.stop();
-    t.equal((await cap.result)?.[0]?.outcome, 'handed-over');
+    const { handover, reasons } = context(api, 'terminated');
+    const r = await handover();
+    t.equal(r?.outcome, 'handed-over');
     t.equal(api.lease().spec?.holderIdentity, 'router-b');
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 2, 'the conflicting write, then a new one');
     t.strictSame(reasons(), ['LeaseHandedOver']);
@@ -180,33 +181,21 @@ t.test('lease handover capability (scripted API)', async (t) => {
 
   t.test('leaves a Lease alone while the leader container runs', async (t) => {
     const api = fakeApi('router-a');
-    const { ctx, terminate, reasons } = context(api, 'running');
-    const cap = new LeaseHandover(ctx);
-    await cap.start();
-    await terminate();
-    await cap.stop();
-    t.equal((await cap.result)?.[0]?.outcome, 'leader-still-running');
+    const { handover, reasons } = context(api, 'running');
+    const r = await handover();
+    t.equal(r?.outcome, 'leader-still-running');
     t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0);
     t.strictSame(reasons(), ['LeaseLeftToExpire']);
   });
 
   t.test('never writes a Lease another pod holds, nor in observe-only mode', async (t) => {
     const other = fakeApi('router-b');
-    const a = context(other, 'terminated');
-    const cap = new LeaseHandover(a.ctx);
-    await cap.start();
-    await a.terminate();
-    await cap.stop();
-    t.equal((await cap.result)?.[0]?.outcome, 'not-holder');
+    t.equal((await context(other, 'terminated').handover())?.outcome, 'not-holder');
     t.equal(other.calls.filter((c) => c.startsWith('PUT')).length, 0);
 
     const mine = fakeApi('router-a');
     const b = context(mine, 'terminated', { DRAINGUARD_OBSERVE_ONLY: 'true' });
-    const cap2 = new LeaseHandover(b.ctx);
-    await cap2.start();
-    await b.terminate();
-    await cap2.stop();
-    t.equal((await cap2.result)?.[0]?.outcome, 'observed');
+    t.equal((await b.handover())?.outcome, 'observed');
     t.equal(mine.calls.filter((c) => c.startsWith('PUT')).length, 0);
     t.strictSame(b.reasons(), ['LeaseHandoverObserved']);
   });
@@ -215,12 +204,8 @@ t.test('lease handover capability (scripted API)', async (t) => {
     'never touches a Lease once the own pod was re-created under the same name (its identity may be the new pod)',
     async (t) => {
       const api = fakeApi('router-a');
-      const { ctx, terminate, reasons } = context(api, 'terminated');
-      const cap = new LeaseHandover(ctx);
-      await cap.start();
-      await terminate(true);
-      await cap.stop();
-      const [r] = (await cap.result) ?? [];
+      const { handover, reasons } = context(api, 'terminated');
+      const r = await handover(true);
       t.equal(r?.outcome, 'pod-replaced');
       t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
       t.equal(api.lease().spec?.holderIdentity, 'router-a');

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
+import type { IdentityScheme } from '../../../shared/contract.ts';
 import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
 import {
   afterConflict,
@@ -29,6 +30,15 @@ function matchGolden(t: Test, name: string, actual: unknown): void {
 
 // 2026-11-22T00:00:01.234Z
 const NOW = Date.UTC(2026, 10, 22, 0, 0, 1, 234);
+
+/** decideHandover with pod-name identities at NOW, unless told otherwise. */
+const decide = (
+  lease: Lease,
+  identity: string,
+  successor: string | undefined,
+  more: { scheme?: IdentityScheme; nowMs?: number } = {},
+) =>
+  decideHandover({ lease, identity, successor, scheme: more.scheme ?? 'pod-name', nowMs: more.nowMs ?? NOW });
 
 function pod(
   name: string,
@@ -260,13 +270,7 @@ t.test('handover decision (recorded Leases)', async (t) => {
   t.test(
     'replaces the holder with the successor: fresh MicroTimes, same duration, transitions+1, same resourceVersion',
     async (t) => {
-      const d = decideHandover({
-        lease: skupper,
-        identity: leader,
-        scheme: 'pod-name',
-        successor: 'skupper-router-2-7c8d9-b5m2n',
-        nowMs: NOW,
-      });
+      const d = decide(skupper, leader, 'skupper-router-2-7c8d9-b5m2n');
       t.equal(d.action, 'replace');
       matchGolden(t, 'decision-replace.json', d);
       if (d.action !== 'replace') return;
@@ -278,13 +282,7 @@ t.test('handover decision (recorded Leases)', async (t) => {
   );
 
   t.test('releases the client-go way when there is no successor', async (t) => {
-    const d = decideHandover({
-      lease: skupper,
-      identity: leader,
-      scheme: 'pod-name',
-      successor: undefined,
-      nowMs: NOW,
-    });
+    const d = decide(skupper, leader, undefined);
     matchGolden(t, 'decision-release.json', d);
     t.equal(d.action, 'release');
     if (d.action !== 'release') return;
@@ -294,34 +292,18 @@ t.test('handover decision (recorded Leases)', async (t) => {
   });
 
   t.test('skips a Lease another pod holds or nobody holds', async (t) => {
-    t.strictSame(
-      decideHandover({
-        lease: skupper,
-        identity: 'someone-else',
-        scheme: 'pod-name',
-        successor: 'x',
-        nowMs: NOW,
-      }),
-      { action: 'skip', why: `held by ${leader}, not this pod` },
-    );
+    t.strictSame(decide(skupper, 'someone-else', 'x'), {
+      action: 'skip',
+      why: `held by ${leader}, not this pod`,
+    });
     const free = structuredClone(skupper);
     free.spec!.holderIdentity = '';
-    t.equal(
-      decideHandover({ lease: free, identity: leader, scheme: 'pod-name', successor: 'x', nowMs: NOW })
-        .action,
-      'skip',
-    );
+    t.equal(decide(free, leader, 'x').action, 'skip');
   });
 
   t.test('pod-name-prefix: releases, never names a made-up holder', async (t) => {
     const cr = readJson<Lease>('controller-runtime-leader.json');
-    const d = decideHandover({
-      lease: cr,
-      identity: 'op-manager-5b7d8-qrx9z',
-      scheme: 'pod-name-prefix',
-      successor: 'op-manager-5b7d8-abcde',
-      nowMs: NOW,
-    });
+    const d = decide(cr, 'op-manager-5b7d8-qrx9z', 'op-manager-5b7d8-abcde', { scheme: 'pod-name-prefix' });
     matchGolden(t, 'decision-prefix-release.json', d);
     t.equal(d.action, 'release');
     t.equal(d.action === 'release' && d.lease.spec?.holderIdentity, '');
@@ -329,13 +311,7 @@ t.test('handover decision (recorded Leases)', async (t) => {
 
   t.test('coordinated election (spec.strategy): sets preferredHolder, leaves the holder alone', async (t) => {
     const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
-    const d = decideHandover({
-      lease: kcm,
-      identity: 'kcm-7f8d9c-a',
-      scheme: 'pod-name',
-      successor: 'kcm-7f8d9c-b',
-      nowMs: NOW,
-    });
+    const d = decide(kcm, 'kcm-7f8d9c-a', 'kcm-7f8d9c-b');
     matchGolden(t, 'decision-prefer.json', d);
     t.equal(d.action, 'prefer');
     if (d.action !== 'prefer') return;
@@ -345,13 +321,7 @@ t.test('handover decision (recorded Leases)', async (t) => {
     // No successor under coordinated election: release, and drop any stale preferredHolder.
     const stale = structuredClone(kcm);
     stale.spec!.preferredHolder = 'kcm-old';
-    const r = decideHandover({
-      lease: stale,
-      identity: 'kcm-7f8d9c-a',
-      scheme: 'pod-name',
-      successor: undefined,
-      nowMs: NOW,
-    });
+    const r = decide(stale, 'kcm-7f8d9c-a', undefined);
     t.equal(r.action, 'release');
     t.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
   });
@@ -370,13 +340,7 @@ t.test('after the write', async (t) => {
   });
 
   t.test('409 after a retried write whose answer was lost: it landed, not "holder changed"', async (t) => {
-    const d = decideHandover({
-      lease: skupper,
-      identity: me,
-      scheme: 'pod-name',
-      successor: 'skupper-router-2-x',
-      nowMs: 1e12,
-    });
+    const d = decide(skupper, me, 'skupper-router-2-x', { nowMs: 1e12 });
     t.equal(d.action, 'replace');
     if (d.action !== 'replace') return;
     // The API server applied the first write; the retry carries the old resourceVersion: 409.
@@ -389,13 +353,7 @@ t.test('after the write', async (t) => {
   });
 
   t.test('verification: renewed by the successor, taken by another, acquired after release', async (t) => {
-    const d = decideHandover({
-      lease: skupper,
-      identity: me,
-      scheme: 'pod-name',
-      successor: 'succ',
-      nowMs: NOW,
-    });
+    const d = decide(skupper, me, 'succ');
     t.equal(d.action, 'replace');
     if (d.action !== 'replace') return;
     const written = d.lease;
@@ -406,13 +364,7 @@ t.test('after the write', async (t) => {
     const taken = structuredClone(renewed);
     taken.spec!.holderIdentity = 'third';
     t.strictSame(verifyProgress(written, taken, 'replace'), { state: 'taken-by-other', holder: 'third' });
-    const rel = decideHandover({
-      lease: skupper,
-      identity: me,
-      scheme: 'pod-name',
-      successor: undefined,
-      nowMs: NOW,
-    });
+    const rel = decide(skupper, me, undefined);
     t.equal(
       verifyProgress(rel.action === 'release' ? rel.lease : written, taken, 'release').state,
       'acquired',
