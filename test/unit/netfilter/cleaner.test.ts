@@ -58,6 +58,19 @@ function checkEqual<T>(actual: T, expected: T, message: string): void {
 const pods: PodInfo[] = [{ namespace: 'kube-system', name: 'lxc-health', ips: ['198.51.100.13'] }];
 const input = { pods, nodeAddresses: [NODE_IP] };
 
+/** A Cleaner of host `h` on a stepping clock: confirms after 2 s and deletes, unless told otherwise. */
+function cleaner(h: FakeHost, opts: { confirmMs?: number; dryRun?: boolean } = {}) {
+  const clock = steppingClock();
+  const c = new Cleaner({
+    runner: h,
+    log,
+    clock,
+    confirmMs: opts.confirmMs ?? 2000,
+    dryRun: opts.dryRun ?? false,
+  });
+  return { c, clock };
+}
+
 t.test('Cleaner passes against a fake host', async (t) => {
   t.test(
     'deletes only on the second pass at least the confirmation interval later, in one batch',
@@ -73,8 +86,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
         { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
         { dst: '198.51.100.200', dev: 'azure0', lladdr: '02:dd:00:00:00:c8', state: ['PERMANENT'] },
       ];
-      const clock = steppingClock();
-      const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+      const { c, clock } = cleaner(h);
       const p1 = await c.pass(input);
       t.equal(p1.staleRules.length, 3);
       t.equal(p1.removedRules.length, 0);
@@ -107,8 +119,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
       const h = host();
       const r = arp('198.51.100.12', '02:aa:00:00:00:12');
       h.rules.push(r);
-      const clock = steppingClock();
-      const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+      const { c, clock } = cleaner(h);
       await c.pass(input);
       clock.t = 2000;
       t.equal((await c.pass(input)).removedRules.length, 1);
@@ -126,8 +137,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
   t.test('a rule that stops being stale between passes is left alone (run broken)', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.13', '02:aa:00:00:00:13'));
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const { c, clock } = cleaner(h);
     await c.pass(input);
     // The MAC shows up in the bridge FDB on a local (veth) port: known here now.
     h.addrs.push({
@@ -151,8 +161,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     const a = arp('198.51.100.12', '02:aa:00:00:00:12');
     const b = dnat('198.51.100.12', '02:aa:00:00:00:12');
     h.rules.push(a, b);
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const { c, clock } = cleaner(h);
     await c.pass(input);
     clock.t = 2000;
     h.beforeRestore = (() => {
@@ -179,8 +188,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
   t.test('dry-run reports what would go and deletes nothing', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: true });
+    const { c } = cleaner(h, { confirmMs: 0, dryRun: true });
     await c.pass(input);
     const p = await c.pass(input);
     t.equal(p.dryRun, true);
@@ -193,8 +201,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     const h = host();
     h.flavour = 'legacy';
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    const { c } = cleaner(h, { confirmMs: 0 });
     await c.pass(input);
     const p = await c.pass(input);
     t.equal(p.removedRules.length, 1);
@@ -213,7 +220,7 @@ t.test('Cleaner passes against a fake host', async (t) => {
     h.neighbours = [
       { dst: '198.51.100.13', dev: 'azure0', lladdr: '02:aa:00:00:00:13', state: ['PERMANENT'] },
     ];
-    const c = new Cleaner({ runner: h, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
+    const c = cleaner(h, { confirmMs: 0 }).c;
     const s = await c.detectEbtables();
     t.equal(s.usable, false);
     t.match(
@@ -233,8 +240,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
   t.test('a re-read that fails holds the pass: nothing deleted, no tight retry loop', async (t) => {
     const h = host();
     h.rules.push(stale);
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const { c, clock } = cleaner(h);
     const recheck = async () => {
       throw new Error('connect ECONNREFUSED');
     };
@@ -257,8 +263,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
       h.neighbours = [
         { dst: '198.51.100.12', dev: 'azure0', lladdr: '12:34:56:78:9a:bc', state: ['REACHABLE'] },
       ];
-      const clock = steppingClock();
-      const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+      const { c, clock } = cleaner(h);
       await c.pass(input); // the cached view does not have the pod yet
       clock.t = 2000;
       const now: PodInfo[] = [...pods, { namespace: 'a', name: 'new', ips: ['198.51.100.12'] }];
@@ -269,7 +274,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
       const h2 = host();
       h2.rules.push(tunnel);
       h2.neighbours = h.neighbours;
-      const c2 = new Cleaner({ runner: h2, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
+      const c2 = cleaner(h2, { confirmMs: 0 }).c;
       await c2.pass(input);
       t.equal((await c2.pass(input)).removedRules.length, 1);
     },
@@ -278,8 +283,7 @@ t.test('the pod view is re-read before anything is deleted', async (t) => {
   t.test('items first seen after an IP-less pod appeared are kept; older ones go', async (t) => {
     const h = host();
     h.rules.push(stale);
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+    const { c, clock } = cleaner(h);
     await c.pass(input); // old stale rule first seen at 0
     clock.t = 1000;
     const fresh = arp('198.51.100.60', '12:34:56:78:9a:bc'); // CNI ADD of a pod with no IP in the API yet
@@ -307,7 +311,7 @@ t.test('unreadable listings', async (t) => {
     ];
     h.listing = () =>
       'Bridge table: nat\n\nBridge chain: PREROUTING, entries: 5, policy: ACCEPT\n-j ACCEPT\n';
-    const c = new Cleaner({ runner: h, log, clock: steppingClock(), confirmMs: 0, dryRun: false });
+    const c = cleaner(h, { confirmMs: 0 }).c;
     await c.pass(input);
     const p = await c.pass(input);
     t.match(p.errors[0]!, /ebtables -t nat -L: chain PREROUTING: header says 5 entries, listed 1/);
@@ -323,8 +327,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
       const h = host();
       const stale = arp('198.51.100.12', '02:aa:00:00:00:12');
       h.rules.push(stale);
-      const clock = steppingClock();
-      const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+      const { c, clock } = cleaner(h);
       await c.pass(input);
       clock.t = 2000;
       let listings = 0;
@@ -347,8 +350,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
     const h = host();
     h.nftAvailable = false;
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    const { c } = cleaner(h, { confirmMs: 0 });
     await c.pass(input);
     t.equal((await c.pass(input)).removedRules.length, 1);
     t.strictSame(h.rules, PROTECTED);
@@ -357,8 +359,7 @@ t.test('handle-based batch (nft flavour)', async (t) => {
   t.test('deletes duplicates by their own handles', async (t) => {
     const h = host();
     h.rules.push(arp('198.51.100.12', '02:aa:00:00:00:12'), arp('198.51.100.12', '02:aa:00:00:00:12'));
-    const clock = steppingClock();
-    const c = new Cleaner({ runner: h, log, clock, confirmMs: 0, dryRun: false });
+    const { c } = cleaner(h, { confirmMs: 0 });
     await c.pass(input);
     t.equal((await c.pass(input)).removedRules.length, 2);
     t.strictSame(h.rules, PROTECTED);
@@ -411,8 +412,7 @@ t.test('property: generated rulesets, reinstalls and clock jumps', async (t) => 
               const mk = (r: { kind: string; ip: string; mac: string }) =>
                 r.kind === 'arp' ? arp(r.ip, r.mac) : dnat(r.ip, r.mac);
               h.rules.push(...initial.map(mk));
-              const clock = steppingClock();
-              const c = new Cleaner({ runner: h, log, clock, confirmMs: 2000, dryRun: false });
+              const { c, clock } = cleaner(h);
               // What each pass saw at its start: the oracle for "stale on two passes".
               const history: { t: number; present: Set<string> }[] = [];
               const seenTwice = (key: string) => {
