@@ -78,7 +78,7 @@ export class NodeHost implements L2Host {
 
   async fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks> {
     if (named.length === 0) return { interfaces: await this.routeDevices(targets), missing: [] };
-    if (this.links === undefined) this.links = await this.linkNames();
+    if (this.links === undefined) this.links = await this.readLinkNames();
     const links = this.links;
     // Unreadable: fence what is named, as before the check (nft fails or drops nothing on a missing one).
     if (links === null) return { interfaces: [...named], missing: [] };
@@ -92,7 +92,7 @@ export class NodeHost implements L2Host {
     this.links = undefined;
   }
 
-  private async linkNames(): Promise<string[] | null> {
+  private async readLinkNames(): Promise<string[] | null> {
     try {
       return linkNames((await this.runner.run('ip', ['-j', 'link', 'show'])).stdout);
     } catch (e) {
