@@ -19,28 +19,18 @@ import { owner } from '../../../lab/sim/speaker/election.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import { withLogs } from './logs.ts';
+import { injectedAndReady, podsOf } from './pods.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'metallb-system';
 const NAMES = ['node-a', 'node-b', 'node-c'];
 const T = { timeoutMs: 120_000, intervalMs: 250 };
 
-interface Pod {
-  metadata: { name: string; uid: string; deletionTimestamp?: string };
-  spec: { nodeName?: string; containers: { name: string }[] };
-  status?: { containerStatuses?: { name: string; ready: boolean }[] };
-}
-
 let c: Cluster;
 let vip: string;
 const mac = (node: string) => c.bed.node(node).mac.toLowerCase();
 const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
-const speakerPods = async () =>
-  (
-    JSON.parse(await k(['get', 'pods', '-n', NS, '-l', 'component=speaker', '-o', 'json'])) as {
-      items: Pod[];
-    }
-  ).items;
+const speakerPods = () => podsOf(c, NS, 'component=speaker');
 const labels = async (node: string) =>
   (
     JSON.parse(await k(['get', 'node', node, '-o', 'json'])) as {
@@ -103,15 +93,7 @@ t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) =
         'three injected speaker pods, all containers Ready',
         async () => {
           const pods = await speakerPods();
-          return (
-            pods.length === 3 &&
-            pods.every(
-              (p) =>
-                p.spec.containers.some((x) => x.name === 'drainguard') &&
-                (p.status?.containerStatuses ?? []).length === 2 &&
-                p.status?.containerStatuses?.every((s) => s.ready),
-            )
-          );
+          return pods.length === 3 && pods.every((p) => injectedAndReady(p, 2));
         },
         T,
       );

@@ -10,17 +10,13 @@ import { followEvents as followPodEvents } from '../../../lab/cluster/logs.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { withLogs } from './logs.ts';
+import { injectedAndReady, podsOf } from './pods.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
 const LEASE = SKUPPER_LEASE;
 const T = { timeoutMs: 120_000, intervalMs: 250 };
 
-interface Pod {
-  metadata: { name: string; uid: string; deletionTimestamp?: string };
-  spec: { nodeName?: string; containers: { name: string }[] };
-  status?: { containerStatuses?: { name: string; ready: boolean }[] };
-}
 interface Ev {
   ev: string;
   identity: string;
@@ -31,12 +27,7 @@ let c: Cluster;
 /** The node the drain test cordoned, uncordoned when the suite ends. */
 let drained: string | undefined;
 const k = (args: string[], input?: string) => c.k(args, input === undefined ? {} : { input });
-const routers = async () =>
-  (
-    JSON.parse(await k(['get', 'pods', '-n', NS, '-l', 'skupper.io/component=router', '-o', 'json'])) as {
-      items: Pod[];
-    }
-  ).items;
+const routers = () => podsOf(c, NS, 'skupper.io/component=router');
 const holder = async () =>
   (
     JSON.parse(await k(['get', 'lease', '-n', NS, LEASE, '-o', 'json'])) as {
@@ -72,12 +63,7 @@ t.test('Lease handover on real kubelets', { timeout: 900_000 }, async (t) => {
           return (
             pods.length === 2 &&
             new Set(pods.map((p) => p.spec.nodeName)).size === 2 &&
-            pods.every(
-              (p) =>
-                p.spec.containers.some((x) => x.name === 'drainguard') &&
-                p.status?.containerStatuses?.length === 3 &&
-                p.status.containerStatuses.every((s) => s.ready),
-            )
+            pods.every((p) => injectedAndReady(p, 3))
           );
         },
         T,

@@ -149,46 +149,36 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
     async (t) =>
       withLogs(c, async () => {
         const labels = { app: 'drainee' };
-        await apply({
-          apiVersion: 'apps/v1',
-          kind: 'Deployment',
-          metadata: { name: 'drainee', namespace: 'default' },
-          spec: {
-            replicas: 1,
-            selector: { matchLabels: labels },
-            template: {
-              metadata: { labels },
-              spec: {
-                terminationGracePeriodSeconds: 5,
-                // Prefer node-c so there is something to evict; nothing forbids the other nodes.
-                affinity: {
-                  nodeAffinity: {
-                    preferredDuringSchedulingIgnoredDuringExecution: [
-                      {
-                        weight: 100,
-                        preference: {
-                          matchExpressions: [
-                            { key: 'kubernetes.io/hostname', operator: 'In', values: ['node-c'] },
-                          ],
-                        },
-                      },
-                    ],
-                  },
-                },
-                volumes: [{ name: 'scratch', emptyDir: {} }],
-                containers: [
+        await apply(
+          deployment('drainee', 'default', labels, 1, {
+            terminationGracePeriodSeconds: 5,
+            // Prefer node-c so there is something to evict; nothing forbids the other nodes.
+            affinity: {
+              nodeAffinity: {
+                preferredDuringSchedulingIgnoredDuringExecution: [
                   {
-                    name: 'main',
-                    image: LAB_IMAGE,
-                    imagePullPolicy: 'Never',
-                    args: idle,
-                    volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+                    weight: 100,
+                    preference: {
+                      matchExpressions: [
+                        { key: 'kubernetes.io/hostname', operator: 'In', values: ['node-c'] },
+                      ],
+                    },
                   },
                 ],
               },
             },
-          },
-        });
+            volumes: [{ name: 'scratch', emptyDir: {} }],
+            containers: [
+              {
+                name: 'main',
+                image: LAB_IMAGE,
+                imagePullPolicy: 'Never',
+                args: idle,
+                volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+              },
+            ],
+          }),
+        );
         await rollout('default', 'deployment/drainee');
         const [first] = await pods('default', 'app=drainee');
         t.equal(first?.spec.nodeName, 'node-c');
