@@ -24,6 +24,10 @@ const withMeta = (pod: Obj, f: (p: Obj) => void) => {
   f(pod);
   return pod;
 };
+/** The value of the injected sidecar's environment variable `name` (the first init container's). */
+const sidecarEnv = (patched: Obj | undefined, name: string): string | undefined =>
+  (patched!.spec.initContainers[0].env as { name: string; value?: string }[]).find((e) => e.name === name)
+    ?.value;
 const classicOldNode = { kubeletVersions: new Map([['node-a', 'v1.28.9']]) };
 
 const cases: Case[] = [
@@ -120,8 +124,7 @@ const cases: Case[] = [
     expect: 'patched',
     check: ({ patched }, t) => {
       // 7481-7483 are other profiles' defaults: skipped so two injected DaemonSets never meet.
-      const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
-      t.equal(env.find((e) => e.name === 'DRAINGUARD_PORT')?.value, '7484');
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_PORT'), '7484');
     },
   },
   {
@@ -214,8 +217,7 @@ const cases: Case[] = [
     request: { namespace: 'lb' },
     expect: 'patched',
     check: ({ patched }, t) => {
-      const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
-      t.equal(env.find((e) => e.name === 'DRAINGUARD_METALLB_NAMESPACE')?.value, 'lb');
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_METALLB_NAMESPACE'), 'lb');
     },
   },
   {
@@ -270,9 +272,8 @@ const cases: Case[] = [
       t.equal(sc.readinessProbe.httpGet.host, undefined);
       // Lease profiles get no preStop: the Lease is handed over after the leader container stops.
       for (const c of patched!.spec.containers) t.equal(c.lifecycle, undefined);
-      const env = sc.env as { name: string; value?: string }[];
-      t.equal(env.find((e) => e.name === 'DRAINGUARD_LEASES')?.value, 'skupper-site-leader');
-      t.equal(env.find((e) => e.name === 'DRAINGUARD_GUARDED_CONTAINER')?.value, 'kube-adaptor');
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_LEASES'), 'skupper-site-leader');
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_GUARDED_CONTAINER'), 'kube-adaptor');
     },
   },
   {
@@ -500,8 +501,7 @@ const cases: Case[] = [
     expect: 'patched',
     check: ({ patched, warnings }, t) => {
       // Admitted and injected; the sidecar is told to run no L2 handover, the author why.
-      const env = patched!.spec.initContainers[0].env as { name: string; value?: string }[];
-      t.equal(env.find((e) => e.name === 'DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB')?.value, 'true');
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB'), 'true');
       t.ok(
         warnings?.some((w) => w.includes('--ignore-exclude-lb') && w.includes('L2 handover is off')),
         String(warnings),
