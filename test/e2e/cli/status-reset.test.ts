@@ -21,6 +21,7 @@ import {
 import { fenceTablesIn } from '../../../shared/net/fence-tables.ts';
 import { renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
+import { fencedL2Status } from '../../unit/cli/l2-state-fixture.ts';
 
 const CLI = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 const CRD = new URL('../../../lab/sim/speaker/crds/servicel2status.yaml', import.meta.url).pathname;
@@ -29,16 +30,7 @@ let client: KubeClient;
 
 const cli = (args: string[]) => sh([process.execPath, CLI, ...args, '--kubeconfig', cp.kubeconfigPath]);
 
-const l2Status = JSON.stringify({
-  phase: 'fenced',
-  since: '2026-11-22T01:00:00.000Z',
-  vips: ['198.51.100.100'],
-  services: [{ service: 'web/www', ips: ['198.51.100.100'] }],
-  handedTo: { 'web/www': 'st-b' },
-  fenced: true,
-  failsafe: false,
-  interfaces: ['eth0'],
-});
+const l2Status = JSON.stringify(fencedL2Status({ to: 'st-b' }));
 
 async function makeNode(name: string, labels: Record<string, string>, annotations: Record<string, string>) {
   await client.create('/api/v1/nodes', {

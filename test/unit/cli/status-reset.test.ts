@@ -2,6 +2,7 @@ import t from 'tap';
 import { describePlan, nodePatch, planNode } from '../../../cli/reset.ts';
 import { buildStatus, guardedLeases, renderStatus } from '../../../cli/status.ts';
 import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
+import type { L2Status } from '../../../shared/l2-state.ts';
 import {
   ANNOTATIONS,
   EXCLUDE_LABEL,
@@ -10,19 +11,9 @@ import {
   STATUS_ANNOTATION,
 } from '../../../shared/names.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
+import { fencedL2Status } from './l2-state-fixture.ts';
 
-const l2Status = (over: Record<string, unknown> = {}) =>
-  JSON.stringify({
-    phase: 'fenced',
-    since: '2026-11-22T01:00:00.000Z',
-    vips: ['198.51.100.100'],
-    services: [{ service: 'web/www', ips: ['198.51.100.100'] }],
-    handedTo: { 'web/www': 'node-b' },
-    fenced: true,
-    failsafe: false,
-    interfaces: ['eth0'],
-    ...over,
-  });
+const l2Status = (over: Partial<L2Status> = {}) => JSON.stringify(fencedL2Status({}, over));
 
 const node = (
   name: string,

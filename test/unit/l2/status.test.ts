@@ -1,19 +1,11 @@
 import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { fencedL2Status } from '../cli/l2-state-fixture.ts';
 
 t.test('drainguard status: one row per node from labels and the status annotation', async (t) => {
   const now = Date.parse('2026-11-22T00:10:30Z');
-  const status = {
-    phase: 'fenced',
-    since: '2026-11-22T00:10:00.000Z',
-    vips: ['192.0.2.100'],
-    services: [{ service: 'web/www', ips: ['192.0.2.100'] }],
-    handedTo: { 'web/www': 'node-b' },
-    fenced: true,
-    failsafe: false,
-    interfaces: ['eth0'],
-  };
+  const status = fencedL2Status({ vip: '192.0.2.100', since: '2026-11-22T00:10:00.000Z' });
   const rows = rowsOf([
     { metadata: { name: 'node-c', labels: { [EXCLUDE_LABEL]: '' } } },
     {
