@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { ConfirmationTracker } from '../../../sidecar/netfilter/confirm.ts';
 import { decide, type PodInfo, type Snapshot } from '../../../sidecar/netfilter/decide.ts';
@@ -10,9 +9,8 @@ import {
   neighbourBatchInput,
 } from '../../../sidecar/netfilter/plan.ts';
 import { nodeAddresses, parsePodList, podInfos } from '../../../sidecar/netfilter/pods.ts';
+import { azureNodeFile as golden } from './azure-node.ts';
 
-const golden = (f: string) =>
-  readFileSync(new URL(`../../golden/netfilter/azure-node/${f}`, import.meta.url), 'utf8');
 const expected = JSON.parse(golden('expected.json')) as {
   staleSpecs: string[];
   keptSpecs: { chain: string; spec: string }[];

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import {
   canonicalIp,
@@ -17,9 +16,7 @@ import {
   routeDevice,
 } from '../../../sidecar/netfilter/hoststate.ts';
 import { alignHandles, parseNftTable } from '../../../sidecar/netfilter/nfthandles.ts';
-
-const golden = (f: string) =>
-  readFileSync(new URL(`../../golden/netfilter/azure-node/${f}`, import.meta.url), 'utf8');
+import { azureNodeFile as golden } from './azure-node.ts';
 
 t.test('ebtables flavour and MACs', async (t) => {
   t.test('detects the flavour from ebtables -V', async (t) => {
