@@ -1,7 +1,7 @@
 # L2 handover: its tests alone, and its benchmarks (figures in docs/l2-handover.md).
 .PHONY: bench-l2 bench-sidecar test-l2
 ## make test-l2        L2 handover unit and end-to-end tests (network namespaces, real API server)
-## make bench-l2       ARP probe of a VIP: cordon/frozen-API/crash on the bed (namespaces + bare API server), kubectl drain/delete pod on real kubelets; last line JSON
+## make bench-l2       ARP/NDP probes of VIPs: cordon/frozen-API/crash, IPv6 and dual-stack on the bed (namespaces + bare API server), kubectl drain/delete pod on real kubelets; last line JSON
 ## make bench-sidecar  sidecar footprint (RSS, time to ready) next to a bare node; last line JSON
 
 test-l2: bootstrap

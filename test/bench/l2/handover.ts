@@ -1,7 +1,10 @@
-// make bench-l2: who answers ARP for the VIP, probed from the client every 50 ms, through four
-// scenarios in one run (one L2 scene on the bed: API server, 3 speaker nodes, a client):
+// make bench-l2: who answers ARP for the VIP (NDP for IPv6 VIPs), probed from the client every
+// 50 ms, through five scenarios in one run (one L2 scene on the bed: API server, 3 speaker nodes, a
+// client):
 //   1. with drainguard, cordon the owner;
 //   2. the frozen-API owner (its speaker stopped seeing the API) with drainguard, cordon it;
+//   3. with drainguard, cordon the owner of an IPv6-only Service and of a dual-stack one (IPv4
+//      first, both families probed: neighbour solicitations for the IPv6 VIPs);
 //   A. baseline: cordon the owner without drainguard (MetalLB >= 0.15 ignores cordon);
 //   B. baseline: kill the owner's speaker (no leave): peers fall back to failure detection.
 // Then the same measurements on real kubelets (the lab cluster, drainguard from manifests/, the
@@ -10,9 +13,10 @@
 //   R2. `kubectl delete pod` of the owner's speaker (the kubelet runs the injected preStop hook).
 // All times count from the cordon, kill or kubectl command. Last line: one JSON object whose main
 // fields are R1 (kubectl drain) and R2 (prestop_*) on real kubelets ("kubelet":"real"), with 1 and 2
-// under standin_ keys and A, B as baseline_*.
+// under standin_ keys, 3 as the `ipv6` and `dual_stack` objects (the stand-in's: the lab cluster is
+// IPv4-only; dual_stack holds the worse family of each figure) and A, B as baseline_*.
 import type { ChildProcess } from 'node:child_process';
-import { startArpProbe } from '../../../lab/bed/arp-probe.ts';
+import { startArpProbe, stopProcess } from '../../../lab/bed/arp-probe.ts';
 import { createL2Scene, killWait, type L2Scene, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
 import { startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
@@ -66,8 +70,8 @@ interface Scenario {
   movedAway: boolean;
 }
 
-function analyse(w: L2Scene, t0: number, to: number, newOwner: string): Scenario {
-  const win = window(t0, to);
+function analyse(w: L2Scene, t0: number, to: number, newOwner: string, of = rounds): Scenario {
+  const win = of.filter((r) => r.t >= t0 && r.t < to);
   const ownerMac = w.bed.node(w.initialOwner).mac;
   const newMac = w.bed.node(newOwner).mac;
   const firstNew = win.find((r) => r.macs.includes(newMac));
@@ -111,6 +115,11 @@ try {
   const frozen = analyse(w, t0, t0 + WINDOW_MS, b);
   note(`frozen-API owner with drainguard: ${JSON.stringify(frozen)}`);
   w.speakers.get(a)?.send('unfreeze');
+  await settle(w, true);
+
+  // 3. IPv6-only and dual-stack Services, both won by a, with drainguard
+  const family = await ipv6AndDualStack(w, names, a);
+  note(`IPv6 and dual-stack with drainguard: ${JSON.stringify(family)}`);
   await settle(w, true);
 
   // Baselines: no drainguard.
@@ -161,11 +170,69 @@ try {
     standin_no_answer_s: round3(withDg.noneS + frozen.noneS),
     standin_stale_api_silenced_s: frozen.ownerSilentS === undefined ? null : round3(frozen.ownerSilentS),
     standin_frozen_new_owner_after_cordon_s: frozen.newOwnerS === undefined ? null : round3(frozen.newOwnerS),
+    ipv6: family.ipv6,
+    dual_stack: family.dual_stack,
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } finally {
   if (probe) await killWait(probe, 'SIGKILL');
   if (!destroyed) await w.destroy();
+}
+
+/** The three figures of one cordon, for one VIP or (worst of each) several. */
+function figures(...scenarios: Scenario[]) {
+  const newOwner = scenarios.map((s) => s.newOwnerS);
+  return {
+    kubelet: 'standin',
+    new_owner_after_cordon_s: newOwner.some((x) => x === undefined)
+      ? null
+      : round3(Math.max(...(newOwner as number[]))),
+    no_answer_s: round3(Math.max(...scenarios.map((s) => s.noneS))),
+    dual_answer_s: round3(Math.max(...scenarios.map((s) => s.dualS))),
+  };
+}
+
+/**
+ * Scenario 3: an IPv6-only Service and a dual-stack one, both won by `a` with every node eligible
+ * (the dual-stack one is elected on its IPv4 address), each VIP probed on its own; cordon `a`.
+ */
+async function ipv6AndDualStack(w: L2Scene, names: string[], a: string) {
+  const wonBy = (at: (i: number) => string, skip: string[] = []) => {
+    for (let i = 1; i <= 20; i++) if (!skip.includes(at(i)) && w.ownerAmong(names, at(i)) === a) return at(i);
+    throw new Error(`no pool address won by ${a}`);
+  };
+  const v6 = wonBy(w.vip6At);
+  const dual = [wonBy(w.vipAt), wonBy(w.vip6At, [v6])];
+  await w.addService({ name: 'bench-v6', vip: v6, endpointNodes: names });
+  await w.addService({ name: 'bench-dual', vip: dual, endpointNodes: names });
+  const others = names.filter((n) => n !== a);
+  const next = { [v6]: w.ownerAmong(others, v6), [dual[0] as string]: w.ownerAmong(others, dual[0]) };
+  next[dual[1] as string] = next[dual[0] as string] as string;
+  const probed = new Map<string, ProbeRound[]>([v6, ...dual].map((v) => [v, []]));
+  const probes = [...probed].map(([vip, list]) =>
+    startArpProbe(w.clientNode, vip, INTERVAL_MS, (r) => list.push(r)),
+  );
+  try {
+    const ownerMac = w.bed.node(a).mac;
+    await waitFor(
+      `only ${a} answers the IPv6 and dual-stack VIPs`,
+      () =>
+        [...probed.values()].every((list) => {
+          const last = list.slice(-10);
+          return last.length === 10 && last.every((r) => r.macs.length === 1 && r.macs[0] === ownerMac);
+        }),
+      { timeoutMs: 30_000 },
+    );
+    const t0 = Date.now();
+    await w.cordon(a, true);
+    await sleep(WINDOW_MS);
+    const at = (vip: string) => analyse(w, t0, t0 + WINDOW_MS, next[vip] as string, probed.get(vip));
+    return { ipv6: figures(at(v6)), dual_stack: figures(at(dual[0] as string), at(dual[1] as string)) };
+  } finally {
+    await Promise.all(probes.map((p) => stopProcess(p, 'SIGKILL')));
+    for (const name of ['bench-v6', 'bench-dual'])
+      await w.client.delete(`/api/v1/namespaces/web/services/${name}`).catch(() => undefined);
+  }
 }
 
 async function realKubelets() {
