@@ -44,7 +44,7 @@ export function formatRows(rows: NodeRow[], now: number): string {
   const table = rows.map((r) => {
     const s = r.status;
     const phase = s
-      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}`
+      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}${s.disabled ? ' (handover off: --ignore-exclude-lb)' : ''}`
       : '-';
     const handed = s ? [...new Set(Object.values(s.handedTo))].join(',') || '-' : '-';
     const fence = s?.fenced ? `${s.failsafe ? 'fail-safe ' : ''}${s.interfaces.join(',')}` : '-';

@@ -3,6 +3,7 @@
 // with fakes: it labels nothing at a cordon, takes back a fence and a label an earlier sidecar
 // left, and says why in a Warning Event (Node and Pod), the status annotation and /prestop.
 import t from 'tap';
+import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { parseStatus } from '../../../shared/l2-state.ts';
@@ -112,6 +113,11 @@ t.test(
     const status = parseStatus(api.node().metadata?.annotations?.[STATUS_ANNOTATION]);
     t.equal(status?.phase, 'idle');
     t.match(status?.disabled ?? '', /--ignore-exclude-lb/);
+    t.match(
+      formatRows(rowsOf([api.node()]), Date.now()),
+      /node-a\s+no\s+none\s+idle \(handover off: --ignore-exclude-lb\)/,
+      '`drainguard status` shows it',
+    );
     t.strictSame(
       events.map((e) => [e.kind, e.type, e.reason]),
       [
