@@ -49,6 +49,8 @@ export interface ControlPlaneOptions {
    * endpoints (the API server runs outside every node, so it has no kube-proxy for ClusterIPs).
    */
   cluster?: boolean;
+  /** The API server's audit log at Metadata level, one JSON line per request (make bench-api). */
+  auditLog?: boolean;
 }
 
 export interface ControlPlane {
@@ -58,6 +60,8 @@ export interface ControlPlane {
   target: KubeTarget;
   etcdPid: number;
   apiserverPid: number;
+  /** Set when started with auditLog. */
+  auditLogPath?: string;
   client(): KubeClient;
   /** The same admin access as @kubernetes/client-node's KubeConfig (for code that uses that library). */
   kubeConfig(): Promise<import('@kubernetes/client-node').KubeConfig>;
@@ -139,6 +143,17 @@ function kubeconfigJson(server: string, ca: string, user: string, token: string)
     null,
     2,
   );
+}
+
+/** Every request at Metadata level (who, verb, URI, code: no bodies), past the RequestReceived stage. */
+function auditArgs(dir: string): string[] {
+  const policy = join(dir, 'audit-policy.json');
+  const rules = [{ level: 'Metadata' }];
+  writeFileSync(
+    policy,
+    JSON.stringify({ apiVersion: 'audit.k8s.io/v1', kind: 'Policy', omitStages: ['RequestReceived'], rules }),
+  );
+  return ['--audit-policy-file', policy, '--audit-log-path', join(dir, 'audit.log')];
 }
 
 const STATE_PREFIX = 'drainguard-cp-';
@@ -301,6 +316,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     '--logtostderr',
     '--v',
     '1',
+    ...(opts.auditLog ? auditArgs(dir) : []),
     ...(opts.extraApiServerArgs ?? []),
   ];
   const state = { owner: process.pid, etcd: etcd.pid, apiserver: 0, detached: Boolean(opts.detached) };
@@ -346,6 +362,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     dir,
     server,
     kubeconfigPath,
+    ...(opts.auditLog ? { auditLogPath: join(dir, 'audit.log') } : {}),
     target,
     etcdPid: etcd.pid ?? 0,
     apiserverPid: 0,
