@@ -10,6 +10,7 @@ import type { L2Status } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
 import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Coalescer } from '../coalesce.ts';
+import { ownNode, ownPod } from '../events.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { OwnNode } from './own-node.ts';
 
@@ -142,23 +143,8 @@ export class L2HandoverOff implements Capability {
   private async recordEvent(): Promise<void> {
     const { config, events } = this.ctx;
     this.eventWritten = true;
-    await events.record(
-      { kind: 'Node', name: config.nodeName },
-      'Warning',
-      HANDOVER_OFF_REASON,
-      HANDOVER_OFF_WHY,
-    );
-    await events.record(
-      {
-        kind: 'Pod',
-        name: config.podName,
-        namespace: config.podNamespace,
-        ...(config.podUid ? { uid: config.podUid } : {}),
-      },
-      'Warning',
-      HANDOVER_OFF_REASON,
-      HANDOVER_OFF_WHY,
-    );
+    for (const target of [ownNode(config), ownPod(config)])
+      await events.record(target, 'Warning', HANDOVER_OFF_REASON, HANDOVER_OFF_WHY);
   }
 
   /** Another pass after a while: nothing else would trigger one while the drain state stays put. */
