@@ -28,6 +28,7 @@ import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { countPerSidecar, perSidecarHour, readAudit, type SidecarCounts } from './audit.ts';
 import { Churn, inBatches } from './churn.ts';
+import { type DrainResult, drainOnce } from './drain.ts';
 import {
   type BenchProfile,
   injectedPod,
@@ -39,7 +40,11 @@ import {
 
 const env = process.env;
 const num = (v: string | undefined, d: number) => (v === undefined || v === '' ? d : Number(v));
-const STEPS = (env.N ?? '100,250,500,1000').split(',').filter(Boolean).map(Number);
+/** N sidecars per step (make passes N="" when unset: the default); N=0 runs no step. */
+const STEPS = (env.N || '100,250,500,1000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const MINUTES = num(env.MINUTES, 10);
 const WARMUP_MINUTES = num(env.WARMUP_MINUTES, 2);
 const BASELINE_MINUTES = num(env.BASELINE_MINUTES, Math.min(MINUTES, 5));
@@ -53,6 +58,11 @@ const PODS_PER_OTHER_NODE = 10;
 const NODE_STATUS_PER_S = num(env.NODE_STATUS_PER_S, 3);
 const POD_STATUS_PER_S = num(env.POD_STATUS_PER_S, 3);
 const COMPONENT_LEASES = 10;
+/** Cluster sizes for the drain part (make passes "" when unset: the default); DRAIN=0 skips it. */
+const DRAIN = (env.DRAIN || '1000,5000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const BUNDLE = join(ROOT, 'dist/drainguard.mjs');
@@ -229,11 +239,11 @@ interface Group {
   stop(): Promise<void>;
 }
 
-async function sidecarEnv(s: Sidecar): Promise<Record<string, string>> {
+async function sidecarEnv(sidecar: Record<string, string>): Promise<Record<string, string>> {
   return {
     PATH: `${stubs}:${env.PATH}`,
     ...pod.env,
-    ...s.env,
+    ...sidecar,
     // Many on one host: each its own port, on loopback; nothing is changed.
     DRAINGUARD_PORT: String(await freePort()),
     DRAINGUARD_BIND_ADDRESS: '127.0.0.1',
@@ -247,7 +257,7 @@ async function inProcess(sidecars: Sidecar[]): Promise<Group> {
   const children: ChildProcess[] = [];
   for (let i = 0; i < sidecars.length; i += HOST_SIZE) {
     const envs = [];
-    for (const s of sidecars.slice(i, i + HOST_SIZE)) envs.push(await sidecarEnv(s));
+    for (const s of sidecars.slice(i, i + HOST_SIZE)) envs.push(await sidecarEnv(s.env));
     const file = join(cpDir, `host-${Date.now()}-${i}.json`);
     writeFileSync(file, JSON.stringify(envs));
     const [bin, ...args] = pod.wrap([
@@ -276,30 +286,37 @@ async function inProcess(sidecars: Sidecar[]): Promise<Group> {
   return { pids, stop: () => stopAll(children) };
 }
 
-/** One real process per sidecar: the built bundle with the injected node flags. */
+/**
+ * One sidecar as its own process, as in its pod: the built bundle with the injected node flags;
+ * resolves once /readyz answers.
+ */
+async function startProcess(command: string[], sidecar: Record<string, string>): Promise<ChildProcess> {
+  const cmd = command.map((a) =>
+    a === 'node' ? process.execPath : a.endsWith('drainguard.mjs') ? BUNDLE : a,
+  );
+  const [bin, ...args] = pod.wrap(cmd) as [string, ...string[]];
+  const e = await sidecarEnv(sidecar);
+  const node = e.DRAINGUARD_NODE_NAME;
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'], env: e });
+  procs.push(child);
+  readLogs(child, () => node);
+  await waitFor(
+    `sidecar ${node} /readyz`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`sidecar ${node} exited with ${child.exitCode}`);
+      return (
+        await fetch(`http://127.0.0.1:${e.DRAINGUARD_PORT}/readyz`, { signal: AbortSignal.timeout(500) })
+      ).ok;
+    },
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
+  return child;
+}
+
+/** One real process per sidecar. */
 async function asProcesses(sidecars: Sidecar[]): Promise<Group> {
   const children: ChildProcess[] = [];
-  for (const s of sidecars) {
-    const cmd = s.command.map((a) =>
-      a === 'node' ? process.execPath : a.endsWith('drainguard.mjs') ? BUNDLE : a,
-    );
-    const [bin, ...args] = pod.wrap(cmd) as [string, ...string[]];
-    const e = await sidecarEnv(s);
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'], env: e });
-    procs.push(child);
-    children.push(child);
-    readLogs(child, () => s.node);
-    await waitFor(
-      `sidecar ${s.node} /readyz`,
-      async () => {
-        if (child.exitCode !== null) throw new Error(`sidecar ${s.node} exited with ${child.exitCode}`);
-        return (
-          await fetch(`http://127.0.0.1:${e.DRAINGUARD_PORT}/readyz`, { signal: AbortSignal.timeout(500) })
-        ).ok;
-      },
-      { timeoutMs: 30_000, intervalMs: 50 },
-    );
-  }
+  for (const s of sidecars) children.push(await startProcess(s.command, s.env));
   return { pids: children.map((c) => c.pid ?? 0), stop: () => stopAll(children) };
 }
 
@@ -503,6 +520,18 @@ try {
       `N=${n}: ${f.requests} requests, ${f.relists} re-lists, ${f.gone} 410s per sidecar-hour; API server ${w.apiserverCpuS} CPU s`,
     );
   }
+  // The drain part: one draining sidecar among DRAIN Nodes (each a size in turn; growing).
+  const drains: DrainResult[] = [];
+  const made: string[] = [];
+  for (const total of DRAIN) {
+    try {
+      drains.push(await drainOnce({ client, auditLog: audit, start: startProcess, note }, made, total));
+      note(`drain among ${total}: ${JSON.stringify(drains.at(-1))}`);
+    } catch (e) {
+      note(`drain among ${total} failed: ${(e as Error).stack}`);
+      break;
+    }
+  }
   churn.stop();
 
   // The headline: the metallb-speaker profile of the largest step run, else of the check.
@@ -526,11 +555,14 @@ try {
     steps,
     check,
     churn: { ...churn.stats, node_status_per_s: NODE_STATUS_PER_S, pod_status_per_s: POD_STATUS_PER_S },
-    drain_nodes: null,
-    drain_peak_rss_mib: null,
-    drain_wide_lists: null,
+    drain_nodes: drains.length ? drains.map((d) => d.nodes) : null,
+    drain_peak_rss_mib: drains.length
+      ? Object.fromEntries(drains.map((d) => [d.nodes, d.peak_rss_mib]))
+      : null,
+    drain_wide_lists: drains.length ? Object.fromEntries(drains.map((d) => [d.nodes, d.wide_lists])) : null,
     drain_fence_s: null,
-    todo: 'the drain part (one draining sidecar as a real process among 1,000 and 5,000 Nodes) is not built yet',
+    drains,
+    todo: 'drain_fence_s: the draining sidecar runs observe-only (nothing labelled, so no new owner confirms and nothing is fenced); timing the fence needs a MetalLB stand-in confirming and a real fence',
   });
 } finally {
   await stopAll(procs);
