@@ -4,7 +4,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { parseFence } from '../../../sidecar/l2/fence.ts';
+import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 let w: L2Scene;
 t.before(async () => {
@@ -16,16 +16,7 @@ t.before(async () => {
     await a.run(['ip', 'link', 'add', v, 'type', 'veth', 'peer', 'name', `${v}p`]);
     await a.run(['ip', 'link', 'set', v, 'master', 'dgbr0']);
   }
-  for (const n of w.nodes) await w.startSpeaker(n.name);
-  // The owner's ServiceL2Status first: a sidecar that has seen none treats MetalLB as one that
-  // writes none (0.14.4–0.14.5) and fences only after the settle time (10 s), which once ran
-  // this test past its deadline.
-  await waitFor(
-    'the owner announces and writes its ServiceL2Status',
-    async () => (await w.l2Statuses()).some((s) => s.node === w.initialOwner),
-    { timeoutMs: 30_000, intervalMs: 100 },
-  );
-  for (const n of w.nodes) await w.startSidecar(n.name);
+  await startSpeakersThenSidecars(w);
   // A pod went away after the sidecar started.
   await a.run(['ip', 'link', 'del', 'dgv2']);
 });
@@ -38,13 +29,42 @@ t.test('the fence is on the VIP route link only: no bridge, no veth, none that v
   await w.cordon(a, true);
   const fence = await waitFor(
     'fence installed',
-    async () => {
-      const r = await w.bed.node(a).exec(['nft', '-j', 'list', 'table', 'netdev', 'drainguard']);
-      return r.code === 0 ? parseFence([r.stdout]) : undefined;
-    },
+    () => netdevFence(w, a),
     // Confirmed by the new owner's status in a second or two; the settle path would take 10 s.
     { timeoutMs: 8_000, intervalMs: 100 },
   );
   t.strictSame(fence.interfaces, ['eth0']);
   t.strictSame(fence.vips4, [w.vip]);
 });
+
+t.test(
+  'an interface named but not on this node: not fenced, named in a Warning Event and in status (issue 22, defect 5)',
+  async (t) => {
+    const a = w.initialOwner;
+    await w.cordon(a, false);
+    await waitFor('fence removed', async () => (await netdevFence(w, a)) === undefined, {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+    });
+    await w.answeredOnlyBy(a);
+    await statusIn(w, a, 'idle');
+    // Set per DaemonSet, but this node's NIC is eth0 only. Killed, not stopped: a SIGTERM would
+    // hand over (the pod going away) and leave a "fenced" status behind.
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_L2_INTERFACES: 'eth0,ens9' });
+    await w.cordon(a, true);
+    const st = await statusIn(w, a);
+    t.strictSame(st.interfaces, ['eth0']);
+    t.strictSame(st.missingInterfaces, ['ens9']);
+    t.strictSame((await netdevFence(w, a))?.interfaces, ['eth0'], 'no chain on a device that is not there');
+    const missing = await nodeEvents(w, 'L2FenceInterfacesMissing');
+    t.equal(missing[0]?.type, 'Warning');
+    t.match(missing[0]?.message, /ens9 named by drainguard\.io\/l2-interfaces not on node/);
+    const done = (await nodeEvents(w, 'L2HandoverDone')).map((e) => e.message);
+    t.match(done.at(-1), /fence installed on eth0$/);
+    t.notOk(
+      done.some((m) => m.includes('ens9')),
+      'never "installed" on ens9',
+    );
+  },
+);

@@ -28,13 +28,18 @@ export async function netdevFence(w: L2Scene, node: string): Promise<FenceSpec |
   return r.code === 0 ? parseFence([r.stdout]) : undefined;
 }
 
-/** Waits until `node`'s status annotation says fenced, and returns it. */
-export function fencedStatus(w: L2Scene, node: string, timeoutMs = 20_000): Promise<L2Status> {
+/** Waits until `node`'s status annotation says `phase` (default fenced), and returns it. */
+export function statusIn(
+  w: L2Scene,
+  node: string,
+  phase: L2Status['phase'] = 'fenced',
+  timeoutMs = 20_000,
+): Promise<L2Status> {
   return waitFor(
-    `${node}'s status says fenced`,
+    `${node}'s status says ${phase}`,
     async () => {
       const s = parseStatus((await w.getNode(node)).metadata?.annotations?.[STATUS_ANNOTATION]);
-      return s?.phase === 'fenced' ? s : undefined;
+      return s?.phase === phase ? s : undefined;
     },
     { timeoutMs, intervalMs: 100 },
   );

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { fencedStatus, netdevFence, nodeEvents, startSpeakersThenSidecars } from './fence-scene.ts';
+import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 let w: L2Scene;
@@ -41,7 +41,7 @@ t.test(
     // A speaker with a stale API view keeps answering: only the fence silences it.
     w.speakers.get(a)?.send('freeze');
     await w.cordon(a, true);
-    const st = await fencedStatus(w, a);
+    const st = await statusIn(w, a);
     t.strictSame(st.interfaces, ['eth0'], 'the link of the VIP subnet, not lo, not none');
     t.equal(st.fenced, true);
     const fence = await waitFor('fence installed', () => netdevFence(w, a), T);
