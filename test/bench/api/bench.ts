@@ -17,10 +17,11 @@
 // watches; API server and etcd CPU seconds and RSS from /proc. Last line: one JSON object.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { podAccess } from '../../../lab/bed/pod.ts';
 import { putL2Config, waitForMetalLbResources } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -239,13 +240,30 @@ interface Group {
   stop(): Promise<void>;
 }
 
+/**
+ * Ports for the sidecars' HTTP servers, counted up below the kernel's ephemeral range (32768+):
+ * a port free a moment ago may by now be the local end of someone's API connection.
+ */
+let lastPort = 20_000;
+async function nextPort(): Promise<number> {
+  for (;;) {
+    const port = ++lastPort;
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
 async function sidecarEnv(sidecar: Record<string, string>): Promise<Record<string, string>> {
   return {
     PATH: `${stubs}:${env.PATH}`,
     ...pod.env,
     ...sidecar,
     // Many on one host: each its own port, on loopback; nothing is changed.
-    DRAINGUARD_PORT: String(await freePort()),
+    DRAINGUARD_PORT: String(await nextPort()),
     DRAINGUARD_BIND_ADDRESS: '127.0.0.1',
     DRAINGUARD_OBSERVE_ONLY: 'true',
   };
@@ -400,6 +418,17 @@ const plan = {
   others: names('other', OTHER_NODES),
 };
 const result: Record<string, unknown> = { bench: 'api' };
+/** Parts that failed: the others' figures are still reported. */
+const errors: string[] = [];
+async function attempt(what: string, part: () => Promise<void>): Promise<void> {
+  try {
+    await part();
+  } catch (e) {
+    errors.push(`${what}: ${(e as Error).message}`);
+    note(`${what} failed: ${(e as Error).stack}`);
+    await stopAll(procs);
+  }
+}
 try {
   await setUp();
   note('creating Nodes and pods');
@@ -448,78 +477,84 @@ try {
 
   let check: Record<string, unknown> = {};
   const perProfile: Record<string, unknown> = {};
-  if (COMPARE > 0 || PROFILE_N > 0) {
-    note(`step C: ${COMPARE} in one process, ${COMPARE} real processes, ${PROFILE_N} of each other profile`);
-    const groups: Record<string, Group> = {};
-    const started = Date.now();
-    groups.in_process = await inProcess([...of(plan.compareIn), ...of(plan.lease), ...of(plan.netfilter)]);
-    if (COMPARE > 0) groups.processes = await asProcesses(of(plan.compareProc));
-    const w = await steady(MINUTES, groups);
-    await Promise.all(Object.values(groups).map((g) => g.stop()));
-    const inProc = await figures(plan.compareIn, w);
-    const asProc = await figures(plan.compareProc, w);
-    const speaker = await figures([...plan.compareIn, ...plan.compareProc], w);
-    // Over their whole life (start-up lists and watches included, up to the window's end): an
-    // idle window alone may hold too few requests to compare.
-    const life = { ...w, from: started };
-    const inLife = await figures(plan.compareIn, life);
-    const procLife = await figures(plan.compareProc, life);
-    const ratio = procLife.requests > 0 ? inLife.requests / procLife.requests : Number.NaN;
-    const windowRatio =
-      asProc.requests > 0 ? inProc.requests / asProc.requests : inProc.requests === 0 ? 1 : Number.NaN;
-    check = {
-      in_process: inProc,
-      processes: asProc,
-      in_process_lifetime: inLife,
-      processes_lifetime: procLife,
-      ratio: r3(ratio),
-      window_ratio: r3(windowRatio),
-      // Over the life; the idle window's few requests (watches re-opened at random 5–10 min) are noisy.
-      within_10_percent: Math.abs(ratio - 1) <= 0.1,
-      process_rss_mib_per_sidecar: COMPARE ? r1((w.groupRssMiB.processes ?? 0) / COMPARE) : null,
-      apiserver_cpu_s: w.apiserverCpuS,
-    };
-    const lease = await figures(plan.lease, w);
-    const nf = await figures(plan.netfilter, w);
-    for (const [name, f] of [
-      ['metallb-speaker', speaker],
-      ['skupper-router', lease],
-      ['netfilter-cleanup', nf],
-    ] as const)
-      perProfile[name] = {
-        requests_per_sidecar_hour: f.requests,
-        relists_per_sidecar_hour: f.relists,
-        '410_per_sidecar_hour': f.gone,
-        standing_watches: f.standingWatches,
-        by_verb_resource: f.byVerbResource,
+  if (COMPARE > 0 || PROFILE_N > 0)
+    await attempt('the check', async () => {
+      note(
+        `step C: ${COMPARE} in one process, ${COMPARE} real processes, ${PROFILE_N} of each other profile`,
+      );
+      const groups: Record<string, Group> = {};
+      const started = Date.now();
+      groups.in_process = await inProcess([...of(plan.compareIn), ...of(plan.lease), ...of(plan.netfilter)]);
+      if (COMPARE > 0) groups.processes = await asProcesses(of(plan.compareProc));
+      const w = await steady(MINUTES, groups);
+      await Promise.all(Object.values(groups).map((g) => g.stop()));
+      const inProc = await figures(plan.compareIn, w);
+      const asProc = await figures(plan.compareProc, w);
+      const speaker = await figures([...plan.compareIn, ...plan.compareProc], w);
+      // Over their whole life (start-up lists and watches included, up to the window's end): an
+      // idle window alone may hold too few requests to compare.
+      const life = { ...w, from: started };
+      const inLife = await figures(plan.compareIn, life);
+      const procLife = await figures(plan.compareProc, life);
+      const ratio = procLife.requests > 0 ? inLife.requests / procLife.requests : Number.NaN;
+      const windowRatio =
+        asProc.requests > 0 ? inProc.requests / asProc.requests : inProc.requests === 0 ? 1 : Number.NaN;
+      check = {
+        in_process: inProc,
+        processes: asProc,
+        in_process_lifetime: inLife,
+        processes_lifetime: procLife,
+        ratio: r3(ratio),
+        window_ratio: r3(windowRatio),
+        // Over the life; the idle window's few requests (watches re-opened at random 5–10 min) are noisy.
+        within_10_percent: Math.abs(ratio - 1) <= 0.1,
+        process_rss_mib_per_sidecar: COMPARE ? r1((w.groupRssMiB.processes ?? 0) / COMPARE) : null,
+        apiserver_cpu_s: w.apiserverCpuS,
       };
-    note(
-      `check: in-process ${inProc.requests}/h, processes ${asProc.requests}/h per sidecar (ratio ${r3(ratio)})`,
-    );
-  }
+      const lease = await figures(plan.lease, w);
+      const nf = await figures(plan.netfilter, w);
+      for (const [name, f] of [
+        ['metallb-speaker', speaker],
+        ['skupper-router', lease],
+        ['netfilter-cleanup', nf],
+      ] as const)
+        perProfile[name] = {
+          requests_per_sidecar_hour: f.requests,
+          relists_per_sidecar_hour: f.relists,
+          '410_per_sidecar_hour': f.gone,
+          standing_watches: f.standingWatches,
+          by_verb_resource: f.byVerbResource,
+        };
+      note(
+        `check: in-process ${inProc.requests}/h, processes ${asProc.requests}/h per sidecar (ratio ${r3(ratio)})`,
+      );
+      note(JSON.stringify({ check, per_profile: perProfile }));
+    });
 
   const steps: Record<string, unknown> = {};
-  for (const n of STEPS) {
-    note(`step N=${n}`);
-    const nodes = plan.steps.slice(0, n);
-    const g = await inProcess(of(nodes));
-    const w = await steady(MINUTES, { sidecars: g });
-    await g.stop();
-    const f = await figures(nodes, w);
-    cpuS[n] = w.apiserverCpuS;
-    rss[n] = w.apiserverRssMiB;
-    etcdCpu[n] = w.etcdCpuS;
-    etcdRss[n] = w.etcdRssMiB;
-    cpuPerMin[n] = r3(perMin(w, w.apiserverCpuS));
-    steps[n] = {
-      ...f,
-      apiserver_cpu_ratio_to_baseline: r3(perMin(w, w.apiserverCpuS) / perMin(base, base.apiserverCpuS)),
-      host_rss_mib_per_sidecar: r1((w.groupRssMiB.sidecars ?? 0) / n),
-    };
-    note(
-      `N=${n}: ${f.requests} requests, ${f.relists} re-lists, ${f.gone} 410s per sidecar-hour; API server ${w.apiserverCpuS} CPU s`,
-    );
-  }
+  for (const n of STEPS)
+    await attempt(`step N=${n}`, async () => {
+      note(`step N=${n}`);
+      const nodes = plan.steps.slice(0, n);
+      const g = await inProcess(of(nodes));
+      const w = await steady(MINUTES, { sidecars: g });
+      await g.stop();
+      const f = await figures(nodes, w);
+      cpuS[n] = w.apiserverCpuS;
+      rss[n] = w.apiserverRssMiB;
+      etcdCpu[n] = w.etcdCpuS;
+      etcdRss[n] = w.etcdRssMiB;
+      cpuPerMin[n] = r3(perMin(w, w.apiserverCpuS));
+      steps[n] = {
+        ...f,
+        apiserver_cpu_ratio_to_baseline: r3(perMin(w, w.apiserverCpuS) / perMin(base, base.apiserverCpuS)),
+        host_rss_mib_per_sidecar: r1((w.groupRssMiB.sidecars ?? 0) / n),
+      };
+      note(
+        `N=${n}: ${f.requests} requests, ${f.relists} re-lists, ${f.gone} 410s per sidecar-hour; API server ${w.apiserverCpuS} CPU s`,
+      );
+      note(JSON.stringify({ n, ...(steps[n] as object), apiserver_rss_mib: rss[n], etcd_cpu_s: etcdCpu[n] }));
+    });
   // The drain part: one draining sidecar among DRAIN Nodes (each a size in turn; growing).
   const drains: DrainResult[] = [];
   const made: string[] = [];
@@ -562,6 +597,7 @@ try {
     drain_wide_lists: drains.length ? Object.fromEntries(drains.map((d) => [d.nodes, d.wide_lists])) : null,
     drain_fence_s: null,
     drains,
+    errors,
     todo: 'drain_fence_s: the draining sidecar runs observe-only (nothing labelled, so no new owner confirms and nothing is fenced); timing the fence needs a MetalLB stand-in confirming and a real fence',
   });
 } finally {
@@ -571,6 +607,7 @@ try {
   if (!env.KEEP_AUDIT) rmSync(cpDir, { recursive: true, force: true });
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
+if (errors.length) process.exitCode = 1;
 if (result.check && (result.check as { within_10_percent?: boolean }).within_10_percent === false) {
   note('in-process and real-process sidecars differ by more than 10 %');
   process.exitCode = 1;
