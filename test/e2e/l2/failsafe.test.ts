@@ -55,10 +55,21 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
     await w.stopSidecar(n, 'SIGKILL');
     await w.startSidecar(n);
   };
+  /** After /prestop the old sidecar's pod terminates for good: a new one undoes the fail-safe. */
+  const undoFailsafe = async (n: string) => {
+    await freshSidecar(n);
+    await waitFor('fence removed', async () => !(await fenceTable(n)), T);
+    await backToIdle();
+  };
+  /** Uncordoned everywhere, and every sidecar has seen it (a refusal is published until then). */
   const backToIdle = async () => {
     for (const n of names) {
       await w.cordon(n, false);
-      await waitFor(`${n} idle`, async () => !(await labelled(n)) && !(await fenceTable(n)), T);
+      await waitFor(
+        `${n} idle`,
+        async () => !(await labelled(n)) && !(await fenceTable(n)) && !(await status(n)).stranded,
+        T,
+      );
     }
     await w.answeredOnlyBy(w.initialOwner);
   };
@@ -126,6 +137,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
       // A pod with a macvlan on node-a's eth0, its address outside the pool (.100–.120).
       const pod = await createNamespace('mvpod');
       t.teardown(() => pod.destroy());
+      t.teardown(() => undoFailsafe(a));
       await w.bed
         .node(a)
         .run(['ip', 'link', 'add', 'mv0', 'link', 'eth0', 'type', 'macvlan', 'mode', 'bridge']);
@@ -165,9 +177,6 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         T,
       );
       t.match(fenced, /ARP\/NA in MetalLB's address pools \S+-\S+/);
-      await freshSidecar(a);
-      await waitFor('fence removed', async () => !(await fenceTable(a)), T);
-      await backToIdle();
     },
   );
 
@@ -176,6 +185,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
     async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(names.filter((n) => n !== a));
+      t.teardown(() => undoFailsafe(a));
       await cutApi(a);
       let restored = false;
       const rounds: ProbeRound[] = [];
@@ -216,9 +226,6 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         if (!restored) await restoreApi(a);
         w.speakers.get(b)?.send('node-lag 0');
       }
-      await freshSidecar(a);
-      await waitFor('fence removed', async () => !(await fenceTable(a)), T);
-      await backToIdle();
     },
   );
 });
