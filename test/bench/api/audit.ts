@@ -26,6 +26,8 @@ export interface Request {
   resource: string;
   /** The request's path without its query: a LIST and the WATCH of the same view share it. */
   path: string;
+  /** A field or label selector narrowed it (a wide read has none). */
+  selected: boolean;
   code: number;
   at: number;
   /** When a watch ended (undefined: still open when the log was read). */
@@ -56,6 +58,7 @@ export async function readAudit(path: string): Promise<Request[]> {
         verb: e.verb,
         resource,
         path: e.requestURI.split('?')[0]!,
+        selected: /[?&](field|label)Selector=/.test(e.requestURI),
         code: e.responseStatus?.code ?? 0,
         at: Date.parse(e.requestReceivedTimestamp),
       };

@@ -170,7 +170,7 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
     await sleep(1_000);
     const agent = `drainguard-sidecar/${node}`;
     const after = (await readAudit(s.auditLog)).filter(
-      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list',
+      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list' && !r.selected,
     );
     const r1 = (x: number) => (Number.isNaN(x) ? null : Math.round(x * 10) / 10);
     return {
