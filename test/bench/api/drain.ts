@@ -28,7 +28,7 @@ export interface DrainResult {
   idle_rss_mib: number | null;
   /** LISTs of all Nodes from the cordon to the end of the handover budget (+10 s). */
   wide_lists: number;
-  /** LISTs of the MetalLB namespace's pods in the same time. */
+  /** LISTs of the MetalLB namespace's pods (the speakers, by label) in the same time. */
   pod_lists: number;
   exited: string | null;
   memory_limit: string;
@@ -48,28 +48,27 @@ const bytes = (q: string) => {
   return Number(m[1]) * { '': 1, Ki: 1024, Mi: 1 << 20, Gi: 1 << 30 }[m[2] ?? '']!;
 };
 
-/** A memory cgroup (v1) below this process's, limited like the container; undefined where not possible. */
-function memoryCgroup(limit: string): { dir: string; add(pid: number): void; remove(): void } | undefined {
+/**
+ * A memory cgroup (v1) below this process's, limited like the container: `wrap` starts a command
+ * in it (its pid joins before exec, so every page counts). Undefined where that is not possible.
+ */
+function memoryCgroup(limit: string): { wrap(cmd: string[]): string[]; remove(): void } | undefined {
+  const own = /^\d+:memory:(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1];
+  if (own === undefined) return undefined;
+  const dir = `/sys/fs/cgroup/memory${own}/drainguard-bench-${process.pid}`;
+  const remove = () => {
+    try {
+      rmdirSync(dir);
+    } catch {}
+  };
   try {
-    const own = /^\d+:memory:(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1];
-    if (own === undefined) return undefined;
-    const dir = `/sys/fs/cgroup/memory${own}/drainguard-bench-${process.pid}`;
     mkdirSync(dir, { recursive: true });
     writeFileSync(`${dir}/memory.limit_in_bytes`, String(bytes(limit)));
-    // The process joins once started: its memory so far moves with it, as if it had started here.
-    writeFileSync(`${dir}/memory.move_charge_at_immigrate`, '1');
-    return {
-      dir,
-      add: (pid) => writeFileSync(`${dir}/cgroup.procs`, String(pid)),
-      remove: () => {
-        try {
-          rmdirSync(dir);
-        } catch {}
-      },
-    };
   } catch {
+    remove();
     return undefined;
   }
+  return { wrap: (cmd) => ['sh', '-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', dir, ...cmd], remove };
 }
 
 /** Nodes drain-0000… (and a Ready speaker pod on each) until `total` exist. */
@@ -144,8 +143,7 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
   const pod = await client.get<KubeObject>(`/api/v1/namespaces/${METALLB_NS}/pods/speaker-${node}`);
   const env = inj.env({ uid: pod.metadata?.uid ?? '', podIPs: ['10.210.0.1'] });
   const cgroup = memoryCgroup(inj.memoryLimit);
-  const child = await s.start(inj.command, env);
-  cgroup?.add(child.pid ?? 0);
+  const child = await s.start(cgroup ? cgroup.wrap(inj.command) : inj.command, env);
   let exited: string | null = null;
   child.once('exit', (code, signal) => {
     exited = signal ? `signal ${signal}` : `code ${code}`;
@@ -169,16 +167,18 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
     );
     await sleep(1_000);
     const agent = `drainguard-sidecar/${node}`;
-    const after = (await readAudit(s.auditLog)).filter(
-      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list' && !r.selected,
+    const lists = (await readAudit(s.auditLog)).filter(
+      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list',
     );
+    // The informers' own lists carry a selector; the handover's read of every Node does not.
+    const after = lists.filter((r) => !r.selected);
     const r1 = (x: number) => (Number.isNaN(x) ? null : Math.round(x * 10) / 10);
     return {
       nodes: made.length,
       peak_rss_mib: r1(peak),
       idle_rss_mib: r1(idle),
       wide_lists: after.filter((r) => r.path === '/api/v1/nodes').length,
-      pod_lists: after.filter((r) => r.path === `/api/v1/namespaces/${METALLB_NS}/pods`).length,
+      pod_lists: lists.filter((r) => r.path === `/api/v1/namespaces/${METALLB_NS}/pods`).length,
       exited,
       memory_limit: inj.memoryLimit,
       memory_cgroup: cgroup !== undefined,
