@@ -10,7 +10,8 @@
 //   C. the check: COMPARE sidecars in one process next to COMPARE real processes (the built
 //      bundle with the injected node flags), plus PROFILE_N sidecars of each other profile;
 //      request counts per sidecar must agree within 10 %;
-//   N. for each N: N metallb-speaker sidecars, up to HOST_SIZE per process.
+//   N. for each N: N metallb-speaker sidecars, up to HOST_SIZE per process;
+//   D. for each size in DRAIN: one draining sidecar among that many Nodes (drain.ts).
 // Counted from the audit log per sidecar (its user agent): requests by verb and resource,
 // re-lists (a LIST of a view the sidecar also watches), 410s (HTTP ones from the audit log, and
 // those inside a watch stream from the sidecar's own log: "watch failed; relisting"), standing
