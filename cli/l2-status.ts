@@ -2,15 +2,15 @@
 // drainguard.io/l2-handover: rows and table, pure (`drainguard status` prints them).
 
 import type { Node } from '../shared/kube/types.ts';
-import { type L2Status, parseStatus } from '../shared/l2-state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../shared/names.ts';
+import { type L2State, parseL2State } from '../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
 import { formatTable } from '../shared/table.ts';
 
 export interface NodeRow {
   node: string;
   cordoned: boolean;
   excludeLabel: 'none' | 'drainguard' | 'pre-existing';
-  status: L2Status | undefined;
+  status: L2State | undefined;
 }
 
 export function rowsOf(nodes: Node[]): NodeRow[] {
@@ -27,7 +27,7 @@ export function rowsOf(nodes: Node[]): NodeRow[] {
         node: n.metadata?.name ?? '',
         cordoned: Boolean(n.spec?.unschedulable),
         excludeLabel: label,
-        status: parseStatus(annotations[STATUS_ANNOTATION]),
+        status: parseL2State(annotations[L2_STATE_ANNOTATION]),
       };
     })
     .sort((a, b) => a.node.localeCompare(b.node));

@@ -6,7 +6,7 @@ import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
 import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
-import { ANNOTATIONS, SIDECAR_NAME, STATUS_ANNOTATION } from '../shared/names.ts';
+import { ANNOTATIONS, L2_STATE_ANNOTATION, SIDECAR_NAME } from '../shared/names.ts';
 import { formatTable } from '../shared/table.ts';
 import { nodeDrainReason } from '../sidecar/drain/state.ts';
 import { LEASE_EVENT_REASONS, parseLeaseRefs, SKUPPER_DEFAULTS } from '../sidecar/lease/core.ts';
@@ -18,7 +18,7 @@ export const USAGE = `Usage: drainguard status [--kubeconfig PATH] [--context NA
 Per node: draining?, VIPs it announces (MetalLB ServiceL2Status), L2 handover phase, fence
 installed?, where its VIPs were handed over to, and whether the
 exclude-from-external-load-balancers label is there because drainguard added it (all read from
-the Node annotation ${STATUS_ANNOTATION} and label bookkeeping the sidecar publishes).
+the Node annotation ${L2_STATE_ANNOTATION} and label bookkeeping the sidecar publishes).
 Per Lease guarded by an injected pod: holder, last renew, last handover (from the Events the
 sidecar records). Reads only; needs get/list on nodes, pods, services, leases, events and
 servicel2statuses.metallb.io.
@@ -43,7 +43,7 @@ export interface EventLike {
 
 /**
  * One node: the L2 sidecar's row (from cli/l2-status.ts: cordoned, who added the exclude
- * label, the published L2Status) plus what only the cluster-wide view knows.
+ * label, the published L2State) plus what only the cluster-wide view knows.
  */
 export interface NodeRow extends L2NodeRow {
   /** Why the node counts as draining (cordoned, drain taint …), or null. */
@@ -75,7 +75,7 @@ interface InjectedStatus {
 }
 
 export function injectedStatus(pod: Pod): InjectedStatus | undefined {
-  const raw = pod.metadata?.annotations?.[ANNOTATIONS.status];
+  const raw = pod.metadata?.annotations?.[ANNOTATIONS.injected];
   if (raw === undefined) return undefined;
   try {
     return JSON.parse(raw) as InjectedStatus;

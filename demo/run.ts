@@ -21,8 +21,8 @@ import { owner as metallbOwner } from '../lab/sim/speaker/election.ts';
 import { waitFor } from '../shared/clock.ts';
 import type { KubeClient } from '../shared/kube/client.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
-import { parseStatus } from '../shared/l2-state.ts';
-import { EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../shared/names.ts';
+import { parseL2State } from '../shared/l2-state.ts';
+import { EXCLUDE_LABEL, FENCE_TABLE, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
 import { podDiff, summarize } from './diff.ts';
 import { renderReport } from './report.ts';
 import {
@@ -226,7 +226,7 @@ async function record(c: Cluster, vip: string, t0: number): Promise<Recorder> {
               `Node ${name} (API read)`,
               `label ${EXCLUDE_LABEL} present${ann[LABEL_OWNED_ANNOTATION] === 'true' ? ' (added by drainguard)' : ''}`,
             );
-          const st = parseStatus(ann[STATUS_ANNOTATION]);
+          const st = parseL2State(ann[L2_STATE_ANNOTATION]);
           if (st)
             once(
               `phase ${name} ${st.phase}`,

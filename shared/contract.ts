@@ -13,7 +13,7 @@ export type Profile = (typeof PROFILES)[number];
 export const PRESTOP_PROFILES: ReadonlySet<Profile> = new Set<Profile>(['metallb-speaker']);
 
 export const FEATURES = ['l2-handover', 'lease-handover', 'netfilter-cleanup'] as const;
-export type Feature = (typeof FEATURES)[number];
+export type FeatureName = (typeof FEATURES)[number];
 
 export const IDENTITY_SCHEMES = ['pod-name', 'pod-name-prefix', 'node-name'] as const;
 export type IdentityScheme = (typeof IDENTITY_SCHEMES)[number];
@@ -46,7 +46,7 @@ export type DrainSignal = (typeof DRAIN_SIGNALS)[number];
 
 export interface SidecarConfig {
   profile: Profile;
-  features: Feature[];
+  features: FeatureName[];
   podName: string;
   podNamespace: string;
   podUid: string;
@@ -113,7 +113,7 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'enum-list',
     accepted: FEATURES,
     required: true,
-    description: 'Capabilities to run, comma-separated.',
+    description: 'Features to run, comma-separated.',
   },
   {
     env: 'DRAINGUARD_POD_NAME',

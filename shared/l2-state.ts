@@ -1,4 +1,4 @@
-// The L2 sidecar's state as it publishes it in its Node's annotation (STATUS_ANNOTATION, JSON):
+// The L2 sidecar's state as it publishes it in its Node's annotation (L2_STATE_ANNOTATION, JSON):
 // written by the sidecar's core, read back by it on restart and by `drainguard status`.
 
 export const L2_PHASES = [
@@ -17,7 +17,7 @@ export interface ServiceVips {
   ips: string[];
 }
 
-export interface L2Status {
+export interface L2State {
   phase: L2Phase;
   since: string;
   handoverStartedAt?: string;
@@ -49,10 +49,10 @@ export interface L2Status {
   disabled?: string;
 }
 
-export function parseStatus(text: string | undefined): L2Status | undefined {
+export function parseL2State(text: string | undefined): L2State | undefined {
   if (!text) return undefined;
   try {
-    const s = JSON.parse(text) as L2Status;
+    const s = JSON.parse(text) as L2State;
     return L2_PHASES.includes(s.phase) ? s : undefined;
   } catch {
     return undefined;

@@ -16,7 +16,7 @@ export const ANNOTATIONS = {
   guardedContainer: 'drainguard.io/guarded-container',
   netfilterCleanup: 'drainguard.io/netfilter-cleanup',
   /** Written by the webhook: what was injected (idempotency guard). */
-  status: 'drainguard.io/status',
+  injected: 'drainguard.io/status',
   /** Written by the webhook: terminationGracePeriodSeconds before it was raised. */
   originalGrace: 'drainguard.io/original-termination-grace-period-seconds',
 } as const;
@@ -31,7 +31,7 @@ export const EXCLUDE_LABEL = 'node.kubernetes.io/exclude-from-external-load-bala
 /** Node annotation: drainguard added EXCLUDE_LABEL (so only then it, or `reset`, removes it). */
 export const LABEL_OWNED_ANNOTATION = 'drainguard.io/exclude-label-added';
 /** Node annotation: the sidecar's L2 handover state (JSON), read back on restart and by `status`. */
-export const STATUS_ANNOTATION = 'drainguard.io/l2-handover';
+export const L2_STATE_ANNOTATION = 'drainguard.io/l2-handover';
 
 /** The nft table (netdev and inet families) of the L2 fence. */
 export const FENCE_TABLE = 'drainguard';

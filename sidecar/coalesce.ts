@@ -1,5 +1,5 @@
 // One way to coalesce triggers: watch events, ticks and action results arrive in bursts, but a
-// capability must run one pass at a time and never miss a request made while a pass runs.
+// feature must run one pass at a time and never miss a request made while a pass runs.
 
 /**
  * Runs `pass` one at a time. A request while a pass runs queues exactly one more pass (however

@@ -1,5 +1,5 @@
-// Where a capability's Events go: its own Node (what `kubectl describe node` shows an operator
-// draining it) and its own Pod. Named once, so every capability's Events name them alike.
+// Where a feature's Events go: its own Node (what `kubectl describe node` shows an operator
+// draining it) and its own Pod. Named once, so every feature's Events name them alike.
 import type { SidecarConfig } from '../shared/contract.ts';
 import type { EventTarget } from '../shared/kube/events.ts';
 

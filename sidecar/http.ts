@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../shared/log.ts';
 import type { Registry } from '../shared/metrics.ts';
 
-/** Blocks until the capabilities' pre-stop work is done or their budget is spent. */
+/** Blocks until the features' pre-stop work is done or their budget is spent. */
 export type PrestopHandler = () => Promise<Record<string, unknown>>;
 
 export interface SidecarServerOptions {

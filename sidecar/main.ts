@@ -5,17 +5,17 @@ import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
-import { CAPABILITIES } from './capabilities.ts';
-import type { Capability, CapabilityContext } from './capability.ts';
 import { DrainWatcher } from './drain/watcher.ts';
+import type { Feature, FeatureContext } from './feature.ts';
+import { FEATURE_MODULES } from './features.ts';
 import { SidecarServer } from './http.ts';
 import { ToolRunner } from './runner.ts';
 
 export interface RunningSidecar {
   config: SidecarConfig;
   address: { port: number; address: string };
-  capabilities: Capability[];
-  /** Pre-stop work of every capability (bounded), then shut down. */
+  features: Feature[];
+  /** Pre-stop work of every feature (bounded), then shut down. */
   shutdown(reason: string): Promise<void>;
 }
 
@@ -63,7 +63,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     apiView.set({}, drain?.current.synced && drain.current.apiDownSince === undefined ? 1 : 0);
   showApiView();
   drain.subscribe(showApiView);
-  const ctx: CapabilityContext = {
+  const ctx: FeatureContext = {
     config,
     log: logger,
     client,
@@ -73,15 +73,15 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     metrics,
     clock,
   };
-  const capabilities: Capability[] = [];
+  const features: Feature[] = [];
   for (const feature of config.features) {
-    const load = CAPABILITIES[feature];
+    const load = FEATURE_MODULES[feature];
     if (!load) {
       logger.error({ feature }, 'feature is not available in this build; running without it');
       continue;
     }
     const factory = await load(config);
-    capabilities.push(factory({ ...ctx, log: logger.child({ capability: feature }) }));
+    features.push(factory({ ...ctx, log: logger.child({ feature: feature }) }));
   }
   let running = false;
   let prestopRun: Promise<Record<string, unknown>> | undefined;
@@ -89,11 +89,11 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     drain.markTerminating();
     // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
     prestopRun ??= Promise.all(
-      capabilities.map(async (c) => {
+      features.map(async (c) => {
         try {
           return [c.name, await c.prestop()] as const;
         } catch (e) {
-          logger.error({ capability: c.name, err: (e as Error).message }, 'prestop failed');
+          logger.error({ feature: c.name, err: (e as Error).message }, 'prestop failed');
           return [c.name, { error: (e as Error).message }] as const;
         }
       }),
@@ -125,7 +125,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
   });
   const address = await server.listen();
   drain.start();
-  for (const c of capabilities) await c.start();
+  for (const c of features) await c.start();
   running = true;
   logger.info(
     {
@@ -142,14 +142,14 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
       logger.info({ reason }, 'shutting down');
       const summary = await prestop();
       logger.info({ summary }, 'pre-stop work done');
-      await Promise.all(capabilities.map((c) => c.stop()));
+      await Promise.all(features.map((c) => c.stop()));
       await drain.stop();
       await server.close();
       client.close();
     })();
     return stopping;
   };
-  return { config, address, capabilities, shutdown };
+  return { config, address, features, shutdown };
 }
 
 export async function run(argv: string[]): Promise<number> {

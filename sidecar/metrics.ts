@@ -1,4 +1,4 @@
-// A capability's metrics as one table — what it exports to dashboards (name, kind, help text),
+// A feature's metrics as one table — what it exports to dashboards (name, kind, help text),
 // read at a glance — registered at once, each typed as its kind.
 import type { Counter, Gauge, Histogram, Registry } from '../shared/metrics.ts';
 

@@ -83,7 +83,7 @@ export interface L2Scene {
   startSidecar(name: string, env?: Record<string, string>): Promise<Sidecar>;
   stopSidecar(name: string, signal?: NodeJS.Signals): Promise<void>;
   sidecarUrl(name: string, path: string): string;
-  /** The sidecar's /prestop (the kubelet's preStop hook): its summary per capability. */
+  /** The sidecar's /prestop (the kubelet's preStop hook): its summary per feature. */
   prestop(name: string): Promise<Record<string, { outcome?: string; why?: string }>>;
   getNode(name: string): Promise<Node>;
   cordon(name: string, on: boolean): Promise<void>;

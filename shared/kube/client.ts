@@ -92,7 +92,7 @@ export class WatchIdle extends Error {
 }
 
 /** reason and message of a Status body; nothing when the body is not one. */
-function parseStatus(text: string): { reason?: string; message?: string } {
+function parseL2State(text: string): { reason?: string; message?: string } {
   try {
     const st = JSON.parse(text) as { reason?: unknown; message?: unknown } | null;
     return {
@@ -259,7 +259,7 @@ export class KubeClient {
               }
               return;
             }
-            const status = parseStatus(text);
+            const status = parseL2State(text);
             const reason = status.reason ?? res.statusMessage ?? 'Error';
             const message = status.message ?? text.slice(0, 500);
             reject(
@@ -339,7 +339,7 @@ export class KubeClient {
             });
             res.on('error', () => {});
             res.on('end', () => {
-              const st = parseStatus(text);
+              const st = parseL2State(text);
               this.onResult?.(false);
               reject(
                 this.apiError(

@@ -32,7 +32,7 @@ const REPLACED = 'pod re-created under the same name';
 
 /**
  * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
- * Shared by every capability; none of them watches the node on its own.
+ * Shared by every feature; none of them watches the node on its own.
  */
 export class DrainWatcher {
   private state: DrainState = initialDrainState;

@@ -4,7 +4,7 @@
 import { isApiError } from '../../shared/kube/client.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
-import type { CapabilityContext } from '../capability.ts';
+import type { FeatureContext } from '../feature.ts';
 import {
   eligibleFor,
   type MetalLbConfig,
@@ -47,7 +47,7 @@ export interface CandidateView {
 }
 
 export class CandidateReader implements CandidateView {
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   others: string[] | undefined;
   perService: Record<string, string[]> | undefined;
   pools: string[] | undefined;
@@ -56,7 +56,7 @@ export class CandidateReader implements CandidateView {
   private sliceVersion: 'v1' | 'v1beta1' = 'v1';
   private warnedMetalLbConfig = false;
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.ctx = ctx;
   }
 

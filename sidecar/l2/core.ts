@@ -1,5 +1,5 @@
 // The L2 handover decision core, pure: plain observations and an injected `now` in, the next
-// phase and the actions to take out. The I/O edge (capability.ts) gathers observations,
+// phase and the actions to take out. The I/O edge (feature.ts) gathers observations,
 // executes actions and calls step() again; every action is idempotent, so a repeated step
 // after a crash or a failed action is harmless.
 //
@@ -60,7 +60,7 @@
 //
 // The Node annotation publishes each phase as one of shared/l2-state.ts's L2_PHASES
 // (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
-import type { L2Phase, L2Status, ServiceVips } from '../../shared/l2-state.ts';
+import type { L2Phase, L2State, ServiceVips } from '../../shared/l2-state.ts';
 import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
 import { poolRanges } from './pool-ranges.ts';
 
@@ -685,7 +685,7 @@ export function settled(memory: L2Memory): boolean {
 
 // --- resumption: what the Node annotation and the nft table say after a restart -----------
 
-export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
+export function statusOf(memory: L2Memory, observeOnly: boolean): L2State {
   const phase = PUBLISHED_PHASE[memory.phase];
   return {
     phase,
@@ -716,7 +716,7 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2Status {
 const FROM_FENCE = '(from fence)';
 
 /** Memory rebuilt on start from the Node annotation and the installed fence. */
-export function resume(status: L2Status | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
+export function resume(status: L2State | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
   const pools = status?.pools ?? fence?.pools;
   const memory: L2Memory = { ...initialMemory(now), ...(pools && pools.length > 0 ? { pools } : {}) };
   const t = (iso: string | undefined) => {

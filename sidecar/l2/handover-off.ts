@@ -6,11 +6,11 @@
 // annotation), takes back what an earlier sidecar of this node left (a fence, a label it added),
 // and labels, fences and cuts nothing, whatever the drain.
 import { RetryGate } from '../../shared/backoff.ts';
-import type { L2Status } from '../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
-import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import type { L2State } from '../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { Coalescer } from '../coalesce.ts';
 import { ownNode, ownPod } from '../events.ts';
+import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { OwnNode } from './own-node.ts';
 
@@ -21,9 +21,9 @@ export const HANDOVER_OFF_WHY =
   'nothing is labelled, fenced or cut at a drain, and VIPs move when this speaker stops (memberlist leave). ' +
   'Remove the flag to turn the L2 handover on';
 
-export class L2HandoverOff implements Capability {
+export class L2HandoverOff implements Feature {
   readonly name = 'l2-handover';
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   /** Only to find and remove a fence an earlier sidecar left. */
   private readonly host: Pick<L2Host, 'readFence' | 'applyFence'>;
   private readonly node: OwnNode;
@@ -39,13 +39,13 @@ export class L2HandoverOff implements Capability {
   private retry: Promise<void> | undefined;
 
   constructor(
-    ctx: CapabilityContext,
+    ctx: FeatureContext,
     host: Pick<L2Host, 'readFence' | 'applyFence'> = new NodeHost(ctx.runner, ctx.log),
   ) {
     this.ctx = ctx;
     this.host = host;
     this.node = new OwnNode(ctx);
-    const status: L2Status = {
+    const status: L2State = {
       phase: 'idle',
       since: new Date(ctx.clock.now()).toISOString(),
       vips: [],
@@ -132,7 +132,7 @@ export class L2HandoverOff implements Capability {
           ctx.log.warn({ label: EXCLUDE_LABEL }, 'removing the exclude label an earlier sidecar added');
           await this.node.setExcludeLabel(false);
         });
-      if (annotations[STATUS_ANNOTATION] !== this.status)
+      if (annotations[L2_STATE_ANNOTATION] !== this.status)
         await step('status', () => this.node.writeStatus(this.status));
       if (!this.eventWritten) await this.recordEvent();
     } else failed = failed || !this.eventWritten;
@@ -156,4 +156,4 @@ export class L2HandoverOff implements Capability {
   }
 }
 
-export const createCapability: CapabilityFactory = (ctx) => new L2HandoverOff(ctx);
+export const createFeature: FeatureFactory = (ctx) => new L2HandoverOff(ctx);

@@ -6,7 +6,7 @@ import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
-import type { CapabilityContext } from '../capability.ts';
+import type { FeatureContext } from '../feature.ts';
 import { WIDE_READ } from './candidates.ts';
 import type { StatusSource } from './core.ts';
 
@@ -40,7 +40,7 @@ export interface MetalLbObservation {
   interfaces: string[];
 }
 
-/** MetalLB's side of the handover, as the capability reads it (a fake in unit tests). */
+/** MetalLB's side of the handover, as the feature reads it (a fake in unit tests). */
 export interface MetalLbView {
   /**
    * Looks for the ServiceL2Status CRD (again, unless known installed: while it is missing, only
@@ -94,7 +94,7 @@ function serverWriteTime(o: KubeObject): number {
 type CrdPresence = 'installed' | 'missing' | 'unknown';
 
 export class MetalLbReader implements MetalLbView {
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   /** Called when something read here changed (a reconcile is due). */
   private readonly changed: () => void;
   private readonly statusPath: string;
@@ -124,7 +124,7 @@ export class MetalLbReader implements MetalLbView {
   private lastStatusSource: StatusSource | undefined;
   private sawUsableStatus = false;
 
-  constructor(ctx: CapabilityContext, changed: () => void) {
+  constructor(ctx: FeatureContext, changed: () => void) {
     this.ctx = ctx;
     this.changed = changed;
     this.statusPath = `/apis/metallb.io/v1beta1/namespaces/${ctx.config.metallbNamespace}/servicel2statuses`;

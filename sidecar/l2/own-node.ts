@@ -2,18 +2,18 @@
 // drainguard added it) and the status annotation, merge-patched. What is current is the watched
 // Node, or the answer to our own last patch until the watch has caught up with it.
 import type { KubeObject, Node } from '../../shared/kube/types.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
-import type { CapabilityContext } from '../capability.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
+import type { FeatureContext } from '../feature.ts';
 
 const rv = (o: KubeObject | undefined) => Number(o?.metadata?.resourceVersion ?? 0);
 
 export class OwnNode {
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   private readonly path: string;
   /** The Node as our own last patch returned it. */
   private patched: Node | undefined;
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.ctx = ctx;
     this.path = `/api/v1/nodes/${ctx.config.nodeName}`;
   }
@@ -46,7 +46,7 @@ export class OwnNode {
   async writeStatus(status: string): Promise<void> {
     const node = await this.ctx.client.patch<Node>(
       this.path,
-      { metadata: { annotations: { [STATUS_ANNOTATION]: status } } },
+      { metadata: { annotations: { [L2_STATE_ANNOTATION]: status } } },
       'merge',
       { retries: 3, timeoutMs: 5_000 },
     );

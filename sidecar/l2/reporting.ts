@@ -3,16 +3,16 @@
 // help texts are read by dashboards and tests: unchanged).
 import type { L2Phase } from '../../shared/l2-state.ts';
 import { L2_PHASES } from '../../shared/l2-state.ts';
-import type { CapabilityContext } from '../capability.ts';
 import { ownNode, ownPod } from '../events.ts';
+import type { FeatureContext } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import type { L2EventReason } from './core.ts';
 
 export class HeldEvents {
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   private readonly pending: { type: 'Normal' | 'Warning'; reason: L2EventReason; message: string }[] = [];
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.ctx = ctx;
   }
 
@@ -25,8 +25,8 @@ export class HeldEvents {
   flush(): void {
     const { config, events, drain } = this.ctx;
     if (drain.current.apiDownSince !== undefined || this.pending.length === 0) return;
+    // Best effort and not awaited: reporting must never hold up the handover itself.
     for (const { type, reason, message } of this.pending.splice(0))
-      // Best effort and not awaited: reporting must never hold up the handover itself.
       for (const target of [ownNode(config), ownPod(config)])
         void events.record(target, type, reason, message);
   }
@@ -54,7 +54,7 @@ const L2_METRICS = {
 export class L2Metrics {
   private readonly m: Metrics<typeof L2_METRICS>;
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.m = registerMetrics(ctx.metrics, L2_METRICS);
   }
 

@@ -1,5 +1,5 @@
 // One cleanup pass at a time: read the host through the ToolRunner, decide (pure), confirm
-// (two passes), re-list, delete in one batch. Shared by the sidecar capability and the CLI.
+// (two passes), re-list, delete in one batch. Shared by the sidecar feature and the CLI.
 import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
 import { ToolError, type ToolRunner } from '../runner.ts';

@@ -2,7 +2,7 @@
 import {
   ContractError,
   type EnvVar,
-  type Feature,
+  type FeatureName,
   type Profile,
   parseSidecarEnv,
   renderSidecarEnv,
@@ -65,7 +65,7 @@ function memberlistPorts(containers: ContainerLike[]): number[] {
 
 export interface EnvInputs {
   profile: Profile;
-  features: ReadonlySet<Feature>;
+  features: ReadonlySet<FeatureName>;
   /** From the annotations (readSettings). */
   settings: Partial<SidecarConfig>;
   endpoint: Endpoint;

@@ -1,6 +1,6 @@
 // What the sidecar guards: the container whose stop it waits for, the Leases it hands over, the
 // memberlist ports its fail-safe may cut.
-import { type Feature, type Profile, specOf } from '../../shared/contract.ts';
+import { type FeatureName, type Profile, specOf } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
 import { declaredPorts } from './port.ts';
 import { PROFILE_SPECS } from './profiles.ts';
@@ -16,7 +16,7 @@ export interface Guarded {
 /** The container the annotation names, the profile's, or the only one; a skupper pod without its own is skipped. */
 export function findGuardedContainer(
   profile: Profile,
-  features: ReadonlySet<Feature>,
+  features: ReadonlySet<FeatureName>,
   annotations: Record<string, string>,
   containers: ContainerLike[],
 ): Step<Guarded> {
@@ -73,7 +73,7 @@ export function checkMemberlistAnnotation(
 /** Lease handover needs at least one Lease to hand over. */
 export function requireLeases(
   profile: Profile,
-  features: ReadonlySet<Feature>,
+  features: ReadonlySet<FeatureName>,
   leases: readonly string[] | undefined,
 ): Denial | undefined {
   if (!features.has('lease-handover') || (leases ?? []).length > 0) return undefined;

@@ -1,6 +1,6 @@
 // The injection as a JSON Patch of the pod, from small builders: missing arrays and maps are created
 // first, keys escaped (RFC 6901).
-import { type Feature, PRESTOP_PROFILES, type Profile } from '../../shared/contract.ts';
+import { type FeatureName, PRESTOP_PROFILES, type Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS, SIDECAR_NAME } from '../../shared/names.ts';
 import { type PatchOp, pointer } from './json-patch.ts';
 import type { PodView } from './pod.ts';
@@ -56,7 +56,7 @@ export function preStopOps(
 }
 
 /** Lease handover shares the pod's PID namespace unless the pod says otherwise. */
-export function processNamespaceOps(spec: Obj, features: ReadonlySet<Feature>): Part {
+export function processNamespaceOps(spec: Obj, features: ReadonlySet<FeatureName>): Part {
   if (!features.has('lease-handover')) return part();
   // The sidecar must see the leader container stop before it names a successor. During pod
   // termination the kubelet publishes container statuses only once every container has stopped
@@ -113,7 +113,7 @@ export function annotationOps(
 export interface PatchInputs {
   pod: Pick<PodView, 'spec' | 'containers' | 'hasMetadata' | 'hasAnnotations'>;
   profile: Profile;
-  features: ReadonlySet<Feature>;
+  features: ReadonlySet<FeatureName>;
   native: boolean;
   sidecar: Sidecar;
   guarded: string | undefined;
@@ -138,7 +138,7 @@ export function buildPatch(i: PatchInputs): PatchResult {
   const grace = graceOps(profile, pod.spec, i.budgetSeconds);
   const annotations: Record<string, string> = {
     ...grace.annotations,
-    [ANNOTATIONS.status]: JSON.stringify({
+    [ANNOTATIONS.injected]: JSON.stringify({
       version: i.version,
       profile,
       features: [...features],

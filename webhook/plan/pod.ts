@@ -78,7 +78,7 @@ export function findExclusion(
   if (self && Object.keys(self).length > 0 && Object.entries(self).every(([k, v]) => labels[k] === v))
     return skip('self');
   const names = new Set([...pod.containers, ...pod.inits].map((c) => String(c.name)));
-  if (pod.annotations[ANNOTATIONS.status] !== undefined || names.has(SIDECAR_NAME))
+  if (pod.annotations[ANNOTATIONS.injected] !== undefined || names.has(SIDECAR_NAME))
     return skip('already-injected');
   return undefined;
 }

@@ -1,6 +1,6 @@
 // Profiles: which workload a pod is, and what the sidecar does for it. Detection is by
 // well-known labels (pure data in, decision out); `drainguard.io/profile` overrides it.
-import { type Feature, PROFILES, type Profile } from '../../shared/contract.ts';
+import { type FeatureName, PROFILES, type Profile } from '../../shared/contract.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
 
 /** Default sidecar port per profile: different, so two injected hostNetwork pods on one node do not meet. */
@@ -12,7 +12,7 @@ export const DEFAULT_PORTS: Record<Profile, number> = {
 };
 
 /** Features that change netfilter and so need NET_ADMIN (and root); everything else drops all capabilities. */
-export const NETFILTER_FEATURES: readonly Feature[] = ['l2-handover', 'netfilter-cleanup'];
+export const NETFILTER_FEATURES: readonly FeatureName[] = ['l2-handover', 'netfilter-cleanup'];
 
 export const isProfile = (s: string): s is Profile => (PROFILES as readonly string[]).includes(s);
 
@@ -59,7 +59,7 @@ export function detectProfile(
 }
 
 export interface ProfileSpec {
-  features: Feature[];
+  features: FeatureName[];
   /** Preferred guarded container name (the speaker, the leader container). */
   guardedContainer?: string;
   leases?: string[];

@@ -2,7 +2,7 @@
 // default are the contract's (shared/contract.ts); the webhook adds only stricter checks.
 import {
   CONTRACT,
-  type Feature,
+  type FeatureName,
   type Profile,
   parseVar,
   type SidecarConfig,
@@ -41,13 +41,13 @@ export function resolveFeatures(
   profile: Profile,
   annotations: Record<string, string>,
   hostNetwork: boolean,
-): Step<Set<Feature>> {
+): Step<Set<FeatureName>> {
   const nfRaw = annotations[ANNOTATIONS.netfilterCleanup];
   if (nfRaw !== undefined && nfRaw !== 'true' && nfRaw !== 'false')
     return denial(
       `${ANNOTATIONS.netfilterCleanup}=${JSON.stringify(nfRaw)}: accepted values are true, false`,
     );
-  const features = new Set<Feature>(PROFILE_SPECS[profile].features);
+  const features = new Set<FeatureName>(PROFILE_SPECS[profile].features);
   if (nfRaw === 'true') features.add('netfilter-cleanup');
   // The fence and ARP/NDP handover act on the node's interfaces: off the host network they would only
   // hand a pod author a root NET_ADMIN container in its own namespace.

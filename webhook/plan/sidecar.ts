@@ -1,5 +1,5 @@
 // The sidecar container and its /tmp volume.
-import type { EnvVar, Feature } from '../../shared/contract.ts';
+import type { EnvVar, FeatureName } from '../../shared/contract.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import { type Endpoint, httpGet } from './port.ts';
 import { NETFILTER_FEATURES } from './profiles.ts';
@@ -20,7 +20,7 @@ export interface SidecarInputs {
   endpoint: Endpoint;
   hostNetwork: boolean;
   native: boolean;
-  features: ReadonlySet<Feature>;
+  features: ReadonlySet<FeatureName>;
   /** The pod's spec.volumes, for a volume name of its own. */
   volumes: unknown;
 }

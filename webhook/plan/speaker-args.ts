@@ -2,7 +2,7 @@
 // --ignore-exclude-lb (Helm `speaker.ignoreExcludeLB`, v0.14.4+) makes every speaker ignore the
 // exclude label the handover relies on: the pod is admitted, the sidecar told to run no handover,
 // and the pod's author warned.
-import type { Feature, SidecarConfig } from '../../shared/contract.ts';
+import type { FeatureName, SidecarConfig } from '../../shared/contract.ts';
 import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import type { ContainerLike } from './step.ts';
 
@@ -32,7 +32,7 @@ export function ignoresExcludeLb(container: ContainerLike | undefined): boolean 
 
 /** The setting for the sidecar and the warning for the pod's author, when the speaker has the flag. */
 export function readSpeakerArgs(
-  features: ReadonlySet<Feature>,
+  features: ReadonlySet<FeatureName>,
   guarded: string | undefined,
   containers: ContainerLike[],
 ): { settings: Partial<SidecarConfig>; warnings: string[] } {

@@ -104,7 +104,7 @@ export interface SpeakerSimConfig {
   ignoreExcludeLb?: boolean;
 }
 
-interface L2Status extends KubeObject {
+interface L2State extends KubeObject {
   status?: { node?: string; serviceName?: string; serviceNamespace?: string };
 }
 
@@ -141,7 +141,7 @@ const services = new Map<string, Service>();
 const slices = new Map<string, EndpointSlice>();
 const pools = new Map<string, IPAddressPool>();
 const l2ads = new Map<string, L2Advertisement>();
-const statuses = new Map<string, L2Status>();
+const statuses = new Map<string, L2State>();
 
 // --- wire ---------------------------------------------------------------------------------
 const wire: ChildProcess = spawn(
@@ -310,13 +310,13 @@ async function reconcile(): Promise<void> {
 async function syncStatuses(mine: Map<string, Service>): Promise<void> {
   const base = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`;
   const mineKeys = new Set(mine.keys());
-  const labelsOf = (o: L2Status) => o.metadata?.labels ?? {};
-  const serviceOf = (o: L2Status) =>
+  const labelsOf = (o: L2State) => o.metadata?.labels ?? {};
+  const serviceOf = (o: L2State) =>
     statusVersion === '0.14.4'
       ? // No serviceName in 0.14.4–0.14.5: the object's name says it.
         [...mineKeys].find((k) => o.metadata?.name === statusName(k.split('/')[1] ?? '', cfg.node))
       : `${o.status?.serviceNamespace}/${o.status?.serviceName}`;
-  const writeStatus = async (obj: L2Status, ns: string, name: string) =>
+  const writeStatus = async (obj: L2State, ns: string, name: string) =>
     client.replace(
       `${base}/${obj.metadata?.name}/status`,
       {
@@ -348,9 +348,9 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
       };
       // 0.14.6–0.15.x reuse an object another node left for the service (#2712, #2930).
       const reuse = statusVersion === '0.15' ? forService[0] : undefined;
-      let obj: L2Status;
+      let obj: L2State;
       if (reuse) {
-        obj = await client.replace<L2Status>(`${base}/${reuse.metadata?.name}`, {
+        obj = await client.replace<L2State>(`${base}/${reuse.metadata?.name}`, {
           ...reuse,
           metadata: { ...reuse.metadata, labels: { ...labelsOf(reuse), ...labels } },
         });
@@ -368,10 +368,10 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
           spec: {},
         };
         try {
-          obj = await client.create<L2Status>(base, body, { retries: 3 });
+          obj = await client.create<L2State>(base, body, { retries: 3 });
         } catch (e) {
           if (!named) throw e;
-          obj = await client.get<L2Status>(`${base}/${objName}`);
+          obj = await client.get<L2State>(`${base}/${objName}`);
         }
       }
       await writeStatus(obj, ns, name);

@@ -1,6 +1,6 @@
 // Many sidecars in one process (make bench-api): each is the product's own startSidecar() with
 // its own environment as injected, so its own API client (own connections, user agent
-// drainguard-sidecar/<node>), informers, capabilities and HTTP port; only the process, the
+// drainguard-sidecar/<node>), informers, features and HTTP port; only the process, the
 // service-account files (/var/run/secrets/..., mounted by lab/bed/pod.ts) and the stubbed host
 // tools are shared. Started by bench.ts through podAccess().wrap; argv[2] is a JSON file holding
 // one environment per sidecar. Prints "ready <n>" on stderr once all are running; logs (JSON

@@ -14,9 +14,9 @@ import {
   ANNOTATIONS,
   EXCLUDE_LABEL,
   FENCE_TABLE,
+  L2_STATE_ANNOTATION,
   LABEL_OWNED_ANNOTATION,
   SIDECAR_NAME,
-  STATUS_ANNOTATION,
 } from '../../../shared/names.ts';
 import { fenceTablesIn } from '../../../shared/net/fence-tables.ts';
 import { renderFence } from '../../../sidecar/l2/fence.ts';
@@ -52,7 +52,7 @@ t.test(
     await makeNode(
       'st-a',
       { [EXCLUDE_LABEL]: '' },
-      { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: l2Status },
+      { [LABEL_OWNED_ANNOTATION]: 'true', [L2_STATE_ANNOTATION]: l2Status },
     );
     await client.patch('/api/v1/nodes/st-a', { spec: { unschedulable: true } }, 'merge');
     await makeNode('st-b', { [EXCLUDE_LABEL]: 'true' }, {});
@@ -68,7 +68,7 @@ t.test(
         name: 'router-1',
         namespace: 'st-site',
         annotations: {
-          [ANNOTATIONS.status]: JSON.stringify({ profile: 'skupper-router', features: ['lease-handover'] }),
+          [ANNOTATIONS.injected]: JSON.stringify({ profile: 'skupper-router', features: ['lease-handover'] }),
         },
       },
       spec: {
@@ -216,9 +216,9 @@ t.test('reset: dry run changes nothing; --yes removes only what drainguard owns'
   await makeNode(
     'rs-a',
     { [EXCLUDE_LABEL]: '', keep: 'me' },
-    { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: l2Status, 'other.io/x': 'keep' },
+    { [LABEL_OWNED_ANNOTATION]: 'true', [L2_STATE_ANNOTATION]: l2Status, 'other.io/x': 'keep' },
   );
-  await makeNode('rs-cp', { [EXCLUDE_LABEL]: '' }, { [STATUS_ANNOTATION]: l2Status });
+  await makeNode('rs-cp', { [EXCLUDE_LABEL]: '' }, { [L2_STATE_ANNOTATION]: l2Status });
   const before = await client.get<Node>('/api/v1/nodes/rs-a');
 
   const dry = await cli(['reset', '--node', 'rs-a']);
@@ -240,7 +240,7 @@ t.test('reset: dry run changes nothing; --yes removes only what drainguard owns'
   t.equal(all.code, 0, all.stderr);
   const cpNode = await client.get<Node>('/api/v1/nodes/rs-cp');
   t.equal(cpNode.metadata?.labels?.[EXCLUDE_LABEL], '');
-  t.equal(cpNode.metadata?.annotations?.[STATUS_ANNOTATION], undefined);
+  t.equal(cpNode.metadata?.annotations?.[L2_STATE_ANNOTATION], undefined);
   t.match(all.stdout, /node\/rs-cp: keeping label/);
 
   for (const [args, msg] of [
@@ -277,7 +277,7 @@ t.test(
       await ns.run(['nft', 'add', 'table', 'inet', 'someone-else']);
       const tables = async () => fenceTablesIn(await ns.run(['nft', '-j', 'list', 'tables']));
       t.strictSame(await tables(), ['inet', 'netdev']);
-      await makeNode('rs-local', {}, { [STATUS_ANNOTATION]: l2Status });
+      await makeNode('rs-local', {}, { [L2_STATE_ANNOTATION]: l2Status });
 
       const dry = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns]);
       t.equal(dry.code, 0, dry.stderr);
@@ -290,7 +290,7 @@ t.test(
       t.strictSame(await tables(), []);
       t.match(await ns.run(['nft', 'list', 'tables']), /someone-else/);
       const n = await client.get<Node>('/api/v1/nodes/rs-local');
-      t.equal(n.metadata?.annotations?.[STATUS_ANNOTATION], undefined);
+      t.equal(n.metadata?.annotations?.[L2_STATE_ANNOTATION], undefined);
 
       const again = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns, '--yes']);
       t.equal(again.code, 0, again.stderr);

@@ -8,8 +8,8 @@ import { createL2Scene, killWait, type L2Scene, macsIn, type ProbeRound } from '
 import { createNamespace } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
-import type { L2Status } from '../../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import type { L2State } from '../../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 30_000, intervalMs: 50 };
 /** The probe's interval: every no-answer round is 50 ms of a dark VIP. */
@@ -31,7 +31,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
   let names: string[];
   const mac = (n: string) => w.bed.node(n).mac;
   const status = async (n: string) =>
-    JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as Partial<L2Status>;
+    JSON.parse((await w.getNode(n)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as Partial<L2State>;
   const labelled = async (n: string) => EXCLUDE_LABEL in ((await w.getNode(n)).metadata?.labels ?? {});
   const fenceTable = async (n: string) =>
     (await w.bed.node(n).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code === 0;

@@ -3,8 +3,8 @@
 import type { L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
-import { type L2Status, parseStatus } from '../../../shared/l2-state.ts';
-import { STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { type L2State, parseL2State } from '../../../shared/l2-state.ts';
+import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import { type FenceSpec, parseFence } from '../../../sidecar/l2/fence.ts';
 
 /**
@@ -32,13 +32,13 @@ export async function netdevFence(w: L2Scene, node: string): Promise<FenceSpec |
 export function statusIn(
   w: L2Scene,
   node: string,
-  phase: L2Status['phase'] = 'fenced',
+  phase: L2State['phase'] = 'fenced',
   timeoutMs = 20_000,
-): Promise<L2Status> {
+): Promise<L2State> {
   return waitFor(
     `${node}'s status says ${phase}`,
     async () => {
-      const s = parseStatus((await w.getNode(node)).metadata?.annotations?.[STATUS_ANNOTATION]);
+      const s = parseL2State((await w.getNode(node)).metadata?.annotations?.[L2_STATE_ANNOTATION]);
       return s?.phase === phase ? s : undefined;
     },
     { timeoutMs, intervalMs: 100 },

@@ -7,7 +7,7 @@ import { createL2Scene, type L2Scene, METALLB_NS } from '../../../lab/bed/l2-sce
 import { sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
@@ -16,7 +16,7 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
   let names: string[];
   const _mac = (n: string) => w.bed.node(n).mac;
   const status = async (n: string) =>
-    JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+    JSON.parse((await w.getNode(n)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
       phase?: string;
       vips?: string[];
       handedTo?: Record<string, string>;

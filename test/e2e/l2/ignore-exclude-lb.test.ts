@@ -7,7 +7,7 @@ import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
@@ -78,7 +78,9 @@ t.test('speakers with --ignore-exclude-lb: no L2 handover, and it says why', asy
         const status = await waitFor(
           'the status annotation says the handover is off',
           async () => {
-            const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+            const s = JSON.parse(
+              (await w.getNode(a)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}',
+            ) as {
               phase?: string;
               disabled?: string;
             };

@@ -9,7 +9,7 @@ import t from 'tap';
 import { type ProbeRound, startArpProbe, stopProcess } from '../../../lab/bed/arp-probe.ts';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 const PROBE_MS = 50;
@@ -22,7 +22,7 @@ t.test('L2 handover of IPv6-only and dual-stack services', async (t) => {
   let v6: string;
   let dual: [string, string];
   const status = async (n: string) =>
-    JSON.parse((await w.getNode(n)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+    JSON.parse((await w.getNode(n)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
       phase?: string;
       vips?: string[];
       handedTo?: Record<string, string>;

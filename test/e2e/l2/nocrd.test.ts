@@ -6,7 +6,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene, macsIn } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
@@ -51,7 +51,7 @@ for (const [what, sceneOpts] of [
       const st = await waitFor(
         'status fenced',
         async () => {
-          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
             phase?: string;
             vips?: string[];
           };

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 
@@ -36,7 +36,7 @@ t.test('L2 handover with MetalLB 0.14.6–0.15.x ServiceL2Status (reuse, others 
       const st = await waitFor(
         'fenced and confirmed',
         async () => {
-          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[STATUS_ANNOTATION] ?? '{}') as {
+          const s = JSON.parse((await w.getNode(a)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
             phase?: string;
             handedTo?: Record<string, string>;
           };

@@ -2,18 +2,18 @@ import t from 'tap';
 import { describePlan, nodePatch, planNode } from '../../../cli/reset.ts';
 import { buildStatus, guardedLeases, renderStatus } from '../../../cli/status.ts';
 import type { Lease, Node, Pod } from '../../../shared/kube/types.ts';
-import type { L2Status } from '../../../shared/l2-state.ts';
+import type { L2State } from '../../../shared/l2-state.ts';
 import {
   ANNOTATIONS,
   EXCLUDE_LABEL,
+  L2_STATE_ANNOTATION,
   LABEL_OWNED_ANNOTATION,
   SIDECAR_NAME,
-  STATUS_ANNOTATION,
 } from '../../../shared/names.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 import { fencedL2Status } from './l2-state-fixture.ts';
 
-const l2Status = (over: Partial<L2Status> = {}) => JSON.stringify(fencedL2Status({}, over));
+const l2Status = (over: Partial<L2State> = {}) => JSON.stringify(fencedL2Status({}, over));
 
 const node = (
   name: string,
@@ -38,7 +38,7 @@ const injected = (
       name,
       namespace: ns,
       annotations: {
-        [ANNOTATIONS.status]: JSON.stringify({
+        [ANNOTATIONS.injected]: JSON.stringify({
           profile,
           features: (env.DRAINGUARD_FEATURES ?? '').split(','),
         }),
@@ -89,15 +89,15 @@ t.test('status per node: drain, phase, fence, VIPs, and who put the exclude labe
         'node-a',
         {
           labels: { [EXCLUDE_LABEL]: '' },
-          annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: l2Status() },
+          annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [L2_STATE_ANNOTATION]: l2Status() },
         },
         true,
       ),
       node('node-b', { labels: { [EXCLUDE_LABEL]: 'true' } }),
       node('node-c', {
-        annotations: { [STATUS_ANNOTATION]: l2Status({ phase: 'failsafe-fenced', failsafe: true }) },
+        annotations: { [L2_STATE_ANNOTATION]: l2Status({ phase: 'failsafe-fenced', failsafe: true }) },
       }),
-      node('node-d', { annotations: { [STATUS_ANNOTATION]: 'not json' } }),
+      node('node-d', { annotations: { [L2_STATE_ANNOTATION]: 'not json' } }),
     ],
     pods: [
       injected('metallb-system', 'speaker-a', 'node-a', 'metallb-speaker', {
@@ -203,23 +203,23 @@ t.test(
         labels: { [EXCLUDE_LABEL]: '' },
         annotations: {
           [LABEL_OWNED_ANNOTATION]: 'true',
-          [STATUS_ANNOTATION]: l2Status(),
+          [L2_STATE_ANNOTATION]: l2Status(),
           'other.io/x': 'keep',
         },
       }),
       [],
     );
     t.equal(ours.removeLabel, true);
-    t.strictSame(ours.removeAnnotations, [LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION].sort());
+    t.strictSame(ours.removeAnnotations, [LABEL_OWNED_ANNOTATION, L2_STATE_ANNOTATION].sort());
     t.strictSame(nodePatch(ours), {
       metadata: {
         resourceVersion: '42',
         labels: { [EXCLUDE_LABEL]: null },
-        annotations: { [LABEL_OWNED_ANNOTATION]: null, [STATUS_ANNOTATION]: null },
+        annotations: { [LABEL_OWNED_ANNOTATION]: null, [L2_STATE_ANNOTATION]: null },
       },
     });
     const kubeadm = planNode(
-      node('cp', { labels: { [EXCLUDE_LABEL]: '' }, annotations: { [STATUS_ANNOTATION]: l2Status() } }),
+      node('cp', { labels: { [EXCLUDE_LABEL]: '' }, annotations: { [L2_STATE_ANNOTATION]: l2Status() } }),
       [],
     );
     t.equal(kubeadm.removeLabel, false);
@@ -243,7 +243,7 @@ t.test(
 );
 
 t.test('reset warns when an injected pod still runs on the node, and says would/removed', async (t) => {
-  const p = planNode(node('node-a', { annotations: { [STATUS_ANNOTATION]: l2Status() } }), [
+  const p = planNode(node('node-a', { annotations: { [L2_STATE_ANNOTATION]: l2Status() } }), [
     injected('metallb-system', 'speaker-a', 'node-a', 'metallb-speaker', {
       DRAINGUARD_FEATURES: 'l2-handover',
     }),
@@ -253,7 +253,7 @@ t.test('reset warns when an injected pod still runs on the node, and says would/
   ]);
   t.strictSame(p.liveSidecars, ['metallb-system/speaker-a']);
   const dry = describePlan(p, false);
-  t.ok(dry.some((l) => l.startsWith(`node/node-a: would remove annotation ${STATUS_ANNOTATION}`)));
+  t.ok(dry.some((l) => l.startsWith(`node/node-a: would remove annotation ${L2_STATE_ANNOTATION}`)));
   t.ok(dry.some((l) => l.includes('warning: injected pods still run here (metallb-system/speaker-a)')));
   t.ok(describePlan(p, true).some((l) => l.startsWith('node/node-a: removed annotation')));
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseStatus } from '../../../shared/l2-state.ts';
+import { parseL2State } from '../../../shared/l2-state.ts';
 import {
   initialMemory,
   type L2Action,
@@ -136,7 +136,7 @@ t.test(
     t.strictSame(kinds(w.run({ now: T0 + 41_000 })), ['unlabel']);
     // A restart keeps the decision.
     t.equal(
-      statusOf(resume(parseStatus(JSON.stringify(w.status)), undefined, T0 + 42_000), false).gaveUp,
+      statusOf(resume(parseL2State(JSON.stringify(w.status)), undefined, T0 + 42_000), false).gaveUp,
       true,
     );
     // The pod going away after all (deleted during the drain): a new attempt, label kept this time.
@@ -365,14 +365,14 @@ t.test('restart mid-handover: resumes from annotation and nft without a second f
   w.run({ now: T0 + 100, newOwners: { 'web/www': 'node-b' } });
   const status = JSON.stringify(statusOf(w.memory, false));
   // "Restart": memory rebuilt from the annotation and the installed fence.
-  const memory = resume(parseStatus(status), w.o.fence, T0 + 10_000);
+  const memory = resume(parseL2State(status), w.o.fence, T0 + 10_000);
   t.equal(statusOf(memory, false).phase, 'fenced');
   const { actions } = step(memory, { ...w.o, now: T0 + 10_000 }, cfg);
   t.strictSame(actions, []);
   // Killed after labelling, before confirmation: continues waiting, does not relabel.
   const w2 = new World(obs({ draining: true }));
   w2.run();
-  const mid = resume(parseStatus(JSON.stringify(statusOf(w2.memory, false))), undefined, T0 + 500);
+  const mid = resume(parseL2State(JSON.stringify(statusOf(w2.memory, false))), undefined, T0 + 500);
   t.equal(statusOf(mid, false).phase, 'labelled');
   const r = step(mid, { ...w2.o, now: T0 + 600 }, cfg);
   t.strictSame(r.actions, []);
@@ -383,8 +383,8 @@ t.test('restart mid-handover: resumes from annotation and nft without a second f
       .phase,
     'failsafe-fenced',
   );
-  t.equal(parseStatus('{"phase":"bogus"}'), undefined);
-  t.equal(parseStatus('not json'), undefined);
+  t.equal(parseL2State('{"phase":"bogus"}'), undefined);
+  t.equal(parseL2State('not json'), undefined);
 });
 
 t.test('restart after uncordon: leftovers (fence, own label) are undone', async (t) => {
@@ -631,7 +631,7 @@ t.test(
     const pools = ['192.0.2.100-192.0.2.120'];
     const w = new World(obs({ pools }));
     w.run({ draining: true });
-    const status = parseStatus(JSON.stringify(w.status));
+    const status = parseL2State(JSON.stringify(w.status));
     t.strictSame(status?.pools, pools);
     const restarted = new World(
       obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined }),

@@ -180,7 +180,7 @@ t.test(
     const api = { crd: false, statuses: [] as KubeObject[] };
     const w = metallbApi(api);
     t.teardown(() => w.view.stop());
-    // The capability asks every 30 s (its tick); two hours of that.
+    // The feature asks every 30 s (its tick); two hours of that.
     const TICK = 30_000;
     const hour = async () => {
       const before = w.discoveries();

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 import { fencedL2Status } from '../cli/l2-state-fixture.ts';
 
 t.test('drainguard status: one row per node from labels and the status annotation', async (t) => {
@@ -12,11 +12,11 @@ t.test('drainguard status: one row per node from labels and the status annotatio
       metadata: {
         name: 'node-a',
         labels: { [EXCLUDE_LABEL]: '' },
-        annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: JSON.stringify(status) },
+        annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [L2_STATE_ANNOTATION]: JSON.stringify(status) },
       },
       spec: { unschedulable: true },
     },
-    { metadata: { name: 'node-b', annotations: { [STATUS_ANNOTATION]: 'garbage' } } },
+    { metadata: { name: 'node-b', annotations: { [L2_STATE_ANNOTATION]: 'garbage' } } },
   ]);
   t.strictSame(
     rows.map((r) => [r.node, r.excludeLabel, r.status?.phase]),

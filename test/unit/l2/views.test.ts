@@ -1,4 +1,4 @@
-// The capability's views of the node (host.ts) and of who else could announce (candidates.ts),
+// The feature's views of the node (host.ts) and of who else could announce (candidates.ts),
 // each with a scripted tool runner or API.
 import t from 'tap';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';

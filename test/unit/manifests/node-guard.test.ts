@@ -1,7 +1,7 @@
 // The opt-in ValidatingAdmissionPolicy (manifests/components/node-guard) cannot run on the 1.20
 // test API server: its objects are checked against the 1.30 schema (kubernetes-models), and every
 // CEL expression is evaluated, as the API server would, on admission requests shaped like the
-// ones the L2 sidecar's merge patches produce (capability.ts) — allowed and refused.
+// ones the L2 sidecar's merge patches produce (sidecar/l2/own-node.ts) — allowed and refused.
 import { readFileSync } from 'node:fs';
 import { run } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
@@ -11,7 +11,7 @@ import {
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 
 const dir = new URL('../../../manifests/components/node-guard/', import.meta.url);
 const docs = YAML.parseAllDocuments(readFileSync(new URL('policy.yaml', dir), 'utf8')).map(
@@ -95,7 +95,7 @@ t.test(
     const before = node('node-a');
     const labelled = node('node-a', {
       labels: { [EXCLUDE_LABEL]: '' },
-      annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [STATUS_ANNOTATION]: '{"phase":"labelled"}' },
+      annotations: { [LABEL_OWNED_ANNOTATION]: 'true', [L2_STATE_ANNOTATION]: '{"phase":"labelled"}' },
     });
     for (const [oldObject, object] of [
       [before, labelled],

@@ -1,4 +1,4 @@
-// What every capability reports through: registerMetrics (a table of metrics becomes typed metrics,
+// What every feature reports through: registerMetrics (a table of metrics becomes typed metrics,
 // in the table's order) and the own Node and Pod as Event targets.
 import t from 'tap';
 import { Registry } from '../../../shared/metrics.ts';

@@ -1,6 +1,6 @@
-// A CapabilityContext built from fakes, for unit tests that drive a capability's I/O edge: a drain
+// A FeatureContext built from fakes, for unit tests that drive a feature's I/O edge: a drain
 // state the test sets, a clock the test moves, Events and metrics recorded in memory. The API
-// client and the tool runner are the test's own (each capability needs different answers).
+// client and the tool runner are the test's own (each feature needs different answers).
 import type { Clock } from '../../../shared/clock.ts';
 import { parseSidecarEnv } from '../../../shared/contract.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
@@ -8,9 +8,9 @@ import type { EventRecorder } from '../../../shared/kube/events.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
-import type { CapabilityContext } from '../../../sidecar/capability.ts';
 import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
 import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import type { FeatureContext } from '../../../sidecar/feature.ts';
 import type { ToolRunner } from '../../../sidecar/runner.ts';
 
 /**
@@ -51,7 +51,7 @@ export function steppingClock(start = 0): Clock & { t: number } {
   return c;
 }
 
-/** The drain watcher's face to capabilities: the state, the own Node and Pod, subscriptions. */
+/** The drain watcher's face to features: the state, the own Node and Pod, subscriptions. */
 export class FakeDrain {
   current: DrainState = { ...initialDrainState, synced: true };
   pod: Pod | undefined;
@@ -87,11 +87,11 @@ export function fakeContext(opts: {
   clock: Clock;
   runner?: ToolRunner;
   drain?: FakeDrain;
-}): { ctx: CapabilityContext; drain: FakeDrain; events: RecordedEvent[]; metrics: Registry } {
+}): { ctx: FeatureContext; drain: FakeDrain; events: RecordedEvent[]; metrics: Registry } {
   const drain = opts.drain ?? new FakeDrain();
   const events: RecordedEvent[] = [];
   const metrics = new Registry();
-  const ctx: CapabilityContext = {
+  const ctx: FeatureContext = {
     config: parseSidecarEnv(opts.env),
     log: createLogger('test', 'silent'),
     client: opts.client,

@@ -1,16 +1,16 @@
 // The L2 handover gate: with DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB (the webhook saw the speaker's
-// --ignore-exclude-lb) the l2-handover feature loads the capability that runs no handover. Driven
+// --ignore-exclude-lb) the l2-handover feature loads the feature that runs no handover. Driven
 // with fakes: it labels nothing at a cordon, takes back a fence and a label an earlier sidecar
 // left, and says why in a Warning Event (Node and Pod), the status annotation and /prestop.
 import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
-import { parseStatus } from '../../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
-import { CAPABILITIES } from '../../../sidecar/capabilities.ts';
-import type { Capability } from '../../../sidecar/capability.ts';
-import { createCapability as createHandover } from '../../../sidecar/l2/capability.ts';
+import { parseL2State } from '../../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
+import type { Feature } from '../../../sidecar/feature.ts';
+import { FEATURE_MODULES } from '../../../sidecar/features.ts';
+import { createFeature as createHandover } from '../../../sidecar/l2/feature.ts';
 import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
 import { HANDOVER_OFF_REASON, L2HandoverOff } from '../../../sidecar/l2/handover-off.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
@@ -76,8 +76,8 @@ class LeftFence implements Pick<L2Host, 'readFence' | 'applyFence'> {
   }
 }
 
-t.test('the loader: the handover without the setting, the capability that runs none with it', async (t) => {
-  const load = CAPABILITIES['l2-handover'];
+t.test('the loader: the handover without the setting, the feature that runs none with it', async (t) => {
+  const load = FEATURE_MODULES['l2-handover'];
   t.equal(await load?.({ speakerIgnoresExcludeLb: false }), createHandover);
   const off = await load?.({ speakerIgnoresExcludeLb: true });
   t.not(off, createHandover, 'with --ignore-exclude-lb the L2 handover is not what starts');
@@ -105,12 +105,12 @@ t.test(
     });
     drain.readNode = api.node;
     const host = new LeftFence();
-    const cap: Capability & { idle(): Promise<void> } = new L2HandoverOff(ctx, host);
+    const cap: Feature & { idle(): Promise<void> } = new L2HandoverOff(ctx, host);
     await cap.start();
     await cap.idle();
     t.strictSame(host.applied, ['unfence'], 'the fence an earlier sidecar left is removed');
     t.notOk(EXCLUDE_LABEL in (api.node().metadata?.labels ?? {}), 'the label it added is taken back');
-    const status = parseStatus(api.node().metadata?.annotations?.[STATUS_ANNOTATION]);
+    const status = parseL2State(api.node().metadata?.annotations?.[L2_STATE_ANNOTATION]);
     t.equal(status?.phase, 'idle');
     t.match(status?.disabled ?? '', /--ignore-exclude-lb/);
     t.match(

@@ -1,7 +1,7 @@
 // The planner's steps one by one, on plain data: each step's result, and every denial or skip it
 // can produce. plan() as a whole is covered by the golden, hardening and fuzz tests.
 import t, { type Test } from 'tap';
-import type { EnvVar, Feature } from '../../../shared/contract.ts';
+import type { EnvVar, FeatureName } from '../../../shared/contract.ts';
 import { buildEnv, type EnvInputs } from '../../../webhook/plan/env.ts';
 import {
   checkMemberlistAnnotation,
@@ -54,8 +54,8 @@ const denied = (t: Test, r: unknown): string => {
   if (!(isStop(r) && 'denied' in r)) throw new Error(`expected a denial, got ${JSON.stringify(r)}`);
   return r.denied;
 };
-const l2 = new Set<Feature>(['l2-handover']);
-const lease = new Set<Feature>(['lease-handover']);
+const l2 = new Set<FeatureName>(['l2-handover']);
+const lease = new Set<FeatureName>(['lease-handover']);
 const c = (name: string, more: Obj = {}) => ({ name, ...more });
 
 // --- readPod
@@ -230,7 +230,7 @@ t.test("resolveFeatures: the profile's features, plus netfilter cleanup when ann
   t.strictSame(resolveFeatures('metallb-speaker', {}, true), l2);
   t.strictSame(resolveFeatures('lease', { 'drainguard.io/netfilter-cleanup': 'false' }, false), lease);
   t.strictSame(
-    [...(resolveFeatures('lease', { 'drainguard.io/netfilter-cleanup': 'true' }, true) as Set<Feature>)],
+    [...(resolveFeatures('lease', { 'drainguard.io/netfilter-cleanup': 'true' }, true) as Set<FeatureName>)],
     ['lease-handover', 'netfilter-cleanup'],
   );
 });

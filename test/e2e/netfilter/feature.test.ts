@@ -1,4 +1,4 @@
-// The sidecar capability against a real kube-apiserver: pods of its node from an Informer,
+// The sidecar feature against a real kube-apiserver: pods of its node from an Informer,
 // node addresses from the Node, passes on start / pod events / confirmation, an Event.
 import t from 'tap';
 import {
@@ -17,9 +17,9 @@ import { EventRecorder } from '../../../shared/kube/events.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Registry } from '../../../shared/metrics.ts';
-import { CAPABILITIES } from '../../../sidecar/capabilities.ts';
-import type { Capability } from '../../../sidecar/capability.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import type { Feature } from '../../../sidecar/feature.ts';
+import { FEATURE_MODULES } from '../../../sidecar/features.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
 
 const log = createLogger('test', 'warn');
@@ -58,14 +58,14 @@ async function createPod(
   });
 }
 
-/** A capability on the azure node: `client` is what it talks to the API with; Events go via `admin`. */
-async function startCapability(
+/** A feature on the azure node: `client` is what it talks to the API with; Events go via `admin`. */
+async function startFeature(
   l: AzureScene,
   client: KubeClient,
   admin: KubeClient,
   metrics: Registry,
   env: Record<string, string> = {},
-): Promise<Capability> {
+): Promise<Feature> {
   const config = parseSidecarEnv({
     DRAINGUARD_PROFILE: 'netfilter-cleanup',
     DRAINGUARD_FEATURES: 'netfilter-cleanup',
@@ -76,7 +76,7 @@ async function startCapability(
     DRAINGUARD_CLEANUP_RESYNC_SECONDS: '3600',
     ...env,
   });
-  const factory = await CAPABILITIES['netfilter-cleanup']!();
+  const factory = await FEATURE_MODULES['netfilter-cleanup']!();
   const cap = factory({
     config,
     log,
@@ -111,11 +111,11 @@ async function natRules(l: AzureScene): Promise<string> {
   return l.node.run(['ebtables', '-t', 'nat', '-L']);
 }
 
-t.test('netfilter-cleanup capability with a real API server', async (t) => {
+t.test('netfilter-cleanup feature with a real API server', async (t) => {
   let cp: ControlPlane;
   let client: KubeClient;
   let l: AzureScene;
-  let cap: Capability;
+  let cap: Feature;
   const metrics = new Registry();
 
   t.before(async () => {
@@ -131,17 +131,17 @@ t.test('netfilter-cleanup capability with a real API server', async (t) => {
     client?.close();
   });
 
-  t.test('is registered as a lazily loaded capability', async (t) => {
-    const load = CAPABILITIES['netfilter-cleanup'];
-    if (!load) throw new Error('netfilter-cleanup not in CAPABILITIES');
+  t.test('is registered as a lazily loaded feature', async (t) => {
+    const load = FEATURE_MODULES['netfilter-cleanup'];
+    if (!load) throw new Error('netfilter-cleanup not in FEATURE_MODULES');
     t.equal(typeof (await load()), 'function');
   });
 
-  /** Runs a capability on `api` for three passes (more than the 1 s confirmation) and checks nothing went. */
+  /** Runs a feature on `api` for three passes (more than the 1 s confirmation) and checks nothing went. */
   async function heldThrough(api: KubeClient, during?: () => Promise<void>): Promise<Registry> {
     const before = await natRules(l);
     const m = new Registry();
-    const c = await startCapability(l, api, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
+    const c = await startFeature(l, api, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
     try {
       await during?.();
       // Without the hold, the second of these passes deleted every stale-looking rule.
@@ -191,7 +191,7 @@ t.test('netfilter-cleanup capability with a real API server', async (t) => {
   });
 
   t.test('cleans on start (two passes a confirmation apart), records an Event and metrics', async (t) => {
-    cap = await startCapability(l, client, client, metrics);
+    cap = await startFeature(l, client, client, metrics);
     await waitFor('stale rules removed', async () => (await staleLeft(l)) === 0, {
       timeoutMs: 20_000,
       intervalMs: 200,
@@ -227,7 +227,7 @@ t.test('netfilter-cleanup capability with a real API server', async (t) => {
   t.test('rules a CNI installed for a pod whose IP is not in the API yet are kept until it is', async (t) => {
     await cap.stop();
     const m = new Registry();
-    cap = await startCapability(l, client, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
+    cap = await startFeature(l, client, client, m, { DRAINGUARD_CLEANUP_RESYNC_SECONDS: '1' });
     const ip = '198.51.100.61';
     await createPod(client, 'no-ip-yet', []);
     const passes = async () => Number((await cap.prestop()).passes);

@@ -1,11 +1,11 @@
-// Sidecar capability "netfilter-cleanup": passes on start, on pod events for this node, on a
+// Sidecar feature "netfilter-cleanup": passes on start, on pod events for this node, on a
 // periodic resync, and when a pending stale item becomes confirmable.
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Pod } from '../../shared/kube/types.ts';
-import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { Coalescer } from '../coalesce.ts';
 import { ownNode } from '../events.ts';
+import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import { Cleaner, type PassResult } from './cleaner.ts';
 import { formatMac } from './ebtables.ts';
@@ -56,9 +56,9 @@ const NETFILTER_METRICS = {
   },
 } as const satisfies Record<string, MetricSpec>;
 
-class NetfilterCleanup implements Capability {
+class NetfilterCleanup implements Feature {
   readonly name = 'netfilter-cleanup';
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   private readonly cleaner: Cleaner;
   private readonly informer: Informer;
   private readonly abort = new AbortController();
@@ -75,7 +75,7 @@ class NetfilterCleanup implements Capability {
   passes = 0;
   lastResult: PassResult | undefined;
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.ctx = ctx;
     const { config } = ctx;
     this.coalescer = new Coalescer(
@@ -284,4 +284,4 @@ class NetfilterCleanup implements Capability {
   }
 }
 
-export const createCapability: CapabilityFactory = (ctx) => new NetfilterCleanup(ctx);
+export const createFeature: FeatureFactory = (ctx) => new NetfilterCleanup(ctx);

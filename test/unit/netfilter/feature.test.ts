@@ -2,7 +2,7 @@ import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
-import { createCapability } from '../../../sidecar/netfilter/capability.ts';
+import { createFeature } from '../../../sidecar/netfilter/feature.ts';
 import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 import { FakeHost } from './fakehost.ts';
 
@@ -60,7 +60,7 @@ function start(opts: {
     runner: opts.host,
     ...(opts.drain ? { drain: opts.drain } : {}),
   });
-  const cap = createCapability(ctx) as ReturnType<typeof createCapability> & {
+  const cap = createFeature(ctx) as ReturnType<typeof createFeature> & {
     trigger(r: string): void;
     idle(): Promise<void>;
     passes: number;
@@ -68,7 +68,7 @@ function start(opts: {
   return { cap, events, metrics };
 }
 
-t.test('netfilter-cleanup capability (fake host, stub API)', async (t) => {
+t.test('netfilter-cleanup feature (fake host, stub API)', async (t) => {
   t.test('dry-run: reports each stale item once (Event, metrics), deletes nothing', async (t) => {
     const h = hostWithArpReply('198.51.100.12', '02:aa:00:00:00:12');
     const { cap, events, metrics } = start({

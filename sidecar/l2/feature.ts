@@ -8,10 +8,10 @@
 import { RetryGate } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
-import { parseStatus } from '../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../shared/names.ts';
-import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
+import { parseL2State } from '../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { Coalescer } from '../coalesce.ts';
+import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { CandidateReader, type CandidateView } from './candidates.ts';
 import {
   failsafeDue,
@@ -35,13 +35,13 @@ import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
 
-/** What the capability reads the world through; `changed` asks for a reconcile. */
+/** What the feature reads the world through; `changed` asks for a reconcile. */
 export interface L2Views {
   metallb: MetalLbView;
   candidates: CandidateView;
   host: L2Host;
 }
-export type L2ViewsFactory = (ctx: CapabilityContext, changed: () => void) => L2Views;
+export type L2ViewsFactory = (ctx: FeatureContext, changed: () => void) => L2Views;
 
 /** The real views: the API server and the node's tools. */
 export const apiViews: L2ViewsFactory = (ctx, changed) => ({
@@ -65,9 +65,9 @@ const AT_REST = new Set<L2Memory['phase']>(['idle', 'undoing', 'refused', 'given
 /** Phases that are fenced: the candidates no longer matter. */
 const FENCED = new Set<L2Memory['phase']>(['fenced-confirmed', 'fenced-unconfirmed', 'failsafe-fenced']);
 
-export class L2Handover implements Capability {
+export class L2Handover implements Feature {
   readonly name = 'l2-handover';
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   private readonly settings: L2Settings;
   private readonly metallb: MetalLbView;
   private readonly candidates: CandidateView;
@@ -100,7 +100,7 @@ export class L2Handover implements Capability {
   /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
   private missingInterfaces: string[] = [];
 
-  constructor(ctx: CapabilityContext, views: L2ViewsFactory = apiViews) {
+  constructor(ctx: FeatureContext, views: L2ViewsFactory = apiViews) {
     this.ctx = ctx;
     const c = ctx.config;
     this.settings = {
@@ -165,7 +165,7 @@ export class L2Handover implements Capability {
       return undefined;
     });
     this.memory = resume(
-      parseStatus(node?.metadata?.annotations?.[STATUS_ANNOTATION]),
+      parseL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]),
       this.fence,
       ctx.clock.now(),
     );
@@ -462,7 +462,7 @@ export class L2Handover implements Capability {
       ...(missing.length > 0 ? { missingInterfaces: missing } : {}),
     });
     if (status === this.writtenStatus || ctx.drain.current.apiDownSince !== undefined) return;
-    const onNode = this.node.current()?.metadata?.annotations?.[STATUS_ANNOTATION];
+    const onNode = this.node.current()?.metadata?.annotations?.[L2_STATE_ANNOTATION];
     if (onNode === status) {
       this.writtenStatus = status;
       return;
@@ -481,4 +481,4 @@ export class L2Handover implements Capability {
   }
 }
 
-export const createCapability: CapabilityFactory = (ctx) => new L2Handover(ctx);
+export const createFeature: FeatureFactory = (ctx) => new L2Handover(ctx);

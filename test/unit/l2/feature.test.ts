@@ -1,13 +1,13 @@
-// The L2 capability's edge with fakes for MetalLB's view, the candidates, the node and the API:
+// The L2 feature's edge with fakes for MetalLB's view, the candidates, the node and the API:
 // what it writes (label, fence, Events, status annotation), in which order, and how it retries.
 import t from 'tap';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
-import { type L2Status, parseStatus, type ServiceVips } from '../../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION, STATUS_ANNOTATION } from '../../../shared/names.ts';
+import { type L2State, parseL2State, type ServiceVips } from '../../../shared/l2-state.ts';
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 import type { CandidateView } from '../../../sidecar/l2/candidates.ts';
-import { L2Handover } from '../../../sidecar/l2/capability.ts';
 import { L2_EVENT_REASONS, type StatusSource } from '../../../sidecar/l2/core.ts';
+import { L2Handover } from '../../../sidecar/l2/feature.ts';
 import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
 import type { MetalLbObservation, MetalLbView } from '../../../sidecar/l2/metallb-view.ts';
@@ -100,7 +100,7 @@ function fakeApi() {
     down: false,
     patches: [] as string[],
     node: () => node,
-    status: (): L2Status | undefined => parseStatus(node.metadata?.annotations?.[STATUS_ANNOTATION]),
+    status: (): L2State | undefined => parseL2State(node.metadata?.annotations?.[L2_STATE_ANNOTATION]),
   };
   const unreachable = () => new ApiError('GET', '/', 503, 'ServiceUnavailable', 'down');
   const merge = (into: Record<string, string>, patch: Record<string, string | null> = {}) => {

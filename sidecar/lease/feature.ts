@@ -1,15 +1,15 @@
-// Sidecar capability "lease-handover", the I/O edge of the Lease handover: reads the own pod
+// Sidecar feature "lease-handover", the I/O edge of the Lease handover: reads the own pod
 // (through the shared drain watcher), candidate pods, nodes and Leases; writes the Lease; records
 // Events and metrics. Decisions come from ./core.ts. Every API call retries with jittered backoff
-// inside a deadline and never throws out of the capability: API trouble costs a handover, never
+// inside a deadline and never throws out of the feature: API trouble costs a handover, never
 // the sidecar.
 import { retryUntil } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
-import type { Capability, CapabilityContext, CapabilityFactory } from '../capability.ts';
 import { ownPod } from '../events.ts';
+import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
 import {
   afterConflict,
@@ -100,9 +100,9 @@ const LEASE_METRICS = {
   },
 } as const satisfies Record<string, MetricSpec>;
 
-export class LeaseHandover implements Capability {
+export class LeaseHandover implements Feature {
   readonly name = 'lease-handover';
-  private readonly ctx: CapabilityContext;
+  private readonly ctx: FeatureContext;
   private readonly settings: LeaseSettings | undefined;
   private readonly informers: Informer[] = [];
   private readonly observed = new Map<string, Lease | undefined>();
@@ -118,7 +118,7 @@ export class LeaseHandover implements Capability {
   private readonly abort = new AbortController();
   private readonly metrics: Metrics<typeof LEASE_METRICS>;
 
-  constructor(ctx: CapabilityContext) {
+  constructor(ctx: FeatureContext) {
     this.ctx = ctx;
     const config = ctx.config;
     try {
@@ -133,7 +133,7 @@ export class LeaseHandover implements Capability {
         config.podNamespace,
       );
     } catch (e) {
-      // A configuration error leaves this capability inert, never the sidecar down.
+      // A configuration error leaves this feature inert, never the sidecar down.
       ctx.log.error({ err: (e as Error).message }, 'lease handover disabled: bad configuration');
     }
     this.metrics = registerMetrics(ctx.metrics, LEASE_METRICS);
@@ -574,4 +574,4 @@ export class LeaseHandover implements Capability {
   }
 }
 
-export const createCapability: CapabilityFactory = (ctx) => new LeaseHandover(ctx);
+export const createFeature: FeatureFactory = (ctx) => new LeaseHandover(ctx);

@@ -7,8 +7,8 @@ import type { Registry } from '../shared/metrics.ts';
 import type { DrainWatcher } from './drain/watcher.ts';
 import type { ToolRunner } from './runner.ts';
 
-/** What every capability gets: shared drain detection, API client, tool runner. Nothing else. */
-export interface CapabilityContext {
+/** What every feature gets: shared drain detection, API client, tool runner. Nothing else. */
+export interface FeatureContext {
   config: SidecarConfig;
   log: Logger;
   client: KubeClient;
@@ -19,7 +19,7 @@ export interface CapabilityContext {
   clock: Clock;
 }
 
-export interface Capability {
+export interface Feature {
   readonly name: string;
   start(): Promise<void>;
   /** /prestop and SIGTERM: finish (bounded) what must happen before the pod goes; returns a summary. */
@@ -28,7 +28,7 @@ export interface Capability {
 }
 
 /**
- * Every capability module exports its factory as `export const createCapability: CapabilityFactory`
- * (and nothing as default): sidecar/capabilities.ts loads each one lazily by that name.
+ * Every feature module exports its factory as `export const createFeature: FeatureFactory`
+ * (and nothing as default): sidecar/features.ts loads each one lazily by that name.
  */
-export type CapabilityFactory = (ctx: CapabilityContext) => Capability;
+export type FeatureFactory = (ctx: FeatureContext) => Feature;

@@ -1,9 +1,9 @@
-// The capability's I/O edge with a scripted API: which calls it makes, and which it never makes.
+// The feature's I/O edge with a scripted API: which calls it makes, and which it never makes.
 import t from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease, Pod } from '../../../shared/kube/types.ts';
-import { LeaseHandover } from '../../../sidecar/lease/capability.ts';
+import { LeaseHandover } from '../../../sidecar/lease/feature.ts';
 import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 
 const NS = 'site-a';
@@ -122,14 +122,14 @@ function context(
     clock: systemClock,
     drain,
   });
-  /** The pod terminates, once the capability watches the Lease (as it long has in a real pod). */
+  /** The pod terminates, once the feature watches the Lease (as it long has in a real pod). */
   const terminate = async (podReplaced = false) => {
     await waitFor('the Lease watched', api.watched, { timeoutMs: 5_000 });
     drain.set({ terminating: true, podReplaced });
   };
   return {
     ctx,
-    /** Starts the capability, terminates the pod, waits for the handover: its result for the Lease. */
+    /** Starts the feature, terminates the pod, waits for the handover: its result for the Lease. */
     handover: async (podReplaced = false) => {
       const cap = new LeaseHandover(ctx);
       await cap.start();
@@ -142,7 +142,7 @@ function context(
   };
 }
 
-t.test('lease handover capability (scripted API)', async (t) => {
+t.test('lease handover feature (scripted API)', async (t) => {
   t.test(
     'hands over after backing off on 429 and 503, verifies through the watch, records an Event',
     async (t) => {
