@@ -39,10 +39,7 @@ export interface L2State {
    * `foreign` — every ARP/NA not from the node's own addresses (the pools were never read).
    */
   failsafeDrop?: 'pools' | 'foreign';
-  /**
-   * The fail-safe's memberlist cut is on (kept after the API is back until the new owners confirm
-   * after the exclude label, or the drain ends).
-   */
+  /** The fail-safe's memberlist cut is on (kept after the API is back until the label has spread). */
   memberlistCut?: boolean;
   stranded?: boolean;
   /** Given up unconfirmed while the drain lasts (label removed). */

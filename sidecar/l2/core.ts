@@ -51,19 +51,9 @@
 //                                                                and settle time from the label), the
 //                                                                fail-safe fence kept meanwhile;
 //                                                                L2HandoverStarted
-//   awaiting-confirmation with the cut  → fenced-confirmed,      as above; the fail-safe fence and the
-//                                           -unconfirmed         memberlist cut kept (peers see this
-//                                                                node dead, so none elects it whatever
-//                                                                its label lag), L2HandoverConfirmed
-//                                                                (or L2HandoverUnconfirmedFence);
-//                                                                lifted at once if every new owner
-//                                                                confirmed after the label was seen
-//   fenced-confirmed with the cut       → fenced-confirmed       every new owner's ServiceL2Status
-//                                                                written after the exclude label was
-//                                                                seen: fence narrowed to the VIPs,
-//                                                                cut lifted, L2HandoverConfirmed;
-//                                                                otherwise the cut stays until the
-//                                                                drain ends (never given up for it)
+//   awaiting-confirmation with the cut  → fenced-confirmed       as above, and the exclude label seen
+//                                                                for cutLiftMarginMs: fence without
+//                                                                the cut, L2HandoverConfirmed
 //   awaiting-confirmation with the cut  → given-up, refused      as above, fail-safe fence and cut
 //                                                                removed with the label
 // refused and given-up never turn into failsafe-fenced: the fail-safe would overturn a refusal.
@@ -81,6 +71,14 @@ export interface L2Settings {
   failsafeGraceMs: number;
   memberlistPorts: number[];
   nodeName: string;
+  /**
+   * After a fail-safe, how long the exclude label must have been visible on the Node (this
+   * sidecar's watch) before the memberlist cut is lifted. MetalLB re-elects on Node events: a peer
+   * whose informer has not delivered the label yet sees this node alive again and not excluded,
+   * elects it, and its answers are fenced. The new owners' ServiceL2Status is no proof: they
+   * re-elected because of the cut and rewrite nothing when the label arrives.
+   */
+  cutLiftMarginMs: number;
 }
 
 /**
@@ -105,12 +103,6 @@ export interface L2Observation {
   announced: ServiceVips[];
   /** service -> another node that has a ServiceL2Status for it (the new owner). */
   newOwners: Record<string, string>;
-  /**
-   * service -> when its new owner's ServiceL2Status was written (as the edge saw it; missing: not
-   * known). After a fail-safe the memberlist cut is lifted only once every one post-dates the
-   * exclude label being seen: only then do the owners provably see the exclusion.
-   */
-  confirmedAt?: Record<string, number>;
   /** Nodes other than this one that could announce; undefined = not known (API down). */
   otherCandidates: string[] | undefined;
   /**
@@ -458,41 +450,17 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
     ? services.every((s) => handedTo[s.service])
     : now - started >= settings.settleMs;
   if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
-  const took = secs(now - started);
+  // After a fail-safe the new owners re-elected because of the cut: lift it only once the label
+  // has had time to reach every peer, or a lagging one re-elects this (fenced) node.
   const labelSeenAt = memory.labelSeenAt ?? now;
-  // After a fail-safe the new owners re-elected because of the cut, not the label: a peer whose
-  // API view lags would re-elect this (fenced) node once the cut is lifted. Keep the fail-safe
-  // fence and cut (peers see this node dead; its own speaker, seeing its label, elects nobody
-  // here, or is silenced by the drop) until the owners confirm after the label, or the drain ends.
-  if (cutOn && !(confirmable && confirmedAfterLabel(services, observation, labelSeenAt))) {
-    const kept =
-      'memberlist cut kept until the new owners confirm after the exclude label or the drain ends: a peer whose API view lags could otherwise re-elect this node';
-    if (confirmable)
-      event(
-        turn,
-        'Normal',
-        L2_EVENT_REASONS.confirmed,
-        `API back after the fail-safe: ${handedSummary(services, handedTo)}; ${kept}`,
-      );
-    else
-      event(
-        turn,
-        'Normal',
-        L2_EVENT_REASONS.unconfirmedFence,
-        `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; settle time passed ${took} after the API came back; memberlist cut kept until the drain ends: nothing can show that a peer whose API view lags sees the exclude label, and it could otherwise re-elect this node`,
-      );
-    return {
-      ...enter(memory, confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed', now),
-      handedTo,
-      labelSeenAt,
-    };
-  }
+  if (cutOn && now - labelSeenAt < settings.cutLiftMarginMs) return { ...memory, handedTo };
   const spec = fenceFor(services, observation.interfaces, []);
   ensureFence(turn, spec);
   const fenceText = fenceIsEmpty(spec)
     ? 'nothing to fence'
     : `fence installed on ${spec.interfaces.join(', ')}`;
-  const cutText = 'memberlist cut lifted: every new owner confirmed after the exclude label was seen';
+  const took = secs(now - started);
+  const cutText = `memberlist cut lifted ${secs(now - labelSeenAt)} after the exclude label was seen on the Node`;
   if (cutOn && confirmable)
     event(
       turn,
@@ -514,7 +482,7 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
       turn,
       'Normal',
       L2_EVENT_REASONS.unconfirmedFence,
-      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
+      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${cutOn ? `${cutText}; ` : ''}${fenceText}`,
     );
   return {
     ...enter(memory, confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed', now),
@@ -558,49 +526,10 @@ function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
   return { ...enter(memory, 'overdue', now), fence: undefined };
 }
 
-/**
- * Keep the fence what this phase wants (someone else may have flushed it). After a fail-safe the
- * memberlist cut is still on: lift it once every new owner has confirmed after the exclude label
- * was seen (they see the exclusion); until then, or the drain's end, it stays.
- */
+/** Keep the fence what this phase wants (someone else may have flushed it). */
 function fenced(memory: L2Memory, turn: Turn): L2Memory {
-  const { observation, now } = turn;
-  const labelSeenAt = memory.labelSeenAt;
-  if (
-    memory.phase === 'fenced-confirmed' &&
-    cuts(memory.fence) &&
-    labelSeenAt !== undefined &&
-    observation.statusSource === 'servicel2status' &&
-    confirmedAfterLabel(memory.services, observation, labelSeenAt)
-  ) {
-    const handedTo = confirmations(memory.services, observation);
-    const spec = fenceFor(memory.services, observation.interfaces, []);
-    ensureFence(turn, spec);
-    event(
-      turn,
-      'Normal',
-      L2_EVENT_REASONS.confirmed,
-      `memberlist cut lifted: ${handedSummary(memory.services, handedTo)}, each confirmed after the exclude label was seen (${secs(now - labelSeenAt)} ago); ${fenceIsEmpty(spec) ? 'nothing to fence' : `fence narrowed to the VIPs on ${spec.interfaces.join(', ')}`}`,
-    );
-    return { ...memory, handedTo, fence: spec };
-  }
   if (memory.fence) ensureFence(turn, memory.fence);
   return memory;
-}
-
-/**
- * Every service has a new owner whose ServiceL2Status was written after the exclude label was
- * seen on the Node: the owners' views show the label, so lifting the cut re-elects nobody here.
- */
-function confirmedAfterLabel(
-  services: ServiceVips[],
-  observation: L2Observation,
-  labelSeenAt: number,
-): boolean {
-  return services.every((s) => {
-    const at = observation.confirmedAt?.[s.service];
-    return Boolean(observation.newOwners[s.service]) && at !== undefined && at > labelSeenAt;
-  });
 }
 
 /**

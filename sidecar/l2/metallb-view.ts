@@ -36,8 +36,6 @@ export interface MetalLbObservation {
   announced: ServiceVips[];
   /** service -> another node whose ServiceL2Status confirms the running handover. */
   newOwners: Record<string, string>;
-  /** service -> when its new owner's ServiceL2Status was written (see statusWrittenAt). */
-  confirmedAt: Record<string, number>;
   /** Interfaces ServiceL2Status objects of this node have named so far. */
   interfaces: string[];
 }
@@ -139,7 +137,6 @@ export class MetalLbReader implements MetalLbView {
     const { nodeName } = this.ctx.config;
     const own: ServiceVips[] = [];
     const newOwners: Record<string, string> = {};
-    const confirmedAt: Record<string, number> = {};
     const statusSource = this.statusSource();
     if (statusSource === 'servicel2status') {
       for (const o of this.statusInformer?.objects.values() ?? []) {
@@ -150,11 +147,8 @@ export class MetalLbReader implements MetalLbView {
           const svc = this.services.get(key);
           if (svc) own.push(svc);
           for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
-        } else if (st.node && this.confirms(o, st.node, handoverStartedAt, eligible(key))) {
+        } else if (st.node && this.confirms(o, st.node, handoverStartedAt, eligible(key)))
           newOwners[key] = st.node;
-          const written = this.statusWrittenAt.get(objectKey(o));
-          if (written) confirmedAt[key] = written.at;
-        }
       }
     }
     return {
@@ -164,7 +158,6 @@ export class MetalLbReader implements MetalLbView {
         (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0),
       announced: statusSource === 'services' ? this.allLbServices : own,
       newOwners,
-      confirmedAt,
       interfaces: [...this.seenInterfaces],
     };
   }
