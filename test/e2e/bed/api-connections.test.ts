@@ -75,11 +75,11 @@ t.test(
       onChange: () => {},
     });
     const from = proxy.calls.length;
-    proxy.throttleNext(1, 2);
+    proxy.throttleNext(1, 2, '/api/v1/namespaces');
     informer.start();
     try {
       await waitFor('synced after the 429', () => informer.hasSynced, { timeoutMs: 15_000 });
-      const [refused, next] = proxy.calls.slice(from);
+      const [refused, next] = proxy.calls.slice(from).filter((c) => c.url.startsWith('/api/v1/namespaces?'));
       t.equal(refused?.status, 429);
       // Backoff alone would retry after 125–250 ms.
       t.ok(next!.t - refused!.t >= 1_900, `relisted ${next!.t - refused!.t} ms after a Retry-After: 2`);
@@ -87,9 +87,9 @@ t.test(
       await informer.stop();
     }
     const start = proxy.calls.length;
-    proxy.throttleNext(2, 1);
+    proxy.throttleNext(2, 1, '/api/v1/namespaces/default');
     await client.get('/api/v1/namespaces/default', { retries: 3 });
-    const tries = proxy.calls.slice(start);
+    const tries = proxy.calls.slice(start).filter((c) => c.url === '/api/v1/namespaces/default');
     t.strictSame(
       tries.map((s) => s.status),
       [429, 429, 200],

@@ -33,7 +33,7 @@ export async function apiProxy(cp: ControlPlane) {
   const openWatches = new Set<ServerResponse>();
   const upstreams = new Set<ClientRequest>();
   const blackholes = new Set<() => void>();
-  let throttle: { left: number; retryAfter: string } | undefined;
+  let throttle: { left: number; retryAfter: string; path?: string } | undefined;
 
   const refuse = (req: IncomingMessage, res: ServerResponse, retryAfter: string) => {
     req.resume();
@@ -73,7 +73,7 @@ export async function apiProxy(cp: ControlPlane) {
       gone: 0,
     };
     calls.push(call);
-    if (throttle && throttle.left > 0) {
+    if (throttle && throttle.left > 0 && (throttle.path === undefined || url.pathname === throttle.path)) {
       throttle.left--;
       call.status = 429;
       refuse(req, res, throttle.retryAfter);
@@ -137,9 +137,13 @@ export async function apiProxy(cp: ControlPlane) {
       for (const f of blackholes) f();
       blackholes.clear();
     },
-    /** Answers the next `n` requests itself: 429 with Retry-After. */
-    throttleNext(n: number, retryAfterSeconds: number) {
-      throttle = { left: n, retryAfter: String(retryAfterSeconds) };
+    /**
+     * Answers the next `n` requests itself (to `path` only, when given): 429 with Retry-After. A
+     * path keeps a request written just before a client stopped (it may arrive after) from
+     * taking an answer meant for the request under test.
+     */
+    throttleNext(n: number, retryAfterSeconds: number, path?: string) {
+      throttle = { left: n, retryAfter: String(retryAfterSeconds), ...(path ? { path } : {}) };
     },
     close: () =>
       new Promise<void>((r) => {
