@@ -104,6 +104,21 @@ function parseL2State(text: string): { reason?: string; message?: string } {
   }
 }
 
+/**
+ * An API path under the server URL, which may carry a path of its own (Rancher proxies each
+ * cluster at `/k8s/clusters/<id>`): appended to it, as kubectl does. (`new URL(path, server)`
+ * would drop it: an absolute path replaces the base's.)
+ */
+export function apiUrl(server: string, path: string, query?: RequestOptions['query']): URL {
+  const u = new URL(server);
+  const q = path.indexOf('?');
+  const [pathname, search] = q < 0 ? [path, ''] : [path.slice(0, q), path.slice(q)];
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}${pathname.startsWith('/') ? '' : '/'}${pathname}`;
+  u.search = search;
+  for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+  return u;
+}
+
 export const isApiError = (e: unknown, code?: number): e is ApiError =>
   e instanceof ApiError && (code === undefined || e.code === code);
 
@@ -193,9 +208,7 @@ export class KubeClient {
   }
 
   private url(path: string, query?: RequestOptions['query']): URL {
-    const u = new URL(path, this.server);
-    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
-    return u;
+    return apiUrl(this.server, path, query);
   }
 
   async request<T = unknown>(path: string, opts: RequestOptions = {}): Promise<T> {

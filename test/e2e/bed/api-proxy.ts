@@ -27,7 +27,16 @@ export interface ProxiedCall {
   gone: number;
 }
 
-export async function apiProxy(cp: ControlPlane) {
+export interface ApiProxyOptions {
+  /**
+   * Serve the API under this path, as Rancher's `/k8s/clusters/<id>` proxy does: a request under
+   * it is forwarded without it; any other is answered 404.
+   */
+  pathPrefix?: string;
+}
+
+export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
+  const prefix = (opts.pathPrefix ?? '').replace(/\/+$/, '');
   const upstream = new URL(cp.server);
   const calls: ProxiedCall[] = [];
   const openWatches = new Set<ServerResponse>();
@@ -61,6 +70,16 @@ export async function apiProxy(cp: ControlPlane) {
   };
 
   const forward = (req: IncomingMessage, res: ServerResponse) => {
+    if (prefix) {
+      const raw = req.url ?? '/';
+      if (!raw.startsWith(`${prefix}/`)) {
+        req.resume();
+        res.writeHead(404, { 'content-type': 'text/plain' });
+        res.end(`404 page not found (this proxy serves the API under ${prefix}/)`);
+        return;
+      }
+      req.url = raw.slice(prefix.length);
+    }
     const url = new URL(req.url ?? '/', upstream);
     const watch = url.searchParams.get('watch') === '1';
     const call: ProxiedCall = {
@@ -117,11 +136,13 @@ export async function apiProxy(cp: ControlPlane) {
   const port = (server.address() as AddressInfo).port;
   const sum = (verb: ProxiedCall['verb'], f: (c: ProxiedCall) => number) =>
     calls.filter((c) => c.verb === verb).reduce((n, c) => n + f(c), 0);
+  const proxyServer = `https://127.0.0.1:${port}${prefix}`;
   return {
     calls,
+    /** The proxy's URL, with the path prefix when there is one. */
+    server: proxyServer,
     /** A client of the API server through this proxy. */
-    client: (opts: KubeClientOptions = {}) =>
-      new KubeClient({ ...cp.target, server: `https://127.0.0.1:${port}` }, opts),
+    client: (opts: KubeClientOptions = {}) => new KubeClient({ ...cp.target, server: proxyServer }, opts),
     counts: () => ({
       lists: sum('LIST', () => 1),
       watches: sum('WATCH', (c) => (c.status === 200 ? 1 : 0)),
