@@ -1,6 +1,6 @@
 import { systemClock } from '../shared/clock.ts';
 import { ContractError, PRESTOP_PROFILES, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
-import { KubeClient } from '../shared/kube/client.ts';
+import { type ApiError, countsAsApiDown, KubeClient } from '../shared/kube/client.ts';
 import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
@@ -19,6 +19,46 @@ export interface RunningSidecar {
   shutdown(reason: string): Promise<void>;
 }
 
+/** How often one refused request (method, path, code) is logged again while it keeps failing. */
+const REFUSAL_LOG_EVERY_MS = 5 * 60_000;
+
+/**
+ * Feeds every API call's outcome to the drain state's "API down" (the L2 fail-safe acts on it):
+ * down only when the API server is unreachable, times out, sheds load or fails (countsAsApiDown).
+ * A request the server refuses — 401/403 (RBAC, credentials), 404 on a watch (a CRD not
+ * installed) — is a configuration error: logged (once per request every few minutes: the
+ * informer retries it), never an outage.
+ */
+export function apiHealthReporter(opts: {
+  log: Logger;
+  apiResult: (ok: boolean) => void;
+  now: () => number;
+}): (ok: boolean, err?: ApiError) => void {
+  const logged = new Map<string, number>();
+  return (ok, err) => {
+    const down = !ok && countsAsApiDown(err);
+    opts.apiResult(!down);
+    if (ok || down || !err) return;
+    const refusal = err.code === 401 || err.code === 403 || (err.code === 404 && err.method === 'WATCH');
+    if (!refusal) return;
+    const key = `${err.method} ${err.path} ${err.code}`;
+    const last = logged.get(key);
+    if (last !== undefined && opts.now() - last < REFUSAL_LOG_EVERY_MS) return;
+    logged.set(key, opts.now());
+    opts.log.error(
+      {
+        method: err.method,
+        path: err.path,
+        code: err.code,
+        reason: err.reason,
+        err: err.detail,
+        check: err.code === 404 ? 'that the resource (its CRD) exists' : "the sidecar's RBAC and credentials",
+      },
+      'API refused a request: a configuration error, not an outage',
+    );
+  };
+}
+
 export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promise<RunningSidecar> {
   const config = parseSidecarEnv(env);
   const logger = log ?? createLogger('drainguard-sidecar', config.logLevel);
@@ -29,6 +69,11 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     'Failed API calls by HTTP code (0 = unreachable).',
   );
   let drain: DrainWatcher | undefined;
+  const apiHealth = apiHealthReporter({
+    log: logger,
+    apiResult: (ok) => drain?.apiResult(ok),
+    now: () => clock.now(),
+  });
   // In a pod: the lean service-account client. Elsewhere (tests, development) a kubeconfig, through
   // client-node, loaded only then: it costs ~21 MiB RSS (make bench-sidecar: 64.3 vs 85.4 MiB with KUBECONFIG).
   const access =
@@ -38,8 +83,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     userAgent: `drainguard-sidecar/${config.nodeName}`,
     onResult: (ok, err) => {
       if (!ok) apiErrors.inc({ code: String(err?.code ?? 0) });
-      // A 4xx other than 408/429 is an answer: the API is up, the request was wrong (404, 409).
-      drain?.apiResult(ok || (err !== undefined && err.code !== 0 && !err.retryable));
+      apiHealth(ok, err);
     },
   });
   drain = new DrainWatcher({

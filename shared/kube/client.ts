@@ -119,6 +119,16 @@ export function apiUrl(server: string, path: string, query?: RequestOptions['que
   return u;
 }
 
+/**
+ * Whether a failed call says the API server is down — unreachable, timed out, shedding load (429)
+ * or failing (5xx) — rather than answering no to this one request (401, 403 from RBAC, 404 for a
+ * missing CRD, 409, 410): those are answers from a live server. A failure with no error at all
+ * is unreachable.
+ */
+export function countsAsApiDown(err: ApiError | undefined): boolean {
+  return err === undefined || err.retryable;
+}
+
 export const isApiError = (e: unknown, code?: number): e is ApiError =>
   e instanceof ApiError && (code === undefined || e.code === code);
 
@@ -353,20 +363,20 @@ export class KubeClient {
             res.on('error', () => {});
             res.on('end', () => {
               const st = parseL2State(text);
-              this.onResult?.(false);
-              reject(
-                this.apiError(
-                  conn.headers,
-                  new ApiError(
-                    'WATCH',
-                    url.pathname,
-                    code,
-                    st.reason ?? res.statusMessage ?? 'Error',
-                    st.message ?? 'watch refused',
-                    parseRetryAfter(res.headers['retry-after']),
-                  ),
+              const err = this.apiError(
+                conn.headers,
+                new ApiError(
+                  'WATCH',
+                  url.pathname,
+                  code,
+                  st.reason ?? res.statusMessage ?? 'Error',
+                  st.message ?? 'watch refused',
+                  parseRetryAfter(res.headers['retry-after']),
                 ),
               );
+              // With its code: a refusal (403, 404) is an answer, not an outage.
+              this.onResult?.(false, err);
+              reject(err);
             });
             return;
           }
@@ -424,8 +434,9 @@ export class KubeClient {
         if (signal.aborted) resolve();
         else if (idle) reject(new WatchIdle(idleTimeoutMs));
         else {
-          this.onResult?.(false);
-          reject(new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message));
+          const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
+          this.onResult?.(false, err);
+          reject(err);
         }
       });
       req.end();
