@@ -39,8 +39,13 @@ export interface L2State {
    * `foreign` — every ARP/NA not from the node's own addresses (the pools were never read).
    */
   failsafeDrop?: 'pools' | 'foreign';
-  /** The fail-safe's memberlist cut is on (kept after the API is back until the label has spread). */
+  /** The fail-safe's memberlist cut is on (during the fail-safe and, once it fired, until the drain ends). */
   memberlistCut?: boolean;
+  /**
+   * Fenced after a fail-safe: why the fail-safe fence (`failsafeDrop`) and the memberlist cut stay
+   * until the drain ends although the handover is confirmed. Absent otherwise.
+   */
+  failsafeKept?: string;
   stranded?: boolean;
   /** Given up unconfirmed while the drain lasts (label removed). */
   gaveUp?: boolean;

@@ -11,7 +11,8 @@
 // Every transition (phase → next phase: when; actions, Event reason):
 //   any leftover fence or own label     → undoing                drain over, view synced (not a
 //                                                                fail-safe with the API still down);
-//                                                                unfence first, then unlabel
+//                                                                unfence first, then unlabel (after a
+//                                                                memberlist cut: REJOIN_MS later)
 //   undoing                             → idle                   nothing left; L2HandoverUndone
 //   idle, refused, given-up             → idle                   drain over, nothing left
 //   any but failsafe-fenced,            → failsafe-fenced        draining, API down ≥ grace, other
@@ -51,9 +52,12 @@
 //                                                                and settle time from the label), the
 //                                                                fail-safe fence kept meanwhile;
 //                                                                L2HandoverStarted
-//   awaiting-confirmation with the cut  → fenced-confirmed       as above, and the exclude label seen
-//                                                                for cutLiftMarginMs: fence without
-//                                                                the cut, L2HandoverConfirmed
+//   awaiting-confirmation with the cut  → fenced-confirmed,      as above; the whole fail-safe fence
+//                                           -unconfirmed         (drop and memberlist cut) kept until
+//                                                                the drain ends (peers see this node
+//                                                                dead, so none elects it whatever its
+//                                                                label lag); L2HandoverConfirmed or
+//                                                                L2HandoverUnconfirmedFence
 //   awaiting-confirmation with the cut  → given-up, refused      as above, fail-safe fence and cut
 //                                                                removed with the label
 // refused and given-up never turn into failsafe-fenced: the fail-safe would overturn a refusal.
@@ -71,15 +75,25 @@ export interface L2Settings {
   failsafeGraceMs: number;
   memberlistPorts: number[];
   nodeName: string;
-  /**
-   * After a fail-safe, how long the exclude label must have been visible on the Node (this
-   * sidecar's watch) before the memberlist cut is lifted. MetalLB re-elects on Node events: a peer
-   * whose informer has not delivered the label yet sees this node alive again and not excluded,
-   * elects it, and its answers are fenced. The new owners' ServiceL2Status is no proof: they
-   * re-elected because of the cut and rewrite nothing when the label arrives.
-   */
-  cutLiftMarginMs: number;
 }
+
+/**
+ * At the drain's end after a fail-safe, how long the exclude label stays after the fence (and its
+ * memberlist cut) came off: this node's speaker and its peers rejoin memberlist meanwhile (MetalLB
+ * rejoins when the speaker's own Node changes — the status annotation written with the unfence —
+ * and every minute). Unlabelled at once, this node's speaker, still alone in its memberlist, would
+ * elect itself for every VIP and answer along with the new owners until it rejoins.
+ */
+export const REJOIN_MS = 10_000;
+
+/**
+ * Why a fail-safe fence is kept after the handover is confirmed (status `failsafeKept`, Events):
+ * lifting the memberlist cut is safe only once every peer sees the exclude label, and nothing
+ * proves that (a confirmation written after the label may come from a peer still processing an
+ * older Node event).
+ */
+const FAILSAFE_KEPT =
+  'fail-safe fence and memberlist cut kept until the drain ends: peers that cannot reach this node over memberlist treat it as dead, while a peer whose API view lags (however long) would hear it alive, see it not excluded, re-elect it and leave the VIP dark behind the fence';
 
 /**
  * Where the VIPs announced here and their new owners are read from: MetalLB's ServiceL2Status
@@ -168,8 +182,8 @@ export interface L2Memory {
   fence: FenceSpec | undefined;
   /** After a fail-safe: when the new attempt began (budget and settle time count from it). */
   attemptStartedAt?: number;
-  /** When the exclude label was first seen on the Node in this attempt. */
-  labelSeenAt?: number;
+  /** Undoing after a fail-safe: when the fence with its memberlist cut came off (REJOIN_MS). */
+  cutLiftedAt?: number;
   /** MetalLB's address pools as merged ranges (pool-ranges.ts), remembered from the last read. */
   pools?: string[];
 }
@@ -326,9 +340,11 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   const undoing = enter(memory, 'undoing', now);
   if (observation.fence) {
     turn.actions.push({ kind: 'unfence' });
-    return undoing;
+    // The label stays while memberlist rejoins (REJOIN_MS).
+    return cuts(observation.fence) ? { ...undoing, cutLiftedAt: now } : undoing;
   }
   if (ownLabel) {
+    if (memory.cutLiftedAt !== undefined && now - memory.cutLiftedAt < REJOIN_MS) return undoing;
     if (apiUp) turn.actions.push({ kind: 'unlabel' });
     return undoing;
   }
@@ -422,8 +438,7 @@ function labelled(memory: L2Memory, turn: Turn): L2Memory {
     if (turn.apiUp) turn.actions.push({ kind: 'label' });
     return memory;
   }
-  const seen = { ...memory, labelSeenAt: memory.labelSeenAt ?? turn.now };
-  return awaitingConfirmation(enter(seen, 'awaiting-confirmation', turn.now), turn);
+  return awaitingConfirmation(enter(memory, 'awaiting-confirmation', turn.now), turn);
 }
 
 function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
@@ -450,25 +465,33 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
     ? services.every((s) => handedTo[s.service])
     : now - started >= settings.settleMs;
   if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
-  // After a fail-safe the new owners re-elected because of the cut: lift it only once the label
-  // has had time to reach every peer, or a lagging one re-elects this (fenced) node.
-  const labelSeenAt = memory.labelSeenAt ?? now;
-  if (cutOn && now - labelSeenAt < settings.cutLiftMarginMs) return { ...memory, handedTo };
+  const took = secs(now - started);
+  const reached = confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed';
+  // After a fail-safe the new owners re-elected because of the cut, not the label: keep the whole
+  // fail-safe fence until the drain ends (FAILSAFE_KEPT).
+  if (cutOn) {
+    if (confirmable)
+      event(
+        turn,
+        'Normal',
+        L2_EVENT_REASONS.confirmed,
+        `API back after the fail-safe: ${handedSummary(services, handedTo)}; ${FAILSAFE_KEPT}`,
+      );
+    else
+      event(
+        turn,
+        'Normal',
+        L2_EVENT_REASONS.unconfirmedFence,
+        `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; settle time passed ${took} after the API came back; ${FAILSAFE_KEPT}`,
+      );
+    return { ...enter(memory, reached, now), handedTo };
+  }
   const spec = fenceFor(services, observation.interfaces, []);
   ensureFence(turn, spec);
   const fenceText = fenceIsEmpty(spec)
     ? 'nothing to fence'
     : `fence installed on ${spec.interfaces.join(', ')}`;
-  const took = secs(now - started);
-  const cutText = `memberlist cut lifted ${secs(now - labelSeenAt)} after the exclude label was seen on the Node`;
-  if (cutOn && confirmable)
-    event(
-      turn,
-      'Normal',
-      L2_EVENT_REASONS.confirmed,
-      `API back after the fail-safe: ${handedSummary(services, handedTo)}; ${cutText}; ${fenceText}`,
-    );
-  else if (services.length === 0)
+  if (services.length === 0)
     event(turn, 'Normal', L2_EVENT_REASONS.done, `no VIPs announced here; exclude label set; ${fenceText}`);
   else if (confirmable)
     event(
@@ -482,13 +505,9 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
       turn,
       'Normal',
       L2_EVENT_REASONS.unconfirmedFence,
-      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${cutOn ? `${cutText}; ` : ''}${fenceText}`,
+      `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; fenced after the settle time ${took}; ${fenceText}`,
     );
-  return {
-    ...enter(memory, confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed', now),
-    handedTo,
-    fence: spec,
-  };
+  return { ...enter(memory, reached, now), handedTo, fence: spec };
 }
 
 /** Awaiting confirmation, none yet: wait, or (budget spent) give up or warn. */
@@ -567,7 +586,6 @@ function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
     services,
     handedTo: {},
     attemptStartedAt: now,
-    labelSeenAt: undefined,
     // Statuses written since the fail-safe began still confirm: the peers re-elected then.
     handoverStartedAt: memory.handoverStartedAt ?? now,
   };
@@ -591,6 +609,8 @@ export function failsafeDue(
     !(observation.otherCandidates !== undefined && observation.otherCandidates.length === 0) &&
     memory.phase !== 'failsafe-fenced' &&
     memory.phase !== 'fenced-confirmed' &&
+    // Fenced unconfirmed after a fail-safe: its fence (and cut) is still on.
+    !(memory.phase === 'fenced-unconfirmed' && cuts(memory.fence)) &&
     // A refused or given-up handover keeps this node announcing: the fail-safe would overturn it.
     memory.phase !== 'refused' &&
     memory.phase !== 'given-up'
@@ -668,7 +688,10 @@ export function needsTick(
   if (handoverWanted && observation.apiDownSince !== undefined && memory.phase !== 'failsafe-fenced')
     return true;
   return (
-    memory.phase === 'labelled' || memory.phase === 'awaiting-confirmation' || memory.phase === 'overdue'
+    memory.phase === 'labelled' ||
+    memory.phase === 'awaiting-confirmation' ||
+    memory.phase === 'overdue' ||
+    (memory.phase === 'undoing' && memory.cutLiftedAt !== undefined)
   );
 }
 
@@ -706,11 +729,16 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2State {
     ...(memory.fence?.pools ? { failsafeDrop: 'pools' as const } : {}),
     ...(memory.fence?.ownAddresses ? { failsafeDrop: 'foreign' as const } : {}),
     ...(cuts(memory.fence) ? { memberlistCut: true } : {}),
+    ...(keptAfterFailsafe(memory) ? { failsafeKept: FAILSAFE_KEPT } : {}),
     ...(memory.phase === 'refused' ? { stranded: true } : {}),
     ...(memory.phase === 'given-up' ? { gaveUp: true } : {}),
     ...(observeOnly ? { observeOnly: true } : {}),
   };
 }
+
+/** Fenced, the handover confirmed (or settled), with the fail-safe fence and its cut still on. */
+const keptAfterFailsafe = (memory: L2Memory) =>
+  (memory.phase === 'fenced-confirmed' || memory.phase === 'fenced-unconfirmed') && cuts(memory.fence);
 
 /** The services of a fence found without the Node annotation: their names are not known. */
 const FROM_FENCE = '(from fence)';
@@ -728,12 +756,16 @@ export function resume(status: L2State | undefined, fence: FenceSpec | undefined
     services.length > 0 ? services : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6] }];
   if (fence) {
     // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
-    // counts as confirmed (the fail-safe then leaves it alone).
+    // counts as confirmed (the fail-safe then leaves it alone). A fence with the memberlist cut is
+    // the fail-safe's: kept after the handover (until the drain ends) when the annotation says so
+    // (`memberlistCut` while "fenced"); otherwise — no annotation, or one written before the
+    // fail-safe (none is written while the API is down) — decided again once the API answers.
+    const cut = fence.memberlistPorts.length > 0;
     const phase: HandoverPhase =
-      fence.memberlistPorts.length > 0
-        ? 'failsafe-fenced'
-        : status?.phase === 'fenced'
-          ? 'fenced-confirmed'
+      status?.phase === 'fenced' && (!cut || status.memberlistCut === true)
+        ? 'fenced-confirmed'
+        : cut
+          ? 'failsafe-fenced'
           : 'fenced-unconfirmed';
     return {
       ...memory,

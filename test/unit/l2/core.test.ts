@@ -6,6 +6,7 @@ import {
   type L2Memory,
   type L2Observation,
   type L2Settings,
+  REJOIN_MS,
   resume,
   settled,
   statusOf,
@@ -18,7 +19,6 @@ const cfg: L2Settings = {
   failsafeGraceMs: 5_000,
   memberlistPorts: [7946],
   nodeName: 'node-a',
-  cutLiftMarginMs: 5_000,
 };
 const T0 = 1_700_000_000_000;
 const svc = { service: 'web/www', ips: ['192.0.2.10'] };
@@ -255,7 +255,8 @@ t.test(
     // Uncordoned while the API is still down: unknowable, so the fail-safe stays.
     t.strictSame(w.run({ now: T0 + 6_000, draining: false }), []);
     t.strictSame(kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined })), ['unfence']);
-    t.strictSame(kinds(w.run({ now: T0 + 7_100 })), ['unlabel']);
+    t.strictSame(kinds(w.run({ now: T0 + 7_100 })), [], 'the label stays while memberlist rejoins');
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 + REJOIN_MS })), ['unlabel']);
   },
 );
 
@@ -275,14 +276,12 @@ t.test(
       (a[1] as { message: string }).message,
       /every ARP\/NA not from this node's own addresses \(MetalLB's address pools never read; VIPs announced here: 192\.0\.2\.10\)/,
     );
-    // Confirmed once the API is back: the fence narrows to the VIPs handed over (once the label
-    // has been seen for the margin).
+    // Confirmed once the API is back: the broad drop and the cut stay until the drain ends.
     w.run({ now: T0 + 1000, apiDownSince: undefined, ownAddresses: undefined, otherCandidates: ['node-b'] });
     w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
-    const done = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
-    const narrowed = done[0] as Extract<L2Action, { kind: 'fence' }>;
-    t.equal(narrowed.spec.ownAddresses, undefined);
-    t.strictSame(narrowed.spec.vips4, ['192.0.2.10']);
+    t.strictSame(kinds(w.run({ now: T0 + 60_000 })), []);
+    t.match(w.status, { phase: 'fenced', failsafeDrop: 'foreign', memberlistCut: true });
+    t.strictSame(w.o.fence?.ownAddresses, own);
   },
 );
 
@@ -323,7 +322,7 @@ t.test('per service: eligibility lost after the label takes the label back', asy
 });
 
 t.test(
-  'fail-safe with the API back while still draining: confirmed handover lifts the memberlist cut',
+  'fail-safe with the API back while still draining: the confirmed handover keeps the fail-safe fence and its memberlist cut',
   async (t) => {
     const w = new World(obs({ draining: true, apiDownSince: T0 - 10_000, otherCandidates: undefined }));
     const a = w.run();
@@ -332,11 +331,12 @@ t.test(
     const back = w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
     t.strictSame(kinds(back), ['label', 'event']);
     t.strictSame(events(back), ['L2HandoverStarted']);
-    t.strictSame(kinds(w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } })), []);
-    const done = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
-    t.strictSame(kinds(done), ['fence', 'event']);
-    t.strictSame((done[0] as Extract<L2Action, { kind: 'fence' }>).spec.memberlistPorts, []);
+    const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+    t.strictSame(kinds(done), ['event']);
+    t.strictSame(events(done), ['L2HandoverConfirmed']);
+    t.strictSame(w.o.fence?.memberlistPorts, [7946]);
     t.equal(w.status.phase, 'fenced');
+    t.ok(w.status.failsafeKept);
   },
 );
 
@@ -424,11 +424,8 @@ t.test(
   },
 );
 
-// --- issue 22: the fail-safe never overturns a refusal, ends when the API is back, and the
-// memberlist cut is lifted only once the exclusion has had time to reach every peer ----------
-
-const fenceOf = (as: L2Action[]) =>
-  (as.find((a) => a.kind === 'fence') as Extract<L2Action, { kind: 'fence' }> | undefined)?.spec;
+// --- issue 22: the fail-safe never overturns a refusal, ends when the API is back, and once it
+// fired its fence and memberlist cut stay until the drain ends ------------------------------
 
 t.test(
   'refused (a service only this node may announce): an API outage fires no fail-safe, and no label once it is back',
@@ -521,22 +518,6 @@ t.test(
   },
 );
 
-t.test(
-  'no ServiceL2Status to confirm (no CRD, or 0.14.4–0.14.5 without the flag): after a fail-safe the settle time applies, then the VIP fence without the cut',
-  async (t) => {
-    const w = inFailsafe({ statusSource: 'services' });
-    w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
-    w.run({ now: T0 + 1100 });
-    t.strictSame(kinds(w.run({ now: T0 + 9_000 })), []);
-    const a = w.run({ now: T0 + 11_000 });
-    t.strictSame(events(a), ['L2HandoverUnconfirmedFence']);
-    t.strictSame(fenceOf(a)?.memberlistPorts, []);
-    t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
-    t.equal(w.status.phase, 'fenced');
-    t.notOk(w.status.failsafe);
-  },
-);
-
 t.test('a Service deleted during the outage does not hold the fail-safe for ever', async (t) => {
   const gone = { service: 'web/gone', ips: ['192.0.2.11'] };
   const w = inFailsafe({ announced: [svc, gone] });
@@ -548,10 +529,9 @@ t.test('a Service deleted during the outage does not hold the fail-safe for ever
     goneServices: ['web/gone'],
   });
   w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
-  const a = w.run({ now: T0 + 7000 });
-  t.strictSame(fenceOf(a)?.memberlistPorts, [], 'the cut is lifted');
-  t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
-  t.equal(w.status.phase, 'fenced');
+  t.equal(w.status.phase, 'fenced', 'confirmed without the deleted one');
+  t.strictSame(w.status.services, [svc]);
+  t.strictSame(w.status.handedTo, { 'web/www': 'node-b' });
 });
 
 t.test(
@@ -569,36 +549,9 @@ t.test(
     t.equal(w.status.phase, 'failsafe-fenced');
     t.strictSame(kinds(w.run({ now: T0 + 100 })), ['label', 'event']);
     w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
-    const a = w.run({ now: T0 + 6000 });
-    t.strictSame(fenceOf(a)?.memberlistPorts, []);
     t.equal(w.status.phase, 'fenced');
+    t.ok(w.status.failsafeKept, 'the fail-safe fence stays until the drain ends');
     t.strictSame(w.status.handedTo, { 'web/www': 'node-b' });
-  },
-);
-
-t.test(
-  'the memberlist cut is lifted only once the exclude label has been visible for the margin: a peer whose Node view lags would re-elect the fenced node',
-  async (t) => {
-    const w = inFailsafe();
-    // The peers re-elected during the cut: node-b's ServiceL2Status is there when the API is back.
-    w.run({
-      now: T0 + 1000,
-      apiDownSince: undefined,
-      otherCandidates: ['node-b'],
-      newOwners: { 'web/www': 'node-b' },
-    });
-    // The label is seen on the Node at T0 + 1100.
-    for (const dt of [1100, 1500, 3000, 6000])
-      t.notOk(
-        kinds(w.run({ now: T0 + dt })).includes('fence'),
-        `${dt - 1100} ms after the label: the cut stays (a lagging peer still sees this node eligible)`,
-      );
-    t.ok(w.o.fence?.memberlistPorts.length, 'still cut');
-    const a = w.run({ now: T0 + 1100 + cfg.cutLiftMarginMs });
-    t.strictSame(fenceOf(a)?.memberlistPorts, [], 'cut lifted, the VIPs stay fenced');
-    t.strictSame(events(a), ['L2HandoverConfirmed']);
-    t.match((a.find((x) => x.kind === 'event') as { message: string }).message, /memberlist cut lifted/);
-    t.equal(w.status.phase, 'fenced');
   },
 );
 
@@ -656,9 +609,74 @@ t.test(
       newOwners: { 'web/www': 'node-b' },
     });
     w.run({ now: T0 + 1100 });
-    const a = w.run({ now: T0 + 6100 });
-    t.strictSame(fenceOf(a)?.vips4, ['192.0.2.10']);
-    t.strictSame(fenceOf(a)?.memberlistPorts, []);
+    t.equal(w.status.phase, 'fenced');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'the fail-safe fence still covers it');
+    t.strictSame(w.status.vips, ['192.0.2.10']);
     t.strictSame(w.status.handedTo, { 'web/www': 'node-b' });
+  },
+);
+
+t.test(
+  'after a fail-safe the whole fail-safe fence (pool drop and memberlist cut) stays until the drain ends, however long after the label: a peer whose API view lags any time never hears the fenced node again; kept across a restart; uncordon lifts the cut first and the label after memberlist had time to rejoin',
+  async (t) => {
+    const pools = ['192.0.2.100-192.0.2.120'];
+    const w = inFailsafe({ pools });
+    const failsafeFence = w.o.fence;
+    t.strictSame(failsafeFence?.memberlistPorts, [7946]);
+    // The API is back, the label goes on (seen at T0 + 1100); node-b re-elected during the cut.
+    w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
+    const confirmed = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
+    t.strictSame(events(confirmed), ['L2HandoverConfirmed']);
+    t.match(
+      String((confirmed.find((x) => x.kind === 'event') as { message?: string } | undefined)?.message),
+      /fail-safe fence and memberlist cut kept until the drain ends/,
+    );
+    for (const dt of [6_100, 10_000, 60_000, 60 * 60_000])
+      t.strictSame(kinds(w.run({ now: T0 + dt })), [], `${dt - 1100} ms after the label: nothing changes`);
+    t.strictSame(w.o.fence, failsafeFence, 'the pool drop and the memberlist cut are still installed');
+    t.match(w.status, {
+      phase: 'fenced',
+      memberlistCut: true,
+      failsafeDrop: 'pools',
+      handedTo: { 'web/www': 'node-b' },
+      failsafeKept: /until the drain ends.*a peer whose API view lags/,
+    });
+    t.equal(w.o.excludeLabel, true, 'the label stays on');
+    // A restart reads the state back from the annotation and the nft table: still kept.
+    const annotation = parseL2State(JSON.stringify(w.status));
+    w.memory = resume(annotation, w.o.fence, T0 + 61 * 60_000);
+    t.equal(w.status.phase, 'fenced');
+    t.ok(w.status.failsafeKept);
+    t.strictSame(kinds(w.run({ now: T0 + 61 * 60_000 + 100 })), [], 'after the restart: nothing re-decided');
+    // A second outage changes nothing either.
+    t.strictSame(kinds(w.run({ now: T0 + 62 * 60_000, apiDownSince: T0 + 61 * 60_000 })), []);
+    w.run({ now: T0 + 62 * 60_000 + 100, apiDownSince: undefined });
+    // Uncordon: the fence (and with it the cut) first; the label only once memberlist had time to
+    // rejoin, so this node's speaker is never alone and not excluded at once.
+    const u = T0 + 63 * 60_000;
+    t.strictSame(kinds(w.run({ now: u, draining: false })), ['unfence']);
+    t.equal(w.status.phase, 'undoing');
+    t.strictSame(kinds(w.run({ now: u + 1_000 })), [], 'label kept while memberlist rejoins');
+    t.equal(w.o.excludeLabel, true);
+    t.strictSame(kinds(w.run({ now: u + 10_000 })), ['unlabel']);
+    t.strictSame(events(w.run({ now: u + 10_100 })), ['L2HandoverUndone']);
+    t.equal(w.status.phase, 'idle');
+    t.equal(w.o.fence, undefined);
+    t.equal(w.o.excludeLabel, false);
+  },
+);
+
+t.test(
+  'no ServiceL2Status to confirm (no CRD, or 0.14.4–0.14.5 without the flag): after a fail-safe the settle time applies, then fenced with the fail-safe fence and cut kept until the drain ends',
+  async (t) => {
+    const w = inFailsafe({ statusSource: 'services' });
+    w.run({ now: T0 + 1000, apiDownSince: undefined, otherCandidates: ['node-b'] });
+    w.run({ now: T0 + 1100 });
+    const a = w.run({ now: T0 + 11_000 });
+    t.strictSame(events(a), ['L2HandoverUnconfirmedFence']);
+    t.notOk(kinds(a).includes('fence'));
+    t.match(w.status, { phase: 'fenced', memberlistCut: true, failsafeKept: /until the drain ends/ });
+    t.strictSame(kinds(w.run({ now: T0 + 60 * 60_000 })), []);
+    t.strictSame(kinds(w.run({ now: T0 + 61 * 60_000, draining: false })), ['unfence']);
   },
 );
