@@ -50,13 +50,6 @@ export const apiViews: L2ViewsFactory = (ctx, changed) => ({
   host: new NodeHost(ctx.runner, ctx.log),
 });
 
-/**
- * After a fail-safe, how long the exclude label must have been seen on the Node before the
- * memberlist cut is lifted (core.ts, L2Settings.cutLiftMarginMs): a watch delivers a Node change
- * to every peer's informer well within it, and keeping the cut a few seconds longer costs nothing
- * (the new owners answer meanwhile).
- */
-export const CUT_LIFT_MARGIN_MS = 5_000;
 /** MetalLB's address pools are re-read this often outside handovers (the fail-safe uses them). */
 const POOLS_REREAD_MS = 10 * 60_000;
 
@@ -109,7 +102,6 @@ export class L2Handover implements Feature {
       failsafeGraceMs: c.failsafeGraceSeconds * 1000,
       memberlistPorts: c.memberlistPorts,
       nodeName: c.nodeName,
-      cutLiftMarginMs: CUT_LIFT_MARGIN_MS,
     };
     this.memory = initialMemory(ctx.clock.now());
     this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 200, capMs: 10_000 });
