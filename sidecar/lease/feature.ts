@@ -25,7 +25,7 @@ import {
   podIdentity,
   verifyProgress,
 } from './core.ts';
-import { countProcesses, runtimeId } from './procs.ts';
+import { ContainerProcesses, runtimeId } from './procs.ts';
 
 export type Outcome =
   | 'handed-over'
@@ -113,8 +113,8 @@ export class LeaseHandover implements Feature {
   private unsubscribe: (() => void) | undefined;
   private run: Promise<LeaseResult[]> | undefined;
   private hinted = false;
-  /** The leader container's runtime ID once its processes were seen here (shared PID namespace). */
-  private localLeader: string | undefined;
+  /** The leader container's processes once they were seen here (shared PID namespace). */
+  private localLeader: ContainerProcesses | undefined;
   private readonly abort = new AbortController();
   private readonly metrics: Metrics<typeof LEASE_METRICS>;
 
@@ -218,10 +218,13 @@ export class LeaseHandover implements Feature {
   private async watchLeaderProcesses(container: string): Promise<void> {
     while (!this.abort.signal.aborted && !this.run) {
       const id = this.leaderId(container);
-      if (id && id !== this.localLeader && countProcesses(id) > 0) {
-        if (this.localLeader === undefined)
-          this.ctx.log.info({ container }, 'leader container processes visible: its stop is seen locally');
-        this.localLeader = id;
+      if (id && id !== this.localLeader?.id) {
+        const procs = new ContainerProcesses(id);
+        if (procs.scan() > 0) {
+          if (this.localLeader === undefined)
+            this.ctx.log.info({ container }, 'leader container processes visible: its stop is seen locally');
+          this.localLeader = procs;
+        }
       }
       await this.ctx.clock.sleep(1_000, this.abort.signal).catch(() => {});
     }
@@ -352,8 +355,9 @@ export class LeaseHandover implements Feature {
       if (this.ctx.drain.current.podReplaced) return { stopped: false, at: clock.now() };
       const phase = containerPhase(this.ctx.drain.pod, container);
       if (leaderStopped(phase)) return { stopped: true, at: clock.now() };
+      // Reads only the leader's known pids (ContainerProcesses), not all of a shared /proc.
       const id = this.leaderId(container);
-      if (id !== undefined && id === this.localLeader && countProcesses(id) === 0) {
+      if (id !== undefined && id === this.localLeader?.id && this.localLeader.gone()) {
         this.ctx.log.info({ container }, 'leader container processes gone: it has stopped');
         return { stopped: true, at: clock.now() };
       }

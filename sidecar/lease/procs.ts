@@ -29,16 +29,61 @@ export function inContainer(cgroupText: string, id: string): boolean {
   });
 }
 
+/** The two reads a /proc scan needs (tests count them). */
+export interface ProcFs {
+  readdir(dir: string): string[];
+  readFile(path: string): string;
+}
+
+const hostProc: ProcFs = { readdir: (d) => readdirSync(d), readFile: (p) => readFileSync(p, 'utf8') };
+
+/** Whether /proc/<pid> is (still) a process of the container; false once it is gone or hidden. */
+function pidIn(proc: string, pid: string, id: string, fs: ProcFs): boolean {
+  try {
+    return inContainer(fs.readFile(`${proc}/${pid}/cgroup`), id);
+  } catch {
+    return false; // the process is gone, or hidden from us
+  }
+}
+
+/** The container's processes visible here: a full /proc scan. */
+export function containerPids(id: string, proc = '/proc', fs: ProcFs = hostProc): string[] {
+  return fs.readdir(proc).filter((e) => /^\d+$/.test(e) && pidIn(proc, e, id, fs));
+}
+
 /** How many processes of the container are visible here (0 when none, or none can be seen). */
 export function countProcesses(id: string, proc = '/proc'): number {
-  let n = 0;
-  for (const e of readdirSync(proc)) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      if (inContainer(readFileSync(`${proc}/${e}/cgroup`, 'utf8'), id)) n++;
-    } catch {
-      // the process is gone, or hidden from us
-    }
+  return containerPids(id, proc).length;
+}
+
+/**
+ * One container's processes, followed by pid. The leader-stop check runs every 25 ms, and a full
+ * /proc scan reads one file per process of the pod (shareProcessNamespace: all of a busy pod's):
+ * after one scan each check reads only the known pids' cgroup files (a pid re-used by another
+ * container does not count), and scans again only once none of them is left (a process started
+ * since the last scan keeps the container running).
+ */
+export class ContainerProcesses {
+  readonly id: string;
+  private pids: string[] = [];
+  private readonly proc: string;
+  private readonly fs: ProcFs;
+
+  constructor(id: string, opts: { proc?: string; fs?: ProcFs } = {}) {
+    this.id = id;
+    this.proc = opts.proc ?? '/proc';
+    this.fs = opts.fs ?? hostProc;
   }
-  return n;
+
+  /** A full scan; how many processes it found. */
+  scan(): number {
+    this.pids = containerPids(this.id, this.proc, this.fs);
+    return this.pids.length;
+  }
+
+  /** Whether no process of the container is left. */
+  gone(): boolean {
+    this.pids = this.pids.filter((pid) => pidIn(this.proc, pid, this.id, this.fs));
+    return this.pids.length === 0 && this.scan() === 0;
+  }
 }

@@ -1,7 +1,13 @@
-import { rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { countProcesses, inContainer, runtimeId } from '../../../sidecar/lease/procs.ts';
+import {
+  ContainerProcesses,
+  countProcesses,
+  inContainer,
+  type ProcFs,
+  runtimeId,
+} from '../../../sidecar/lease/procs.ts';
 
 const ID = 'd08c187c7c76802838851ecf3960b5436b217ec5509962b126f78d683ca7c40a';
 const OTHER = '6a897dc87747731455fe23bef09d906294bf1dbe784501e3291ab762307e0748';
@@ -48,3 +54,49 @@ t.test('countProcesses: the leader container processes in a /proc, vanished ones
   rmSync(join(proc, '8'), { recursive: true });
   t.equal(countProcesses(ID, proc), 0);
 });
+
+t.test(
+  'ContainerProcesses: after one /proc scan each check reads only the known pids; a full scan only once they are gone',
+  async (t) => {
+    const busy: Record<string, { cgroup: string }> = {};
+    for (let pid = 100; pid < 600; pid++) busy[String(pid)] = { cgroup: `0::/kubepods/pod1/${OTHER}\n` };
+    const proc = t.testdir({
+      ...busy,
+      '7': { cgroup: `0::/kubepods/pod1/${ID}\n` },
+      '8': { cgroup: `0::/kubepods/pod1/${ID}\n` },
+    });
+    const reads = { dirs: 0, files: 0 };
+    const fs: ProcFs = {
+      readdir: (d) => {
+        reads.dirs++;
+        return readdirSync(d);
+      },
+      readFile: (p) => {
+        reads.files++;
+        return readFileSync(p, 'utf8');
+      },
+    };
+    const leader = new ContainerProcesses(ID, { proc, fs });
+    t.equal(leader.scan(), 2);
+    reads.dirs = reads.files = 0;
+    for (let i = 0; i < 40; i++) t.notOk(leader.gone());
+    t.strictSame(
+      reads,
+      { dirs: 0, files: 80 },
+      'a second of checks at 25 ms: 2 files each, no /proc listing',
+    );
+    rmSync(join(proc, '7'), { recursive: true });
+    reads.dirs = reads.files = 0;
+    t.notOk(leader.gone());
+    t.strictSame(reads, { dirs: 0, files: 2 });
+    // The last known one exits while a new one was started: the full scan finds it.
+    rmSync(join(proc, '8'), { recursive: true });
+    mkdirSync(join(proc, '9'));
+    writeFileSync(join(proc, '9', 'cgroup'), `0::/kubepods/pod1/${ID}\n`);
+    t.notOk(leader.gone(), 'a process started since the scan keeps the container running');
+    t.equal(reads.dirs, 1);
+    // A pid re-used by another container's process does not count.
+    writeFileSync(join(proc, '9', 'cgroup'), `0::/kubepods/pod1/${OTHER}\n`);
+    t.ok(leader.gone());
+  },
+);
