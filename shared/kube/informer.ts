@@ -2,6 +2,7 @@ import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import { type ApiError, isApiError, type KubeClient, retryDelay, WatchIdle } from './client.ts';
+import { listPaged } from './paged-list.ts';
 import type { KubeList, KubeObject } from './types.ts';
 
 export interface InformerOptions {
@@ -22,6 +23,18 @@ export interface InformerOptions {
   idleTimeoutMs?: number;
   /** For the watch timeout's jitter (tests). */
   random?: () => number;
+  /**
+   * List in pages of this many objects (`limit`/`continue`, paged-list.ts) instead of one answer
+   * from the watch cache: for collections that grow with the cluster (every Node). Such lists are
+   * consistent reads from etcd, page by page: a 1.20 API server ignores `limit` with
+   * `resourceVersion=0`.
+   */
+  pageSize?: number;
+  /**
+   * Keeps only what the caller reads of each object (listed or watched) before it is cached: a
+   * cache of thousands of Nodes then holds names and a few fields, not ~13 KiB each.
+   */
+  trim?: (o: KubeObject) => KubeObject;
 }
 
 /** What an informer asked of the API server and heard back, since it started. */
@@ -126,24 +139,40 @@ export class Informer {
 
   /** Replaces the cache with a list; returns its resourceVersion. */
   private async list(signal: AbortSignal): Promise<string | undefined> {
-    // resourceVersion=0: served from the API server's watch cache, not read from etcd (a quorum
-    // read decodes every object of the resource, whatever the selector). The first list too:
-    // the watch that follows streams every change after the list's version, so the view
-    // converges within the cache's lag (milliseconds), as the kubelet's does. A decision that
-    // must not act on even that reads its narrow object consistently (netfilter re-reads its
-    // node's pods before deleting; Lease writes carry a resourceVersion precondition).
-    const list = await this.client.get<KubeList>(this.opts.path, {
-      query: { ...this.selectors, resourceVersion: '0' },
-      timeoutMs: 15_000,
-      signal,
-    });
+    const { pageSize, trim } = this.opts;
+    let items: KubeObject[];
+    let version: string | undefined;
+    if (pageSize !== undefined) {
+      const paged = await listPaged(this.client, this.opts.path, {
+        ...this.selectors,
+        pageSize,
+        trim,
+        signal,
+      });
+      items = paged.items;
+      version = paged.resourceVersion;
+    } else {
+      // resourceVersion=0: served from the API server's watch cache, not read from etcd (a quorum
+      // read decodes every object of the resource, whatever the selector). The first list too:
+      // the watch that follows streams every change after the list's version, so the view
+      // converges within the cache's lag (milliseconds), as the kubelet's does. A decision that
+      // must not act on even that reads its narrow object consistently (netfilter re-reads its
+      // node's pods before deleting; Lease writes carry a resourceVersion precondition).
+      const list = await this.client.get<KubeList>(this.opts.path, {
+        query: { ...this.selectors, resourceVersion: '0' },
+        timeoutMs: 15_000,
+        signal,
+      });
+      items = trim ? (list.items ?? []).map(trim) : (list.items ?? []);
+      version = list.metadata?.resourceVersion;
+    }
     this.stats.lists++;
     this.cache.clear();
-    for (const o of list.items ?? []) this.cache.set(keyOf(o), o);
+    for (const o of items) this.cache.set(keyOf(o), o);
     this.synced = true;
     this.failure = undefined;
     this.opts.onChange(this.cache, { type: 'SYNC' });
-    return list.metadata?.resourceVersion;
+    return version;
   }
 
   /** One watch from the last resourceVersion until it ends; every event moves that version on. */
@@ -163,9 +192,10 @@ export class Informer {
           this.stats.bookmarks++;
           return;
         }
-        if (ev.type === 'DELETED') this.cache.delete(keyOf(ev.object));
-        else this.cache.set(keyOf(ev.object), ev.object);
-        this.opts.onChange(this.cache, { type: ev.type, object: ev.object });
+        const object = this.opts.trim ? this.opts.trim(ev.object) : ev.object;
+        if (ev.type === 'DELETED') this.cache.delete(keyOf(object));
+        else this.cache.set(keyOf(object), object);
+        this.opts.onChange(this.cache, { type: ev.type, object });
       },
       signal,
       {

@@ -1,7 +1,17 @@
-// Who else could announce: the wide reads around a handover (the Nodes, the speaker pods, MetalLB's
-// pools and L2Advertisements, the EndpointSlices of the Local services announced here), turned into
-// candidates by eligibility.ts. Read only while a handover wants them, never in steady state.
+// Who else could announce: the wide reads around a handover (the Nodes, the speaker pods), kept
+// fresh by a watch, and the narrow ones (MetalLB's pools and L2Advertisements, the EndpointSlices
+// of the Local services announced here), turned into candidates by eligibility.ts. Read only while
+// a handover wants them, never in steady state.
+//
+// Bounded: every Node and every speaker pod is read ONCE when a handover starts, in pages
+// (paged-list.ts: one page of ~13 KiB Nodes at a time, never the whole list as one buffer), each
+// object trimmed to what otherCandidates reads as it arrives; a watch from that list's
+// resourceVersion keeps the view fresh until the handover is fenced, given up or over (release()).
+// Only a 410 on that watch lists again. Before: every Node and pod, whole, every 2 s until the
+// fence — 127.5 MiB peak at 300 Nodes (a 128 Mi container's limit), OOM-killed from 1,000.
+import { Backoff } from '../../shared/backoff.ts';
 import { isApiError } from '../../shared/kube/client.ts';
+import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
 import type { FeatureContext } from '../feature.ts';
@@ -11,14 +21,23 @@ import {
   metallbConfigFrom,
   otherCandidates,
   readyEndpointNodes,
+  trimNode,
+  trimPod,
 } from './eligibility.ts';
 
-/** The wide reads around a handover: a couple of retries, and a bound so a step never hangs. */
+/** The narrow reads around a handover: a couple of retries, and a bound so a step never hangs. */
 export const WIDE_READ = { retries: 2, timeoutMs: 10_000 };
 
-/** A handover under way re-reads the candidates at most this often. */
+/**
+ * Nodes (or pods) per page of the wide lists: ~3 MiB of realistic Nodes, so the one page held at
+ * a time stays small next to the sidecar's 64 MiB heap whatever the cluster's size.
+ */
+export const WIDE_PAGE_SIZE = 250;
+/** The narrow reads (MetalLB's config, Local services' EndpointSlices) at most this often. */
 const REFRESH_MS = 2_000;
-/** A read this old is dropped when a re-read fails (an old "node-b" might be gone). */
+/** ... and while a refused handover only waits for a change (nothing is decided on them then). */
+const WAITING_REFRESH_MS = 10_000;
+/** A view this old is dropped when its watch (or a narrow re-read) keeps failing. */
 const STALE_MS = 10_000;
 
 /** The candidates as last read (a fake in unit tests). */
@@ -36,14 +55,37 @@ export interface CandidateView {
   /** Reads the pools alone (at start, and now and then): one list in MetalLB's namespace. */
   readPools?(): Promise<void>;
   /**
-   * Reads again: at once when `fresh` (a handover about to start), otherwise at most every 2 s.
-   * `isLocal` tells the services with externalTrafficPolicy: Local.
+   * A handover wants the candidates: the first call lists every Node and speaker pod (paged) and
+   * watches them from then on; later calls recompute from the watched view. `fresh`: a decision
+   * is about to be taken (a handover starts) — it waits for the first list, and a view that is
+   * not current then is not known. `waiting`: a refused handover that only waits for a change
+   * (the watches show it; the narrow reads slow down). `isLocal` tells the services with
+   * externalTrafficPolicy: Local.
    */
   refresh(
     fresh: boolean,
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
+    waiting?: boolean,
   ): Promise<void>;
+  /** No handover needs the candidates now (fenced, given up, drain over): the watches stop. */
+  release?(): Promise<void>;
+}
+
+/** An informer and when it first settled (listed, or failed to). */
+interface Watched {
+  informer: Informer;
+  /** Resolves at the first list or the first failure (the informer retries on with a backoff). */
+  settled: Promise<void>;
+}
+
+/** The narrow reads, as last read. */
+interface NarrowRead {
+  metallb: MetalLbConfig | undefined;
+  ready: Map<string, string[]>;
+  /** The Local services read (a new one is read at once). */
+  locals: string;
+  at: number;
 }
 
 export class CandidateReader implements CandidateView {
@@ -51,73 +93,188 @@ export class CandidateReader implements CandidateView {
   others: string[] | undefined;
   perService: Record<string, string[]> | undefined;
   pools: string[] | undefined;
-  private readAt = 0;
   /** discovery.k8s.io version the API serves EndpointSlices in (v1beta1 before Kubernetes 1.21). */
   private sliceVersion: 'v1' | 'v1beta1' = 'v1';
   private warnedMetalLbConfig = false;
+  private nodes: Watched | undefined;
+  private pods: Watched | undefined;
+  /** The watched view changed since the candidates were computed. */
+  private dirty = true;
+  /** When the watched view was last current. */
+  private currentAt = 0;
+  private narrow: NarrowRead | undefined;
+  /** Failed narrow reads back off (a missing grant must not become a read per second). */
+  private readonly narrowBackoff = new Backoff({ baseMs: 1_000, capMs: 30_000 });
+  private narrowNotBefore = 0;
+  /** The inputs of the candidates as last computed. */
+  private computedFor = '';
 
   constructor(ctx: FeatureContext) {
     this.ctx = ctx;
+  }
+
+  private get ownerUid(): string | undefined {
+    return this.ctx.drain.pod?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
+  }
+
+  /** The watches of every Node and speaker pod (started once per handover). */
+  private watch(): void {
+    const { ctx } = this;
+    const watched = (path: string, trim: (o: KubeObject) => KubeObject): Watched => {
+      let settle: () => void = () => {};
+      const settled = new Promise<void>((r) => {
+        settle = r;
+      });
+      const informer = new Informer(ctx.client, {
+        path,
+        pageSize: WIDE_PAGE_SIZE,
+        trim,
+        log: ctx.log,
+        clock: ctx.clock,
+        onChange: () => {
+          this.dirty = true;
+          settle();
+        },
+        onError: () => settle(),
+      });
+      informer.start();
+      return { informer, settled };
+    };
+    this.nodes ??= watched('/api/v1/nodes', trimNode);
+    if (this.ownerUid) this.pods ??= watched(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, trimPod);
+  }
+
+  async release(): Promise<void> {
+    const stopping = [this.nodes, this.pods];
+    this.nodes = undefined;
+    this.pods = undefined;
+    this.narrow = undefined;
+    this.dirty = true;
+    await Promise.all(stopping.map((w) => w?.informer.stop()));
   }
 
   async refresh(
     fresh: boolean,
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
+    waiting = false,
   ): Promise<void> {
     const { ctx } = this;
-    if (!fresh && ctx.clock.now() - this.readAt < REFRESH_MS && this.others !== undefined) return;
-    try {
-      const ownerUid = ctx.drain.pod?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
-      const keys = [...new Set(services.map((s) => s.service))];
-      const [nodes, pods, metallb, slices] = await Promise.all([
-        ctx.client.get<KubeList<Node>>('/api/v1/nodes', WIDE_READ),
-        ownerUid
-          ? ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, WIDE_READ)
-          : Promise.resolve({ items: [] } as KubeList<Pod>),
-        this.readMetalLbConfig(),
-        Promise.all(keys.filter(isLocal).map(async (k) => [k, await this.readyNodesOf(k)] as const)),
-      ]);
-      const candidates = otherCandidates(nodes.items ?? [], pods.items ?? [], ctx.config.nodeName, ownerUid);
-      const labels = new Map(
-        (nodes.items ?? []).map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]),
-      );
-      const ready = new Map(slices);
-      const perService: Record<string, string[]> = {};
-      for (const s of services) {
-        const local = isLocal(s.service);
-        // A Local service with no ready endpoint here is not announced here: not ours to move.
-        if (local && !(ready.get(s.service) ?? []).includes(ctx.config.nodeName)) continue;
-        perService[s.service] = eligibleFor(
+    const starting = this.nodes === undefined;
+    this.watch();
+    const watched = [this.nodes, this.pods].filter((w) => w !== undefined);
+    if (starting || fresh) await Promise.all(watched.map((w) => w.settled));
+    const now = ctx.clock.now();
+    const synced = watched.every((w) => w.informer.hasSynced);
+    const current = watched.every((w) => w.informer.current);
+    if (current) this.currentAt = now;
+    // A handover about to start must not act on an old view (an earlier drain's "nobody else"
+    // would refuse the fail-safe; its "node-b" might be gone): unknown, until the API answers.
+    const watchedKnown = synced && (current || (!fresh && now - this.currentAt <= STALE_MS));
+    const narrowKnown = await this.readNarrow(fresh || starting, services, isLocal, waiting);
+    if (!watchedKnown || !narrowKnown || !this.narrow) {
+      if (this.others !== undefined)
+        ctx.log.warn(
           {
-            service: s.service,
-            ips: s.ips,
-            local,
-            readyEndpointNodes: ready.get(s.service) ?? [],
+            err: (
+              watched.find((w) => w.informer.lastError)?.informer.lastError ?? new Error('not listed yet')
+            ).message,
           },
-          candidates,
-          labels,
-          metallb,
+          'cannot list candidate nodes; not known',
         );
-      }
-      this.others = candidates;
-      this.perService = perService;
-      this.readAt = ctx.clock.now();
-    } catch (e) {
-      // A handover about to start must not act on an old read (an earlier drain's "nobody else"
-      // would refuse the fail-safe; its "node-b" might be gone): unknown, until the API answers.
-      const stale = fresh || ctx.clock.now() - this.readAt > STALE_MS;
-      if (stale) {
-        this.others = undefined;
-        this.perService = undefined;
-      }
-      ctx.log.warn(
-        { err: (e as Error).message },
-        stale
-          ? 'cannot list candidate nodes; not known'
-          : 'cannot list candidate nodes; keeping the last known',
+      this.others = undefined;
+      this.perService = undefined;
+      this.computedFor = '';
+      return;
+    }
+    const key = JSON.stringify([services, this.narrow.at]);
+    if (!this.dirty && this.others !== undefined && key === this.computedFor) return;
+    this.compute(services, isLocal, this.narrow);
+    this.dirty = false;
+    this.computedFor = key;
+  }
+
+  private compute(
+    services: readonly ServiceVips[],
+    isLocal: (service: string) => boolean,
+    narrow: NarrowRead,
+  ): void {
+    const { ctx } = this;
+    const nodes = [...(this.nodes?.informer.objects.values() ?? [])] as Node[];
+    const pods = [...(this.pods?.informer.objects.values() ?? [])] as Pod[];
+    const candidates = otherCandidates(nodes, pods, ctx.config.nodeName, this.ownerUid);
+    const labels = new Map(nodes.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
+    const perService: Record<string, string[]> = {};
+    for (const s of services) {
+      const local = isLocal(s.service);
+      const ready = narrow.ready.get(s.service) ?? [];
+      // A Local service with no ready endpoint here is not announced here: not ours to move.
+      if (local && !ready.includes(ctx.config.nodeName)) continue;
+      perService[s.service] = eligibleFor(
+        { service: s.service, ips: s.ips, local, readyEndpointNodes: ready },
+        candidates,
+        labels,
+        narrow.metallb,
       );
     }
+    this.others = candidates;
+    this.perService = perService;
+  }
+
+  /**
+   * MetalLB's config and the Local services' EndpointSlices: small (bounded by the config and one
+   * service's endpoints, not by the cluster), re-read at most every 2 s (10 s while waiting), at
+   * once when a new Local service shows up; failures back off. False when not known.
+   */
+  private async readNarrow(
+    fresh: boolean,
+    services: readonly ServiceVips[],
+    isLocal: (service: string) => boolean,
+    waiting: boolean,
+  ): Promise<boolean> {
+    const { ctx } = this;
+    const now = ctx.clock.now();
+    const keys = [...new Set(services.map((s) => s.service))].filter(isLocal).sort();
+    const locals = keys.join(',');
+    // Released at every handover's end: a handover starts with none, so `fresh` needs no re-read
+    // here (a decision retried every reconcile must not re-read every reconcile either).
+    const due =
+      this.narrow === undefined ||
+      this.narrow.locals !== locals ||
+      now - this.narrow.at >= (waiting ? WAITING_REFRESH_MS : REFRESH_MS);
+    if (!due) return true;
+    if (now < this.narrowNotBefore) return this.narrowUsable(fresh, locals, now);
+    try {
+      const [metallb, slices] = await Promise.all([
+        this.readMetalLbConfig(),
+        Promise.all(keys.map(async (k) => [k, await this.readyNodesOf(k)] as const)),
+      ]);
+      this.narrow = { metallb, ready: new Map(slices), locals, at: ctx.clock.now() };
+      this.narrowBackoff.reset();
+      this.narrowNotBefore = 0;
+      return true;
+    } catch (e) {
+      const waitMs = this.narrowBackoff.next();
+      this.narrowNotBefore = ctx.clock.now() + waitMs;
+      const usable = this.narrowUsable(fresh, locals, now);
+      ctx.log.warn(
+        { err: (e as Error).message, retryInMs: waitMs },
+        usable
+          ? 'cannot read MetalLB config or EndpointSlices for the candidates; keeping the last known'
+          : 'cannot read MetalLB config or EndpointSlices for the candidates; not known',
+      );
+      return usable;
+    }
+  }
+
+  /** The last narrow read may stand in for one that failed or is backing off. */
+  private narrowUsable(fresh: boolean, locals: string, now: number): boolean {
+    const n = this.narrow;
+    if (!n || fresh || n.locals !== locals || now - n.at > STALE_MS) {
+      this.narrow = undefined;
+      return false;
+    }
+    return true;
   }
 
   /** Nodes with a ready endpoint of a service; a failed read fails the whole candidate read. */

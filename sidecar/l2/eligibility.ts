@@ -73,6 +73,60 @@ export function otherCandidates(
     .sort();
 }
 
+/** The Node conditions otherCandidates reads. */
+const NODE_CONDITIONS = new Set(['Ready', 'NetworkUnavailable']);
+
+/**
+ * What otherCandidates and eligibleFor read of a Node (name, labels, unschedulable, the Ready and
+ * NetworkUnavailable conditions), nothing else: a realistic Node is ~13 KiB (images, addresses,
+ * managedFields), this is a few hundred bytes, so a view of thousands of Nodes stays small.
+ */
+export function trimNode(n: Node): Node {
+  const m = n.metadata ?? {};
+  return {
+    metadata: {
+      ...(m.name === undefined ? {} : { name: m.name }),
+      ...(m.resourceVersion === undefined ? {} : { resourceVersion: m.resourceVersion }),
+      ...(m.labels === undefined ? {} : { labels: m.labels }),
+    },
+    spec: n.spec?.unschedulable ? { unschedulable: true } : {},
+    status: {
+      conditions: (n.status?.conditions ?? [])
+        .filter((c) => NODE_CONDITIONS.has(c.type))
+        .map((c) => ({ type: c.type, status: c.status })),
+    },
+  };
+}
+
+/** What otherCandidates reads of a speaker pod: its node, owners, deletion and Ready condition. */
+export function trimPod(p: Pod): Pod {
+  const m = p.metadata ?? {};
+  return {
+    metadata: {
+      ...(m.name === undefined ? {} : { name: m.name }),
+      ...(m.namespace === undefined ? {} : { namespace: m.namespace }),
+      ...(m.resourceVersion === undefined ? {} : { resourceVersion: m.resourceVersion }),
+      ...(m.deletionTimestamp === undefined ? {} : { deletionTimestamp: m.deletionTimestamp }),
+      ...(m.ownerReferences === undefined
+        ? {}
+        : {
+            ownerReferences: m.ownerReferences.map(({ apiVersion, kind, name, uid }) => ({
+              apiVersion,
+              kind,
+              name,
+              uid,
+            })),
+          }),
+    },
+    spec: p.spec?.nodeName === undefined ? {} : { nodeName: p.spec.nodeName },
+    status: {
+      conditions: (p.status?.conditions ?? [])
+        .filter((c) => c.type === 'Ready')
+        .map((c) => ({ type: c.type, status: c.status })),
+    },
+  };
+}
+
 /**
  * The candidates (other nodes: Ready, schedulable, not excluded, a Ready speaker) that may
  * announce this service: for `externalTrafficPolicy: Local` only those with a ready endpoint, and

@@ -216,6 +216,8 @@ export class L2Handover implements Feature {
     await this.metallb.stop();
     await this.loop;
     await this.reconciler.idle();
+    // After the last reconcile: none starts a watch again.
+    await this.candidates.release?.();
   }
 
   // --- the reconcile loop ----------------------------------------------------------------
@@ -255,17 +257,23 @@ export class L2Handover implements Feature {
     const drain = this.ctx.drain.current;
     const handoverWanted = drain.draining || drain.terminating;
     const { phase } = this.memory;
-    // Read wide only around a handover: at its start, and (throttled) until it is fenced, so a
-    // node excluded meanwhile is seen before the fence.
-    // A handover about to start reads fresh; one under way (or refused) at most every 2 s.
-    // After a fail-safe, once the API answers, the handover is decided again from fresh reads.
+    // Read wide only around a handover: listed once at its start, then watched until it is
+    // fenced, so a node excluded meanwhile is seen before the fence (candidates.ts).
+    // A handover about to start waits for a current view. A refused one keeps the watches and
+    // is decided again on every reconcile from what they show (no re-list: a Node or speaker
+    // becoming eligible arrives as a watch event). A given-up one (not retried until the drain
+    // ends, unless the pod goes away) and a fenced one need no candidates: the watches stop.
+    // After a fail-safe, once the API answers, the handover is decided again from a new list.
     const failsafeOver = phase === 'failsafe-fenced' && drain.apiDownSince === undefined;
-    if (handoverWanted && (!FENCED.has(phase) || failsafeOver)) {
+    if (this.wantsCandidates(phase)) {
       const services = [...this.memory.services, ...this.observeMetalLb().announced];
-      await this.candidates.refresh(phase === 'idle' || phase === 'undoing' || failsafeOver, services, (s) =>
-        this.metallb.isLocal(s),
+      await this.candidates.refresh(
+        phase === 'idle' || phase === 'undoing' || failsafeOver,
+        services,
+        (s) => this.metallb.isLocal(s),
+        phase === 'refused',
       );
-    }
+    } else await this.candidates.release?.();
     if (handoverWanted && (AT_REST.has(phase) || failsafeOver) && this.metallb.statusSource() === 'services')
       await this.metallb.readAllServices();
     this.metallb.retryUnreadServices();
@@ -286,6 +294,8 @@ export class L2Handover implements Feature {
       );
     this.heldUnsynced = holding;
     for (const a of actions) await this.execute(a);
+    // Fenced or given up by this step: the watches stop now, not a reconcile later.
+    if (!this.wantsCandidates(memory.phase)) await this.candidates.release?.();
     const from = PUBLISHED_PHASE[before.phase];
     const to = PUBLISHED_PHASE[memory.phase];
     if (from !== to) {
@@ -296,6 +306,18 @@ export class L2Handover implements Feature {
     this.metrics.reconciled(to, memory.phase === 'refused');
     this.events.flush();
     await this.publishStatus();
+  }
+
+  /**
+   * Whether the candidates are read (and watched) in this phase: while a handover is wanted and
+   * not fenced (after a fail-safe again once the API answers), and not while given up with the pod
+   * staying (not retried until the drain ends).
+   */
+  private wantsCandidates(phase: L2Memory['phase']): boolean {
+    const drain = this.ctx.drain.current;
+    if (!drain.draining && !drain.terminating) return false;
+    if (phase === 'given-up' && !drain.terminating) return false;
+    return !FENCED.has(phase) || (phase === 'failsafe-fenced' && drain.apiDownSince === undefined);
   }
 
   /** Published as idle: idle, refused or given up. */

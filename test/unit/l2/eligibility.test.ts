@@ -9,6 +9,8 @@ import {
   metallbConfigFrom,
   otherCandidates,
   readyEndpointNodes,
+  trimNode,
+  trimPod,
 } from '../../../sidecar/l2/eligibility.ts';
 
 const labels = new Map<string, Record<string, string>>([
@@ -179,4 +181,76 @@ t.test('candidates: same DaemonSet, schedulable, not excluded, Ready, network av
   // A speaker that is not Ready (crash-looping, starting) cannot take a VIP over.
   const notReady = pods.map((p) => (p.spec?.nodeName === 'node-b' ? pod('node-b', 'ds', 'False') : p));
   t.strictSame(otherCandidates(nodes, notReady, 'node-a', 'ds'), []);
+
+  // Trimmed to what is read (the watched view keeps only that): the same candidates.
+  t.strictSame(otherCandidates(nodes.map(trimNode), pods.map(trimPod), 'node-a', 'ds'), ['node-b']);
+  t.strictSame(otherCandidates(nodes.map(trimNode), notReady.map(trimPod), 'node-a', 'ds'), []);
 });
+
+t.test(
+  'a Node and a pod trimmed to what the candidates read: names, labels, conditions that count',
+  async (t) => {
+    const big: Node = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name: 'node-b',
+        resourceVersion: '7',
+        labels: { zone: 'a' },
+        annotations: { 'node.alpha.kubernetes.io/ttl': '0', big: 'x'.repeat(5_000) },
+        uid: 'u',
+      },
+      spec: { unschedulable: true, podCIDR: '10.0.0.0/24', taints: [{ key: 'k', effect: 'NoSchedule' }] },
+      status: {
+        addresses: [{ type: 'InternalIP', address: '10.0.0.2' }],
+        conditions: [
+          { type: 'MemoryPressure', status: 'False' },
+          { type: 'Ready', status: 'True' },
+          { type: 'NetworkUnavailable', status: 'False' },
+        ],
+        nodeInfo: { kubeletVersion: 'v1.20.2' },
+      },
+    };
+    t.strictSame(trimNode(big), {
+      metadata: { name: 'node-b', resourceVersion: '7', labels: { zone: 'a' } },
+      spec: { unschedulable: true },
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'True' },
+          { type: 'NetworkUnavailable', status: 'False' },
+        ],
+      },
+    });
+    const speaker: Pod = {
+      metadata: {
+        name: 'speaker-b',
+        namespace: 'metallb-system',
+        resourceVersion: '8',
+        deletionTimestamp: '2026-01-01T00:00:00Z',
+        labels: { app: 'metallb' },
+        ownerReferences: [
+          { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'speaker', uid: 'ds', controller: true },
+        ],
+      },
+      spec: { nodeName: 'node-b', containers: [{ name: 'speaker' }] },
+      status: {
+        phase: 'Running',
+        conditions: [
+          { type: 'Initialized', status: 'True' },
+          { type: 'Ready', status: 'True' },
+        ],
+      },
+    };
+    t.strictSame(trimPod(speaker), {
+      metadata: {
+        name: 'speaker-b',
+        namespace: 'metallb-system',
+        resourceVersion: '8',
+        deletionTimestamp: '2026-01-01T00:00:00Z',
+        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'speaker', uid: 'ds' }],
+      },
+      spec: { nodeName: 'node-b' },
+      status: { conditions: [{ type: 'Ready', status: 'True' }] },
+    });
+  },
+);

@@ -55,8 +55,17 @@ class FakeCandidates implements CandidateView {
   pools: string[] | undefined;
   reads = 0;
   poolReads = 0;
-  async refresh(): Promise<void> {
+  /** Between a refresh and a release: the wide watches would be open. */
+  watching = false;
+  /** The last refresh's `waiting`. */
+  waiting: boolean | undefined;
+  async refresh(_fresh: boolean, _services: unknown, _isLocal: unknown, waiting?: boolean): Promise<void> {
     this.reads++;
+    this.watching = true;
+    this.waiting = waiting;
+  }
+  async release(): Promise<void> {
+    this.watching = false;
   }
   async readPools(): Promise<void> {
     this.poolReads++;
@@ -197,6 +206,7 @@ t.test(
     await w.pass();
     t.equal(w.api.status()?.phase, 'awaiting-confirmation');
     t.strictSame(w.host.applied, [], 'no fence before a confirmation');
+    t.ok(w.candidates.watching, 'the candidates are watched until the fence');
 
     // A ServiceL2Status naming a node that may not announce the service confirms nothing.
     w.candidates.perService = { 'web/www': ['node-c'] };
@@ -214,6 +224,7 @@ t.test(
     t.match(w.events.at(-1)?.message, /VIP 192\.0\.2\.10 handed to node-c in 0\.5 s/);
     t.match(w.api.status(), { phase: 'fenced', fenced: true, handedTo: { 'web/www': 'node-c' } });
     t.match(w.metrics.render(), /drainguard_l2_phase\{phase="fenced"\} 1/);
+    t.notOk(w.candidates.watching, 'fenced: the candidates are not watched any more');
 
     // Steady state: nothing written again.
     const patches = w.api.patches.length;
@@ -302,8 +313,29 @@ t.test('no other node: refused, published as idle with stranded, said once', asy
   t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], undefined, 'not labelled');
   t.match(w.api.status(), { phase: 'idle', stranded: true });
   t.match(w.metrics.render(), /drainguard_l2_handover_impossible 1/);
+  t.ok(w.candidates.watching, 'refused: still watched (a node that becomes eligible is seen)');
+  t.equal(w.candidates.waiting, true, 'as a refused handover waiting for a change');
   const outcome = await w.cap.prestop();
   t.equal(outcome.outcome, 'no-other-node');
+});
+
+t.test('given up while the drain lasts: the candidates are not read or watched any more', async (t) => {
+  const w = await started();
+  t.teardown(() => w.cap.stop());
+  w.drain.set({ draining: true, drainReason: 'cordoned' });
+  await w.cap.idle();
+  await w.pass();
+  t.ok(w.candidates.watching);
+  // Nobody confirms within the budget.
+  w.clock.advance(31_000);
+  await w.pass();
+  t.match(w.api.status(), { phase: 'idle', gaveUp: true });
+  t.notOk(w.candidates.watching, 'given up: the watches stop');
+  const reads = w.candidates.reads;
+  w.clock.advance(10_000);
+  await w.pass();
+  await w.pass();
+  t.equal(w.candidates.reads, reads, 'and nothing is read while given up');
 });
 
 t.test('restart: resumes from the annotation and the installed fence without a second fence', async (t) => {
