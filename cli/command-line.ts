@@ -3,6 +3,7 @@
 // cluster its --kubeconfig and --context name.
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import { KubeClient, type KubeClientOptions } from '../shared/kube/client.ts';
+import { helpFor, programName } from './program.ts';
 
 /** The flags of every command that reads the cluster. */
 export const KUBECONFIG_OPTIONS = {
@@ -30,19 +31,19 @@ export class CommandLine {
 
   /** Called wrong: why, then the usage, on stderr; returns exit code 2. */
   wrong(why: string): number {
-    process.stderr.write(`drainguard ${this.name}: ${why}\n${this.usageAfterError}`);
+    process.stderr.write(`${programName()} ${this.name}: ${why}\n${helpFor(this.usageAfterError)}`);
     return 2;
   }
 
   /** A flag's value is not accepted: why (name the flag and what it accepts), on stderr; returns exit code 2. */
   badValue(why: string): number {
-    process.stderr.write(`drainguard ${this.name}: ${why}\n`);
+    process.stderr.write(`${programName()} ${this.name}: ${why}\n`);
     return 2;
   }
 
   /** Failed: why, on stderr; returns exit code 1. */
   fail(why: string): number {
-    process.stderr.write(`drainguard ${this.name}: ${why}\n`);
+    process.stderr.write(`${programName()} ${this.name}: ${why}\n`);
     return 1;
   }
 
@@ -82,7 +83,7 @@ export class CommandLine {
       return this.wrong((e as Error).message);
     }
     if ((parsed.values as { help?: boolean }).help) {
-      process.stdout.write(this.usage);
+      process.stdout.write(helpFor(this.usage));
       return 0;
     }
     return parsed;

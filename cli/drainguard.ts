@@ -1,5 +1,6 @@
 import { VERSION } from '../shared/names.ts';
 import { COMMANDS } from './commands.ts';
+import { helpFor, programName } from './program.ts';
 
 function help(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length), 7);
@@ -20,7 +21,7 @@ function help(): string {
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-    process.stdout.write(help());
+    process.stdout.write(helpFor(help()));
     return 0;
   }
   if (cmd === 'version' || cmd === '--version') {
@@ -30,7 +31,7 @@ export async function main(argv: string[]): Promise<number> {
   const command = COMMANDS[cmd];
   if (!command) {
     process.stderr.write(
-      `drainguard: unknown command "${cmd}"; commands are ${Object.keys(COMMANDS).join(', ')}, version, help\n`,
+      `${programName()}: unknown command "${cmd}"; commands are ${Object.keys(COMMANDS).join(', ')}, version, help\n`,
     );
     return 2;
   }

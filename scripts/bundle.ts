@@ -1,6 +1,6 @@
 // Bundles the CLI into dist/ with esbuild: one entry, code-split so each subcommand loads only
 // what it uses (the sidecar runs on every node; its memory is multiplied by the cluster).
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -28,4 +28,11 @@ await build({
     js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);",
   },
 });
-process.stdout.write('built dist/drainguard.mjs\n');
+// kubectl's plugin: copied onto PATH as kubectl-drainguard, `kubectl drainguard …` runs the bundle
+// under that name (cli/program.ts: help in kubectl's style).
+writeFileSync(
+  new URL('../dist/kubectl-drainguard', import.meta.url),
+  "#!/usr/bin/env node\nprocess.env.DRAINGUARD_PROGRAM ??= 'kubectl drainguard';\nawait import('./drainguard.mjs');\n",
+  { mode: 0o755 },
+);
+process.stdout.write('built dist/drainguard.mjs, dist/kubectl-drainguard\n');
