@@ -28,6 +28,8 @@ export interface Request {
   path: string;
   /** A field or label selector narrowed it (a wide read has none). */
   selected: boolean;
+  /** A later page of a paged LIST (it carries `continue`): the first page starts a list. */
+  continued: boolean;
   code: number;
   at: number;
   /** When a watch ended (undefined: still open when the log was read). */
@@ -59,6 +61,7 @@ export async function readAudit(path: string): Promise<Request[]> {
         resource,
         path: e.requestURI.split('?')[0]!,
         selected: /[?&](field|label)Selector=/.test(e.requestURI),
+        continued: /[?&]continue=/.test(e.requestURI),
         code: e.responseStatus?.code ?? 0,
         at: Date.parse(e.requestReceivedTimestamp),
       };

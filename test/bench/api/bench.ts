@@ -596,10 +596,11 @@ try {
       ? Object.fromEntries(drains.map((d) => [d.nodes, d.peak_rss_mib]))
       : null,
     drain_wide_lists: drains.length ? Object.fromEntries(drains.map((d) => [d.nodes, d.wide_lists])) : null,
-    drain_fence_s: null,
+    // Cordon → the Node's annotation says fenced: observe-only decides as it would, the bench
+    // confirming as the new owner's MetalLB (drain.ts).
+    drain_fence_s: drains.length ? Object.fromEntries(drains.map((d) => [d.nodes, d.fence_s])) : null,
     drains,
     errors,
-    todo: 'drain_fence_s: the draining sidecar runs observe-only (nothing labelled, so no new owner confirms and nothing is fenced); timing the fence needs a MetalLB stand-in confirming and a real fence',
   });
 } finally {
   await stopAll(procs);

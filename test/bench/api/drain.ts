@@ -1,15 +1,24 @@
 // The drain part of make bench-api: one metallb-speaker sidecar as a real process (the built
 // bundle, the injected node flags, in a memory cgroup with the injected limit, like its
 // container), observe-only, among `nodes` Nodes of realistic size with a speaker pod each; it
-// announces one VIP (a ServiceL2Status names its node). Its Node is cordoned: how much it reads
-// and how much memory that takes. Observe-only labels nothing, so no new owner confirms and the
-// handover runs until its budget is spent: every wide read it does in that time is counted.
-// The time from cordon to fence needs a confirmed handover (not measured here).
+// announces one VIP (a ServiceL2Status names its node). Its Node is cordoned: how much it reads,
+// how much memory that takes, and how long until it decides to fence.
+//
+// The fence time: observe-only labels nothing and installs nothing, but it runs the handover's
+// decisions as they would be taken (the label simulated) and publishes each phase in its Node's
+// `drainguard.io/l2-handover` annotation. This bench plays MetalLB on another node: once the
+// annotation says `awaiting-confirmation` it writes that node's ServiceL2Status for the VIP (as
+// the new owner's speaker would); the sidecar confirms and decides to fence, and the annotation
+// says `fenced`. `fence_s` is the time from the cordon to that annotation, read every 100 ms (so
+// the bench's own reaction, ~0.1-0.2 s, is in it, the same at every size). If nothing fences,
+// the handover runs until its budget is spent (40 s watched).
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
-import type { KubeObject } from '../../../shared/kube/types.ts';
+import type { KubeObject, Node } from '../../../shared/kube/types.ts';
+import { parseL2State } from '../../../shared/l2-state.ts';
+import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import { readAudit } from './audit.ts';
 import { inBatches } from './churn.ts';
 import { injectedPod, NAMESPACES, realisticNode, runningStatus } from './objects.ts';
@@ -26,16 +35,29 @@ export interface DrainResult {
   nodes: number;
   peak_rss_mib: number | null;
   idle_rss_mib: number | null;
-  /** LISTs of all Nodes from the cordon to the end of the handover budget (+10 s). */
+  /** Whole LISTs of all Nodes (a paged list counts once) from the cordon until the end. */
   wide_lists: number;
-  /** LISTs of the MetalLB namespace's pods (the speakers, by label) in the same time. */
+  /** Their requests (pages). */
+  wide_list_pages: number;
+  /** Whole LISTs of the MetalLB namespace's pods (no selector) in the same time. */
   pod_lists: number;
+  /** Cordon → the Node's annotation says `fenced` (s); null when nothing fenced. */
+  fence_s: number | null;
+  /** The last phase the annotation showed. */
+  last_phase: string | null;
   exited: string | null;
   memory_limit: string;
   memory_cgroup: boolean;
 }
 
 const METALLB_NS = NAMESPACES['metallb-speaker'];
+const SPEAKER_DAEMONSET = {
+  apiVersion: 'apps/v1',
+  kind: 'DaemonSet',
+  name: 'speaker',
+  uid: '5f0c6c1e-0000-4000-8000-00000000da75',
+  controller: true,
+};
 const VIP = '192.0.2.100';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const statusOf = (pid: number, field: string) => {
@@ -81,10 +103,13 @@ async function grow(client: KubeClient, made: string[], total: number): Promise<
   await inBatches(add, 16, async (node) => {
     await client.create('/api/v1/nodes', realisticNode(node, 60_000 + made.length));
     const inj = injectedPod('metallb-speaker', `speaker-${node}`, node);
-    const pod = await client.create<Record<string, unknown>>(
-      `/api/v1/namespaces/${METALLB_NS}/pods`,
-      inj.pod,
-    );
+    // Pods of one DaemonSet, as MetalLB's speakers are (the handover reads them all: a speaker
+    // of the same DaemonSet, Ready, makes a node a candidate). No controller runs to collect them.
+    const meta = inj.pod.metadata as Record<string, unknown>;
+    const pod = await client.create<Record<string, unknown>>(`/api/v1/namespaces/${METALLB_NS}/pods`, {
+      ...inj.pod,
+      metadata: { ...meta, ownerReferences: [SPEAKER_DAEMONSET] },
+    });
     await client.patch(
       `/api/v1/namespaces/${METALLB_NS}/pods/speaker-${node}/status`,
       { status: runningStatus(pod, '10.210.0.1') },
@@ -95,7 +120,7 @@ async function grow(client: KubeClient, made: string[], total: number): Promise<
 }
 
 /** The VIP's Service and MetalLB's ServiceL2Status naming `node` as the announcer. */
-async function announce(client: KubeClient, node: string): Promise<void> {
+export async function announce(client: KubeClient, node: string): Promise<void> {
   const svcs = `/api/v1/namespaces/${METALLB_NS}/services`;
   await client
     .create(svcs, {
@@ -154,31 +179,52 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
     const idle = exited ? Number.NaN : statusOf(pid, 'VmRSS');
     const t0 = Date.now();
     await client.patch(`/api/v1/nodes/${node}`, { spec: { unschedulable: true } }, 'merge');
-    // The handover budget (30 s by default) and 10 s more: the handover is given up by then.
+    // Until the annotation says fenced (then 3 s more), or the budget (30 s) and 10 s more.
     // VmHWM read as it goes: a process killed for its memory takes its figure with it.
     let peak = Number.NaN;
+    let fencedAt: number | undefined;
+    let lastPhase: string | null = null;
+    let tookOver = false;
     await waitFor(
-      'the handover budget',
-      () => {
+      'the fence or the handover budget',
+      async () => {
         if (exited === null) peak = statusOf(pid, 'VmHWM');
-        return exited !== null || Date.now() - t0 > 40_000;
+        if (exited !== null || Date.now() - t0 > 40_000) return true;
+        if (fencedAt !== undefined) return Date.now() - fencedAt > 3_000;
+        const n = await client
+          .get<Node>(`/api/v1/nodes/${node}`, { timeoutMs: 5_000 })
+          .catch(() => undefined);
+        const phase = parseL2State(n?.metadata?.annotations?.[L2_STATE_ANNOTATION])?.phase;
+        lastPhase = phase ?? lastPhase;
+        if (phase === 'awaiting-confirmation' && !tookOver) {
+          // MetalLB on another node takes the VIP over: its ServiceL2Status.
+          tookOver = true;
+          await announce(client, made[1]!);
+        }
+        if (phase === 'fenced') fencedAt = Date.now();
+        return false;
       },
       { timeoutMs: 60_000, intervalMs: 100 },
     );
     await sleep(1_000);
     const agent = `drainguard-sidecar/${node}`;
     const lists = (await readAudit(s.auditLog)).filter(
-      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list',
+      (r) => r.agent === agent && r.at >= t0 && r.verb === 'list' && !r.selected,
     );
-    // The informers' own lists carry a selector; the handover's read of every Node does not.
-    const after = lists.filter((r) => !r.selected);
+    // The informers' own lists carry a selector; the handover's reads of every Node and pod do
+    // not. A paged list is one list of several requests: its first page starts it.
+    const nodeLists = lists.filter((r) => r.path === '/api/v1/nodes');
     const r1 = (x: number) => (Number.isNaN(x) ? null : Math.round(x * 10) / 10);
     return {
       nodes: made.length,
       peak_rss_mib: r1(peak),
       idle_rss_mib: r1(idle),
-      wide_lists: after.filter((r) => r.path === '/api/v1/nodes').length,
-      pod_lists: lists.filter((r) => r.path === `/api/v1/namespaces/${METALLB_NS}/pods`).length,
+      wide_lists: nodeLists.filter((r) => !r.continued).length,
+      wide_list_pages: nodeLists.length,
+      pod_lists: lists.filter((r) => r.path === `/api/v1/namespaces/${METALLB_NS}/pods` && !r.continued)
+        .length,
+      fence_s: fencedAt === undefined ? null : Math.round((fencedAt - t0) / 100) / 10,
+      last_phase: lastPhase,
       exited,
       memory_limit: inj.memoryLimit,
       memory_cgroup: cgroup !== undefined,
@@ -190,5 +236,9 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
     );
     cgroup?.remove();
     await client.patch(`/api/v1/nodes/${node}`, { spec: { unschedulable: false } }, 'merge');
+    // The next drain's new owner writes its status afresh (a lingering one confirms nothing).
+    await client
+      .delete(`/apis/metallb.io/v1beta1/namespaces/${METALLB_NS}/servicel2statuses/l2-${made[1]}`)
+      .catch(() => undefined);
   }
 }

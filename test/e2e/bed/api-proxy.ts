@@ -25,6 +25,8 @@ export interface ProxiedCall {
   bookmarks: number;
   /** ERROR events with code 410 in a watch's stream. */
   gone: number;
+  /** When the answer (a watch's stream) ended (ms); 0 while open. */
+  ended: number;
 }
 
 export interface ApiProxyOptions {
@@ -90,7 +92,11 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       status: 0,
       bookmarks: 0,
       gone: 0,
+      ended: 0,
     };
+    res.on('close', () => {
+      call.ended = Date.now();
+    });
     calls.push(call);
     if (throttle && throttle.left > 0 && (throttle.path === undefined || url.pathname === throttle.path)) {
       throttle.left--;
