@@ -17,7 +17,7 @@
 // those inside a watch stream from the sidecar's own log: "watch failed; relisting"), standing
 // watches; API server and etcd CPU seconds and RSS from /proc. Last line: one JSON object.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,7 @@ import {
   runningStatus,
   WORKLOAD_NS,
 } from './objects.ts';
+import { stubTools } from './stub-tools.ts';
 
 const env = process.env;
 const num = (v: string | undefined, d: number) => (v === undefined || v === '' ? d : Number(v));
@@ -199,26 +200,6 @@ async function populate(
 
 // --- running sidecars ----------------------------------------------------------------------
 
-/** Host tools of an empty host: the sidecar's read-only calls answer, nothing is changed. */
-function stubTools(dir: string): string {
-  const bin = join(dir, 'stub-bin');
-  mkdirSync(bin, { recursive: true });
-  const script = `#!/bin/sh
-# make bench-api: host tools of an empty host (the API cost is measured, not the host's).
-case "$(basename "$0") $*" in
-  "ebtables -V") echo "ebtables 1.8.7 (nf_tables)" ;;
-  "ebtables -t nat -L") printf 'Bridge table: nat\\n\\nBridge chain: PREROUTING, entries: 0, policy: ACCEPT\\n\\nBridge chain: OUTPUT, entries: 0, policy: ACCEPT\\n\\nBridge chain: POSTROUTING, entries: 0, policy: ACCEPT\\n' ;;
-  nft*-j*) echo '{"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_version": 1}}]}' ;;
-  *-j*) echo '[]' ;;
-esac
-exit 0
-`;
-  for (const tool of ['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge']) {
-    writeFileSync(join(bin, tool), script);
-    chmodSync(join(bin, tool), 0o755);
-  }
-  return bin;
-}
 const stubs = stubTools(cpDir);
 const pod = podAccess(cp, cp.userTarget(SA).token);
 

@@ -6,7 +6,7 @@
 // wide is read any more once the handover is given up or refused. A refused handover starts as
 // soon as another node becomes eligible, seen through its watch, without another list.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ import { type L2State, parseL2State } from '../../../shared/l2-state.ts';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import { announce } from '../../bench/api/drain.ts';
 import { injectedPod, NAMESPACES, realisticNode, runningStatus } from '../../bench/api/objects.ts';
+import { stubTools } from '../../bench/api/stub-tools.ts';
 import { apiProxy, type ProxiedCall } from './api-proxy.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
@@ -36,24 +37,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-/** ip/nft/ebtables of an empty host: read-only calls answer, nothing is changed (observe-only). */
-function stubTools(dir: string): string {
-  const bin = join(dir, 'stub-bin');
-  mkdirSync(bin, { recursive: true });
-  const script = `#!/bin/sh
-case "$(basename "$0") $*" in
-  nft*-j*) echo '{"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_version": 1}}]}' ;;
-  *-j*) echo '[]' ;;
-esac
-exit 0
-`;
-  for (const tool of ['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge']) {
-    writeFileSync(join(bin, tool), script);
-    chmodSync(join(bin, tool), 0o755);
-  }
-  return bin;
-}
 
 /** A LIST of the whole collection (its first page: later pages carry `continue`), no selector. */
 const wholeList = (path: string) => (c: ProxiedCall) =>
