@@ -44,10 +44,9 @@ export function formatRows(rows: NodeRow[], now: number): string {
   const table = rows.map((r) => {
     const s = r.status;
     const phase = s
-      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}${s.disabled ? ' (handover off: --ignore-exclude-lb)' : ''}`
+      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}${s.disabled ? ' (handover off: --ignore-exclude-lb)' : ''}${s.failsafeKept ? ' (fail-safe kept until the drain ends)' : ''}`
       : '-';
     const handed = s ? [...new Set(Object.values(s.handedTo))].join(',') || '-' : '-';
-    const fence = s?.fenced ? `${s.failsafe ? 'fail-safe ' : ''}${s.interfaces.join(',')}` : '-';
     return [
       r.node,
       r.cordoned ? 'yes' : 'no',
@@ -56,8 +55,16 @@ export function formatRows(rows: NodeRow[], now: number): string {
       ago(s?.since),
       s?.vips.join(',') || '-',
       handed,
-      fence,
+      s ? fenceText(s) : '-',
     ];
   });
   return `${formatTable([header, ...table])}\n`;
+}
+
+/** The FENCE column: where it is installed, whether it is the fail-safe's (with its memberlist cut), and named interfaces the node lacks. */
+function fenceText(s: L2State): string {
+  const missing = s.missingInterfaces?.length ? ` (missing: ${s.missingInterfaces.join(',')})` : '';
+  if (!s.fenced) return `-${missing}`;
+  const failsafe = s.failsafe || s.failsafeKept ? 'fail-safe ' : '';
+  return `${failsafe}${s.interfaces.join(',')}${s.memberlistCut ? ' + memberlist cut' : ''}${missing}`;
 }

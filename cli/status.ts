@@ -161,7 +161,13 @@ export function buildStatus(input: {
     return {
       ...r,
       draining: nodeDrainReason(byName.get(r.node), input.drainTaints ?? DEFAULT_DRAIN_TAINTS) ?? null,
-      fence: !l2 ? 'unknown' : l2.failsafe && l2.fenced ? 'failsafe' : l2.fenced ? 'installed' : 'none',
+      fence: !l2
+        ? 'unknown'
+        : !l2.fenced
+          ? 'none'
+          : l2.failsafe || l2.failsafeKept
+            ? 'failsafe'
+            : 'installed',
       announces: announced.get(r.node) ?? [],
       injectedPods: injected.filter((p) => p.spec?.nodeName === r.node).map(podKey),
     };
