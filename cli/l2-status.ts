@@ -44,7 +44,7 @@ export function formatRows(rows: NodeRow[], now: number): string {
   const table = rows.map((r) => {
     const s = r.status;
     const phase = s
-      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}${s.disabled ? ' (handover off: --ignore-exclude-lb)' : ''}${s.failsafeKept ? ' (fail-safe kept until the drain ends)' : ''}`
+      ? `${s.phase}${s.observeOnly ? ' (observe-only)' : ''}${s.stranded ? ' (no other node)' : ''}${s.gaveUp ? ' (unconfirmed, gave up)' : ''}${s.disabled ? ` (handover off: ${s.disabled.startsWith('DRAINGUARD_L2_INTERFACES') ? 'bad DRAINGUARD_L2_INTERFACES' : '--ignore-exclude-lb'})` : ''}${s.failsafeKept ? ' (fail-safe kept until the drain ends)' : ''}`
       : '-';
     const handed = s ? [...new Set(Object.values(s.handedTo))].join(',') || '-' : '-';
     return [

@@ -11,3 +11,7 @@ const INTERFACE_NAME = /^[A-Za-z][A-Za-z0-9_.-]{0,14}$/;
 
 /** Whether `name` is an interface name the fence accepts (INTERFACE_NAME_RULE). */
 export const isInterfaceName = (name: string): boolean => INTERFACE_NAME.test(name);
+
+/** The names in `names` the fence does not accept (INTERFACE_NAME_RULE). */
+export const badInterfaceNames = (names: readonly string[]): string[] =>
+  names.filter((n) => !isInterfaceName(n));

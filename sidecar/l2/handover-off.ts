@@ -1,13 +1,20 @@
-// The L2 handover turned off, in its place: the speaker runs with MetalLB's --ignore-exclude-lb
-// (the webhook read its args and set DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB), so no speaker leaves
-// the election for the exclude label. A handover could never be confirmed, and the fail-safe's
-// memberlist cut would end with peers re-electing this node into its own fence: a dark VIP.
+// The L2 handover turned off, in its place, when it cannot run:
+// - the speaker runs with MetalLB's --ignore-exclude-lb (the webhook read its args and set
+//   DRAINGUARD_SPEAKER_IGNORES_EXCLUDE_LB), so no speaker leaves the election for the exclude
+//   label. A handover could never be confirmed, and the fail-safe's memberlist cut would end with
+//   peers re-electing this node into its own fence: a dark VIP;
+// - DRAINGUARD_L2_INTERFACES names an interface the fence does not accept (the webhook refuses
+//   such names at admission: the pod was not created through it, or predates the rule). The fence
+//   would be refused at the drain; refusing the whole environment would stop netfilter and Lease
+//   work too, in a crash loop.
 // Instead it says why (a Warning Event on the Node and the speaker's Pod, `disabled` in the status
 // annotation), takes back what an earlier sidecar of this node left (a fence, a label it added),
 // and labels, fences and cuts nothing, whatever the drain.
 import { RetryGate } from '../../shared/backoff.ts';
+import type { SidecarConfig } from '../../shared/contract.ts';
 import type { L2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
+import { badInterfaceNames, INTERFACE_NAME_RULE } from '../../shared/net/interface-name.ts';
 import { Coalescer } from '../coalesce.ts';
 import { ownNode, ownPod } from '../events.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
@@ -21,6 +28,21 @@ export const HANDOVER_OFF_WHY =
   'nothing is labelled, fenced or cut at a drain, and VIPs move when this speaker stops (memberlist leave). ' +
   'Remove the flag to turn the L2 handover on';
 
+/** Why the L2 handover cannot run with this configuration; undefined when it can. */
+export function handoverOffWhy(
+  config: Partial<Pick<SidecarConfig, 'speakerIgnoresExcludeLb' | 'l2Interfaces'>>,
+): string | undefined {
+  if (config.speakerIgnoresExcludeLb) return HANDOVER_OFF_WHY;
+  const bad = badInterfaceNames(config.l2Interfaces ?? []);
+  if (bad.length === 0) return undefined;
+  return (
+    `DRAINGUARD_L2_INTERFACES (pod annotation drainguard.io/l2-interfaces) names ${bad.map((n) => JSON.stringify(n)).join(', ')}: ` +
+    `accepted are interface names of ${INTERFACE_NAME_RULE}, comma-separated (the webhook refuses other names at admission: ` +
+    'this pod was not created through it); the L2 handover is off until it is fixed: nothing is labelled, fenced or cut at a drain, ' +
+    'and VIPs move when this speaker stops'
+  );
+}
+
 export class L2HandoverOff implements Feature {
   readonly name = 'l2-handover';
   private readonly ctx: FeatureContext;
@@ -28,6 +50,7 @@ export class L2HandoverOff implements Feature {
   private readonly host: Pick<L2Host, 'readFence' | 'applyFence'>;
   private readonly node: OwnNode;
   private readonly status: string;
+  private readonly why: string;
   private readonly abort = new AbortController();
   private readonly passes: Coalescer;
   /** After a failed step, not before a backoff (the drain watcher triggers passes often). */
@@ -44,6 +67,7 @@ export class L2HandoverOff implements Feature {
   ) {
     this.ctx = ctx;
     this.host = host;
+    this.why = handoverOffWhy(ctx.config) ?? HANDOVER_OFF_WHY;
     this.node = new OwnNode(ctx);
     const status: L2State = {
       phase: 'idle',
@@ -54,7 +78,7 @@ export class L2HandoverOff implements Feature {
       fenced: false,
       failsafe: false,
       interfaces: [],
-      disabled: HANDOVER_OFF_WHY,
+      disabled: this.why,
     };
     this.status = JSON.stringify(status);
     this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 500, capMs: 30_000 });
@@ -65,7 +89,7 @@ export class L2HandoverOff implements Feature {
   }
 
   async start(): Promise<void> {
-    this.ctx.log.warn({ why: HANDOVER_OFF_WHY }, 'L2 handover off');
+    this.ctx.log.warn({ why: this.why }, 'L2 handover off');
     this.unsubscribe = this.ctx.drain.subscribe(() => this.passes.request('drain state changed'));
     this.passes.request('started');
   }
@@ -76,7 +100,7 @@ export class L2HandoverOff implements Feature {
   }
 
   async prestop(): Promise<Record<string, unknown>> {
-    return { outcome: 'l2-handover-off', why: HANDOVER_OFF_WHY };
+    return { outcome: 'l2-handover-off', why: this.why };
   }
 
   async stop(): Promise<void> {
@@ -92,7 +116,7 @@ export class L2HandoverOff implements Feature {
     if ((drain.draining || drain.terminating) && !this.loggedDrain) {
       ctx.log.warn(
         { drainReason: drain.drainReason, terminating: drain.terminating },
-        'node draining, L2 handover off (--ignore-exclude-lb): nothing labelled, fenced or cut',
+        'node draining, L2 handover off (see why at start): nothing labelled, fenced or cut',
       );
       this.loggedDrain = true;
     }
@@ -144,7 +168,7 @@ export class L2HandoverOff implements Feature {
     const { config, events } = this.ctx;
     this.eventWritten = true;
     for (const target of [ownNode(config), ownPod(config)])
-      await events.record(target, 'Warning', HANDOVER_OFF_REASON, HANDOVER_OFF_WHY);
+      await events.record(target, 'Warning', HANDOVER_OFF_REASON, this.why);
   }
 
   /** Another pass after a while: nothing else would trigger one while the drain state stays put. */

@@ -148,3 +148,47 @@ t.test(
     await cap.stop();
   },
 );
+
+t.test(
+  'a bad DRAINGUARD_L2_INTERFACES at start (not through the webhook): the process starts, the L2 handover is off and the log, Event, status and /prestop name the variable and what is accepted',
+  async (t) => {
+    const env = { ...ENV, DRAINGUARD_L2_INTERFACES: 'eth0,a;b' };
+    const load = FEATURE_MODULES['l2-handover'];
+    const api = fakeApi({ labels: {}, annotations: {} });
+    const logged: string[] = [];
+    const { ctx, events } = fakeContext({
+      env,
+      client: api.client,
+      clock: new ManualClock(1_700_000_000_000),
+    });
+    t.strictSame(ctx.config.l2Interfaces, ['eth0', 'a;b'], 'the contract does not refuse it: no crash loop');
+    const factory = await load?.(ctx.config);
+    t.not(factory, createHandover, 'not the handover');
+    const log = ctx.log;
+    const cap = factory?.({
+      ...ctx,
+      log: Object.assign(Object.create(log), {
+        warn: (o: { why?: string }, m?: string) => logged.push(`${m ?? ''}: ${o.why ?? ''}`),
+      }),
+    }) as Feature & { idle(): Promise<void> };
+    t.type(cap, L2HandoverOff);
+    await cap.start();
+    await cap.idle();
+    const why =
+      /DRAINGUARD_L2_INTERFACES \(pod annotation drainguard\.io\/l2-interfaces\) names "a;b": accepted are interface names of 1 to 15 characters: letters, digits, _ \. -, starting with a letter/;
+    t.ok(
+      logged.some((l) => why.test(l)),
+      `logged: ${logged.join(' | ')}`,
+    );
+    t.match(events[0]?.message ?? '', why);
+    t.equal(events[0]?.type, 'Warning');
+    const status = parseL2State(api.node().metadata?.annotations?.[L2_STATE_ANNOTATION]);
+    t.match(status?.disabled ?? '', why);
+    t.match(
+      formatRows(rowsOf([api.node()]), Date.now()),
+      /node-a\s+no\s+none\s+idle \(handover off: bad DRAINGUARD_L2_INTERFACES\)/,
+    );
+    t.match(String((await cap.prestop()).why), why);
+    await cap.stop();
+  },
+);
