@@ -18,7 +18,11 @@ export interface FenceLinks {
 
 /** What the handover needs from the node (a fake in unit tests). */
 export interface L2Host {
-  /** The fence installed now (read back from nft); undefined when there is none. */
+  /**
+   * The fence installed now (read back from nft); undefined when there is none. Also checks that
+   * its interfaces are still links of this node: one that vanished since (its chain drops nothing)
+   * is reported missing by fenceLinks from then on.
+   */
   readFence(): Promise<FenceSpec | undefined>;
   /** Installs `spec`, or removes the fence when undefined; returns what is installed afterwards. */
   applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined>;
@@ -27,7 +31,8 @@ export interface L2Host {
    * objects') that exist on this node — NIC names differ between nodes, and a netdev chain on a
    * missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail the whole
    * transaction, memberlist cut included). When none is named, or none of them exists here, the
-   * links the routes to `targets` go out of.
+   * links the routes to `targets` go out of. Links of the installed fence that vanished (readFence)
+   * are missing too, and never among the links.
    */
   fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks>;
   /** Forgets the resolved links and the node's link names (between handovers: they may change). */
@@ -46,6 +51,8 @@ export class NodeHost implements L2Host {
   private readonly routeDevs = new Map<string, string | undefined>();
   /** The node's link names (`ip link`), read when a handover needs them; null when unreadable. */
   private links: string[] | null | undefined;
+  /** Interfaces of the installed fence that were no longer links of this node at the last read-back. */
+  private vanished: string[] = [];
 
   constructor(runner: ToolRunner, log: Logger) {
     this.runner = runner;
@@ -57,7 +64,33 @@ export class NodeHost implements L2Host {
     const texts: string[] = [];
     for (const family of tables)
       texts.push((await this.runner.run('nft', ['-j', 'list', 'table', family, FENCE_TABLE])).stdout);
-    return parseFence(texts);
+    const fence = parseFence(texts);
+    await this.checkFenceLinks(fence);
+    return fence;
+  }
+
+  /**
+   * Whether the fence's interfaces are still links here (read fresh): a NIC unplugged or a VLAN
+   * deleted after the fence went on leaves a chain that drops nothing (Linux ≥ 6.16 keeps it).
+   */
+  private async checkFenceLinks(fence: FenceSpec | undefined): Promise<void> {
+    if (!fence || fence.interfaces.length === 0) {
+      this.vanished = [];
+      return;
+    }
+    const links = await this.readLinkNames();
+    // Unreadable: what was known stays.
+    if (links === null) return;
+    this.links = links;
+    this.vanished = fence.interfaces.filter((i) => !links.includes(i));
+    // Routes through a vanished link are resolved again.
+    for (const [target, dev] of this.routeDevs)
+      if (dev && !links.includes(dev)) this.routeDevs.delete(target);
+    if (this.vanished.length > 0)
+      this.log.warn(
+        { interfaces: this.vanished },
+        'fenced interfaces are no longer on this node: their fence drops nothing',
+      );
   }
 
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
@@ -77,19 +110,23 @@ export class NodeHost implements L2Host {
   }
 
   async fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks> {
-    if (named.length === 0) return { interfaces: await this.routeDevices(targets), missing: [] };
+    const gone = this.vanished;
+    const routed = async () => (await this.routeDevices(targets)).filter((d) => !gone.includes(d));
+    const withGone = (missing: string[]) => [...new Set([...missing, ...gone])];
+    if (named.length === 0) return { interfaces: await routed(), missing: withGone([]) };
     if (this.links === undefined) this.links = await this.readLinkNames();
     const links = this.links;
     // Unreadable: fence what is named, as before the check (nft fails or drops nothing on a missing one).
     if (links === null) return { interfaces: [...named], missing: [] };
     const present = named.filter((n) => links.includes(n));
     const missing = named.filter((n) => !links.includes(n));
-    return { interfaces: present.length > 0 ? present : await this.routeDevices(targets), missing };
+    return { interfaces: present.length > 0 ? present : await routed(), missing: withGone(missing) };
   }
 
   forgetRoutes(): void {
     this.routeDevs.clear();
     this.links = undefined;
+    this.vanished = [];
   }
 
   private async readLinkNames(): Promise<string[] | null> {

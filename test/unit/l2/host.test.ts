@@ -114,3 +114,47 @@ t.test('missing interfaces: links that cannot be read leave the named ones as th
   const { host } = nodeWith({});
   t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0', 'ens9'], missing: [] });
 });
+
+t.test(
+  'an interface that vanishes after the fence was installed: the read-back notices it and reports it missing, not fenced',
+  async (t) => {
+    const table = { table: { family: 'netdev', name: 'drainguard' } };
+    const chain = (dev: string) => ({
+      chain: { family: 'netdev', table: 'drainguard', name: `egress-${dev}`, hook: 'egress' },
+    });
+    const node: Record<string, unknown> = {
+      'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'ens9' }],
+      'nft -j list tables': { nftables: [table] },
+      'nft -j list table netdev drainguard': { nftables: [table, chain('eth0'), chain('ens9')] },
+      [`ip -j route get ${VIP}`]: [{ dst: VIP, dev: 'ens9', flags: [], cache: [] }],
+    };
+    const { host } = nodeWith(node);
+    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+      interfaces: ['eth0', 'ens9'],
+      missing: [],
+    });
+    t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['ens9'], missing: [] });
+    t.strictSame((await host.readFence())?.interfaces, ['ens9', 'eth0']);
+    // ens9 is unplugged (a hot-unplugged NIC, a deleted VLAN); on Linux ≥ 6.16 its chain stays and drops nothing.
+    node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }];
+    node[`ip -j route get ${VIP}`] = [{ dst: VIP, dev: 'eth0', flags: [], cache: [] }];
+    await host.readFence();
+    t.strictSame(
+      await host.fenceLinks(['eth0', 'ens9'], [VIP]),
+      { interfaces: ['eth0'], missing: ['ens9'] },
+      'named: reported missing after the read-back',
+    );
+    t.strictSame(
+      await host.fenceLinks([], [VIP]),
+      { interfaces: ['eth0'], missing: ['ens9'] },
+      "not named (the VIP's route): the vanished link is reported missing, the route resolved again",
+    );
+    // It comes back: no longer missing after the next read-back.
+    node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'ens9' }];
+    await host.readFence();
+    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+      interfaces: ['eth0', 'ens9'],
+      missing: [],
+    });
+  },
+);
