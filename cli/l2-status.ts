@@ -63,8 +63,11 @@ export function formatRows(rows: NodeRow[], now: number): string {
 
 /** The FENCE column: where it is installed, whether it is the fail-safe's (with its memberlist cut), and named interfaces the node lacks. */
 function fenceText(s: L2State): string {
-  const missing = s.missingInterfaces?.length ? ` (missing: ${s.missingInterfaces.join(',')})` : '';
+  const gone = s.missingInterfaces ?? [];
+  const missing = gone.length > 0 ? ` (missing: ${gone.join(',')})` : '';
   if (!s.fenced) return `-${missing}`;
   const failsafe = s.failsafe || s.failsafeKept ? 'fail-safe ' : '';
-  return `${failsafe}${s.interfaces.join(',')}${s.memberlistCut ? ' + memberlist cut' : ''}${missing}`;
+  // A fenced interface that vanished since is not fenced any more: listed as missing only.
+  const on = s.interfaces.filter((i) => !gone.includes(i)).join(',') || '(none)';
+  return `${failsafe}${on}${s.memberlistCut ? ' + memberlist cut' : ''}${missing}`;
 }

@@ -233,7 +233,7 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'list',
     default: '',
     description:
-      'Interfaces to fence; empty = those named in ServiceL2Status, else the links that route the VIPs (chosen at fence time).',
+      'Interfaces to fence, comma-separated (1 to 15 characters: letters, digits, _ . -, starting with a letter; any other name turns the L2 handover off, said in an L2HandoverOff Event); empty = those named in ServiceL2Status, else the links that route the VIPs (chosen at fence time).',
   },
   {
     env: 'DRAINGUARD_L2_SETTLE_SECONDS',

@@ -52,7 +52,7 @@ t.test(
       spec: { unschedulable: true },
     });
     const rows = rowsOf([
-      node('node-a', { missingInterfaces: ['ens9'] }),
+      node('node-a', { interfaces: ['ens9', 'eth0'], missingInterfaces: ['ens9'] }),
       node('node-b', {
         memberlistCut: true,
         failsafeDrop: 'pools',
