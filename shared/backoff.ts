@@ -63,8 +63,16 @@ export class RetryGate {
 export class DeadlineError extends Error {}
 
 /**
+ * Thrown by retryUntil when its signal aborted (the grace period after SIGTERM is spent, the
+ * feature stopped): a DeadlineError, so callers that give up at a deadline give up here too.
+ */
+export class RetryAborted extends DeadlineError {}
+
+/**
  * Calls `fn` until it succeeds, backing off between failures that `retryable` accepts; rethrows
- * any other failure, and throws DeadlineError when the next wait would pass `deadline`.
+ * any other failure, throws DeadlineError when the next wait would pass `deadline`, and
+ * RetryAborted once `signal` aborts (after the failed call, or ending the wait): no call is made
+ * after an abort.
  */
 export async function retryUntil<T>(
   fn: () => Promise<T>,
@@ -85,11 +93,14 @@ export async function retryUntil<T>(
       return await fn();
     } catch (e) {
       if (!opts.retryable(e)) throw e;
+      const what = opts.what ? `${opts.what}: ` : '';
+      const aborted = () => new RetryAborted(`${what}aborted (${(e as Error).message})`);
+      if (opts.signal?.aborted) throw aborted();
       const wait = backoff.next();
-      if (opts.clock.now() + wait >= opts.deadline)
-        throw new DeadlineError(`${opts.what ? `${opts.what}: ` : ''}${(e as Error).message}`);
+      if (opts.clock.now() + wait >= opts.deadline) throw new DeadlineError(`${what}${(e as Error).message}`);
       opts.onRetry?.(e, wait);
       await opts.clock.sleep(wait, opts.signal);
+      if (opts.signal?.aborted) throw aborted();
     }
   }
 }

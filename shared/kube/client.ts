@@ -166,6 +166,12 @@ export interface WatchOptions {
 
 export interface KubeClientOptions {
   clock?: Clock;
+  /**
+   * The client's lifetime (the sidecar aborts it when the grace period after SIGTERM is spent):
+   * once aborted, requests and watches in flight end, none is retried or started (ApiError reason
+   * `Aborted`), and none counts in onResult — abandoning a request says nothing about the API.
+   */
+  signal?: AbortSignal;
   /** Called after every request with its outcome; the sidecar counts API health from it. */
   onResult?: (ok: boolean, err?: ApiError) => void;
   userAgent?: string;
@@ -181,6 +187,7 @@ export class KubeClient {
   private readonly clock: Clock;
   private readonly onResult: ((ok: boolean, err?: ApiError) => void) | undefined;
   private readonly userAgent: string;
+  private readonly lifetime: AbortSignal | undefined;
 
   /** A KubeTarget (fixed credentials: in-cluster, the lab) or a KubeAuth (kubeconfig.ts). */
   constructor(access: KubeTarget | KubeAuth, opts: KubeClientOptions = {}) {
@@ -189,6 +196,23 @@ export class KubeClient {
     this.clock = opts.clock ?? systemClock;
     this.onResult = opts.onResult;
     this.userAgent = opts.userAgent ?? 'drainguard';
+    this.lifetime = opts.signal;
+  }
+
+  /** The request's own signal joined with the client's lifetime. */
+  private joined(signal: AbortSignal | undefined): AbortSignal | undefined {
+    if (!this.lifetime) return signal;
+    return signal ? AbortSignal.any([signal, this.lifetime]) : this.lifetime;
+  }
+
+  private abandoned(method: string, path: string): ApiError {
+    return new ApiError(
+      method,
+      path,
+      0,
+      'Aborted',
+      'the client is stopping (grace period spent): request abandoned',
+    );
   }
 
   close(): void {
@@ -221,10 +245,13 @@ export class KubeClient {
     return apiUrl(this.server, path, query);
   }
 
-  async request<T = unknown>(path: string, opts: RequestOptions = {}): Promise<T> {
+  async request<T = unknown>(path: string, given: RequestOptions = {}): Promise<T> {
+    const signal = this.joined(given.signal);
+    const opts: RequestOptions = signal ? { ...given, signal } : given;
     const backoff = new Backoff({ baseMs: 200, capMs: 5_000 });
     let refreshed = false;
     for (let attempt = 0; ; attempt++) {
+      if (this.lifetime?.aborted) throw this.abandoned(opts.method ?? 'GET', path);
       try {
         const result = await this.once<T>(path, opts);
         this.onResult?.(true);
@@ -232,6 +259,7 @@ export class KubeClient {
       } catch (e) {
         // Not an answer from the API server (credentials could not be obtained): nothing to retry.
         if (!(e instanceof ApiError)) throw e;
+        if (this.lifetime?.aborted) throw this.abandoned(e.method, path);
         const err = e;
         // A credential revoked before its expiry: one more try with a fresh one, as client-go does.
         if (err.code === 401 && this.auth.refresh && !refreshed) {
@@ -343,6 +371,8 @@ export class KubeClient {
     opts: WatchOptions = {},
   ): Promise<void> {
     const { onOpen } = opts;
+    if (this.lifetime?.aborted) return;
+    signal = this.joined(signal) ?? signal;
     const idleTimeoutMs = opts.idleTimeoutMs ?? WATCH_IDLE_MS;
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
     const conn = await this.connection();

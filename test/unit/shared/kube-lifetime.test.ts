@@ -1,0 +1,46 @@
+// The sidecar's client has a lifetime: when the grace period after SIGTERM is spent, every request
+// in flight ends, none is retried or started, and none of it counts as the API being down.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { KubeClient } from '../../../shared/kube/client.ts';
+
+t.test('aborting the lifetime ends requests in flight and their retries at once', async (t) => {
+  let arrived = 0;
+  // A black hole: requests arrive and are never answered.
+  const server = http.createServer(() => {
+    arrived++;
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const agent = new http.Agent();
+  const lifetime = new AbortController();
+  const results: boolean[] = [];
+  const client = new KubeClient(
+    {
+      server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apply: async () => ({ agent, headers: {} }),
+      close: () => agent.destroy(),
+    },
+    { signal: lifetime.signal, onResult: (ok) => results.push(ok) },
+  );
+  t.teardown(() => client.close());
+  const started = Date.now();
+  const pending = client.create('/api/v1/namespaces/default/events', {}, { retries: 3, timeoutMs: 3_000 });
+  const watch = client.watch('/api/v1/nodes', {}, () => {}, new AbortController().signal);
+  while (arrived < 2) await new Promise((r) => setTimeout(r, 10));
+  lifetime.abort();
+  await t.rejects(pending, { name: 'ApiError', reason: 'Aborted' });
+  await watch;
+  t.ok(Date.now() - started < 2_000, `ended ${Date.now() - started} ms after it began (not after 4 × 3 s)`);
+  await t.rejects(
+    client.get('/api/v1/nodes/a'),
+    { name: 'ApiError', reason: 'Aborted' },
+    'nothing starts after it',
+  );
+  t.equal(arrived, 2, 'no retry and no new request reached the server');
+  t.strictSame(results, [], 'an abandoned request says nothing about the API');
+});
