@@ -341,7 +341,7 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   if (observation.fence) {
     turn.actions.push({ kind: 'unfence' });
     // The label stays while memberlist rejoins (REJOIN_MS).
-    return cuts(observation.fence) ? { ...undoing, cutLiftedAt: now } : undoing;
+    return { ...undoing, cutLiftedAt: cuts(observation.fence) ? now : undefined };
   }
   if (ownLabel) {
     if (memory.cutLiftedAt !== undefined && now - memory.cutLiftedAt < REJOIN_MS) return undoing;
