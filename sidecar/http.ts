@@ -1,7 +1,8 @@
-import http from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../shared/log.ts';
 import type { Registry } from '../shared/metrics.ts';
+import { nodeHttp } from '../shared/node-http.ts';
 
 /** Blocks until the features' pre-stop work is done or their budget is spent. */
 export type PrestopHandler = () => Promise<Record<string, unknown>>;
@@ -22,12 +23,12 @@ export interface SidecarServerOptions {
  * web framework (footprint). /prestop is meant for the kubelet on 127.0.0.1 only.
  */
 export class SidecarServer {
-  private readonly server: http.Server;
+  private readonly server: Server;
   private readonly opts: SidecarServerOptions;
 
   constructor(opts: SidecarServerOptions) {
     this.opts = opts;
-    this.server = http.createServer((req, res) => {
+    this.server = nodeHttp.createServer((req, res) => {
       this.handle(req, res).catch((e: unknown) => {
         opts.log.error({ err: (e as Error).message, url: req.url }, 'handler failed');
         if (!res.headersSent) this.send(res, 500, { error: 'internal error' });
@@ -36,13 +37,13 @@ export class SidecarServer {
     this.server.keepAliveTimeout = 5_000;
   }
 
-  private send(res: http.ServerResponse, code: number, body: unknown, type = 'application/json'): void {
+  private send(res: ServerResponse, code: number, body: unknown, type = 'application/json'): void {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(code, { 'content-type': type, 'content-length': Buffer.byteLength(text) });
     res.end(text);
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // Kubelets before 1.26 (kubernetes#86139, ConsistentHTTPGetHandlers) build a preStop httpGet
     // URL as `http://host:port/` + path: `/prestop` arrives as `//prestop` (lab kubelet 1.20).
     const path = (req.url ?? '/').split('?')[0]?.replace(/^\/+/, '/');

@@ -1,7 +1,8 @@
-import http from 'node:http';
-import https from 'node:https';
+import type { Agent } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
+import { nodeHttp } from '../node-http.ts';
 import { type KubeTarget, targetAuth } from './in-cluster.ts';
 
 /**
@@ -12,7 +13,7 @@ export interface KubeAuth {
   readonly server: string;
   /** Names the credentials in errors, e.g. `context "prod" (user "admin")`; never their secrets. */
   readonly describe?: string;
-  apply(): Promise<{ agent: http.Agent; headers: Record<string, string> }>;
+  apply(): Promise<{ agent: Agent; headers: Record<string, string> }>;
   /**
    * After a 401 for the request sent with these headers: drop the cached credential so the next
    * apply() fetches a new one (exec plugins), unless it was replaced since.
@@ -22,7 +23,7 @@ export interface KubeAuth {
 }
 
 // A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
-const send = (url: URL) => (url.protocol === 'http:' ? http.request : https.request);
+const send = (url: URL) => (url.protocol === 'http:' ? nodeHttp.request : httpsRequest);
 
 /** A non-2xx answer (or a transport failure, code 0) from the API server. */
 export class ApiError extends Error {

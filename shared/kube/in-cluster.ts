@@ -1,7 +1,7 @@
 // The sidecar's lean API access in a pod: the service account's CA and token, nothing else. Kept
 // apart from kubeconfig.ts so that the sidecar (one per node) never loads @kubernetes/client-node.
 import { readFileSync } from 'node:fs';
-import https from 'node:https';
+import { Agent } from 'node:https';
 import type { KubeAuth } from './client.ts';
 
 /** Where and how to reach the API server with fixed credentials. Credentials are never logged. */
@@ -32,7 +32,7 @@ export function inClusterTarget(env: NodeJS.ProcessEnv = process.env, dir = SA_D
 
 /** A KubeTarget as the client's authentication: one keep-alive agent, the token read per request. */
 export function targetAuth(target: KubeTarget): KubeAuth {
-  const agent = new https.Agent({
+  const agent = new Agent({
     keepAlive: true,
     maxSockets: 16,
     minVersion: 'TLSv1.2',
