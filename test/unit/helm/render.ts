@@ -3,6 +3,7 @@
 // and the objects each renders, parsed.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 
@@ -38,11 +39,19 @@ export interface RunResult {
   stderr: string;
 }
 
+/** helm's own directories, apart from the user's (no repositories, plugins or registry logins). */
+const HELM_HOMES = Object.fromEntries(
+  ['CACHE', 'CONFIG', 'DATA'].map((k) => [
+    `HELM_${k}_HOME`,
+    join(tmpdir(), `drainguard-helm-${k.toLowerCase()}`),
+  ]),
+);
+
 export function run(bin: string, args: string[]): RunResult {
-  // No cluster: an empty KUBECONFIG, so nothing can reach one by accident.
+  // No cluster unless --kubeconfig names one: an empty KUBECONFIG, so nothing reaches one by accident.
   const r = spawnSync(bin, args, {
     encoding: 'utf8',
-    env: { ...process.env, KUBECONFIG: '/dev/null', HELM_CACHE_HOME: '/tmp/drainguard-helm-cache' },
+    env: { ...process.env, KUBECONFIG: '/dev/null', ...HELM_HOMES },
     maxBuffer: 64 << 20,
   });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
