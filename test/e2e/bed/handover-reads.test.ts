@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
-import { kubeconfigJson, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { putL2Config, waitForMetalLbResources } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
@@ -105,7 +105,22 @@ t.test(
     const kubeconfig = join(dir, 'kubeconfig.json');
     writeFileSync(
       kubeconfig,
-      kubeconfigJson(proxy.server, cp.target.ca ?? '', 'admin', cp.target.token ?? ''),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'proxy',
+        clusters: [
+          {
+            name: 'proxy',
+            cluster: {
+              server: proxy.server,
+              'certificate-authority-data': Buffer.from(cp.target.ca ?? '').toString('base64'),
+            },
+          },
+        ],
+        users: [{ name: 'admin', user: { token: cp.target.token ?? '' } }],
+        contexts: [{ name: 'proxy', context: { cluster: 'proxy', user: 'admin' } }],
+      }),
     );
     const env = injectedPod('metallb-speaker', `speaker-${SELF}`, SELF).env({ uid, podIPs: ['10.220.0.1'] });
     const port = await freePort();
