@@ -5,6 +5,7 @@ import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
+import { terminationDeadline } from './drain/state.ts';
 import { DrainWatcher } from './drain/watcher.ts';
 import type { Feature, FeatureContext } from './feature.ts';
 import { FEATURE_MODULES } from './features.ts';
@@ -15,9 +16,26 @@ export interface RunningSidecar {
   config: SidecarConfig;
   address: { port: number; address: string };
   features: Feature[];
-  /** Pre-stop work of every feature (bounded), then shut down. */
+  /** Whether start-up finished (false: a stop signal came first; see StartOptions.signal). */
+  started: boolean;
+  /**
+   * Pre-stop work of every feature, then shut down; all of it bounded by the grace period left
+   * (from the own Pod's deletion, else the handover budget): at its end every API request, retry
+   * and tool still running is abandoned.
+   */
   shutdown(reason: string): Promise<void>;
 }
+
+export interface StartOptions {
+  /**
+   * A stop signal (SIGTERM) that may come before start-up has finished: start-up then returns at
+   * once, unfinished, and the caller shuts down what has started.
+   */
+  signal?: AbortSignal;
+}
+
+/** Left of the grace period for the last steps of a shutdown (informers, server, exit) before the kill. */
+const EXIT_MARGIN_MS = 1_000;
 
 /** How often one refused request (method, path, code) is logged again while it keeps failing. */
 const REFUSAL_LOG_EVERY_MS = 5 * 60_000;
@@ -59,10 +77,17 @@ export function apiHealthReporter(opts: {
   };
 }
 
-export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promise<RunningSidecar> {
+export async function startSidecar(
+  env: NodeJS.ProcessEnv,
+  log?: Logger,
+  opts: StartOptions = {},
+): Promise<RunningSidecar> {
   const config = parseSidecarEnv(env);
   const logger = log ?? createLogger('drainguard-sidecar', config.logLevel);
   const clock = systemClock;
+  // Aborted when the grace period is spent or the shutdown is done: every API request, retry and
+  // tool still running then is abandoned, so nothing keeps the process past its grace period.
+  const lifetime = new AbortController();
   const metrics = new Registry();
   const apiErrors = metrics.counter(
     'drainguard_api_errors_total',
@@ -81,6 +106,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     (await import('../shared/kube/kubeconfig.ts')).kubeconfigAuth({ env });
   const client = new KubeClient(access, {
     userAgent: `drainguard-sidecar/${config.nodeName}`,
+    signal: lifetime.signal,
     onResult: (ok, err) => {
       if (!ok) apiErrors.inc({ code: String(err?.code ?? 0) });
       apiHealth(ok, err);
@@ -112,7 +138,7 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     log: logger,
     client,
     events: new EventRecorder(client, 'drainguard-sidecar', config.nodeName, logger),
-    runner: new ToolRunner({ log: logger, observeOnly: config.observeOnly }),
+    runner: new ToolRunner({ log: logger, observeOnly: config.observeOnly, signal: lifetime.signal }),
     drain,
     metrics,
     clock,
@@ -167,33 +193,70 @@ export async function startSidecar(env: NodeJS.ProcessEnv, log?: Logger): Promis
     ready: () => running,
     ...(PRESTOP_PROFILES.has(config.profile) ? { prestop: hook } : {}),
   });
-  const address = await server.listen();
-  drain.start();
-  for (const c of features) await c.start();
-  running = true;
-  logger.info(
-    {
-      profile: config.profile,
-      features: config.features,
-      port: address.port,
-      observeOnly: config.observeOnly,
-    },
-    'sidecar running',
-  );
+  let address = { port: config.port, address: config.bindAddress };
+  const startup = (async () => {
+    address = await server.listen();
+    drain.start();
+    for (const c of features) {
+      if (opts.signal?.aborted) return false;
+      await c.start();
+    }
+    return true;
+  })();
+  // A stop signal ends the wait for start-up (a feature's start may wait on a tool or the API).
+  const stopSignalled = new Promise<false>((resolve) => {
+    if (opts.signal?.aborted) resolve(false);
+    opts.signal?.addEventListener('abort', () => resolve(false), { once: true });
+  });
+  const started = await Promise.race([startup, stopSignalled]);
+  if (started) {
+    running = true;
+    logger.info(
+      {
+        profile: config.profile,
+        features: config.features,
+        port: address.port,
+        observeOnly: config.observeOnly,
+      },
+      'sidecar running',
+    );
+  } else {
+    // What has not started is stopped all the same; the unfinished start is abandoned with the lifetime.
+    void startup.catch(() => {});
+    logger.warn(
+      { profile: config.profile, features: config.features },
+      `${String(opts.signal?.reason ?? 'stop signal')} during start-up: shutting down what has started`,
+    );
+  }
   let stopping: Promise<void> | undefined;
   const shutdown = (reason: string) => {
     stopping ??= (async () => {
-      logger.info({ reason }, 'shutting down');
-      const summary = await prestop();
-      logger.info({ summary }, 'pre-stop work done');
-      await Promise.all(features.map((c) => c.stop()));
+      const now = clock.now();
+      const deadline = terminationDeadline(drain.pod, now, config.handoverBudgetSeconds) - EXIT_MARGIN_MS;
+      logger.info({ reason, graceLeftMs: deadline + EXIT_MARGIN_MS - now }, 'shutting down');
+      let timer: NodeJS.Timeout | undefined;
+      const graceSpent = new Promise<'grace-spent'>((resolve) => {
+        timer = setTimeout(() => resolve('grace-spent'), Math.max(0, deadline - now));
+      });
+      const summary = await Promise.race([prestop(), graceSpent]);
+      if (summary === 'grace-spent') {
+        logger.warn(
+          { graceMs: deadline + EXIT_MARGIN_MS - now },
+          'grace period spent: pre-stop work, API requests, retries and tools still running are abandoned',
+        );
+        lifetime.abort('grace period spent');
+      } else logger.info({ summary }, 'pre-stop work done');
+      await Promise.race([Promise.all(features.map((c) => c.stop())), graceSpent]);
+      clearTimeout(timer);
+      // Whatever is still running now (an unfinished start, a retry) has nobody to report to.
+      lifetime.abort('shut down');
       await drain.stop();
       await server.close();
       client.close();
     })();
     return stopping;
   };
-  return { config, address, features, shutdown };
+  return { config, address, features, started: started === true, shutdown };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -209,24 +272,34 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   }
+  // The handlers come first: a pod deleted while start-up is still under way (a tool that hangs,
+  // an API server that does not answer) is shut down as cleanly as one deleted later.
+  const stop = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (!stop.signal.aborted) stop.abort(sig);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   let sidecar: RunningSidecar;
   try {
-    sidecar = await startSidecar(process.env);
+    sidecar = await startSidecar(process.env, undefined, { signal: stop.signal });
   } catch (e) {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
     if (e instanceof ContractError) {
       process.stderr.write(`drainguard sidecar: ${e.message}\n`);
       return 2;
     }
     throw e;
   }
-  return new Promise<number>((resolve) => {
-    const onSignal = (sig: string) => {
-      sidecar.shutdown(sig).then(
-        () => resolve(0),
-        () => resolve(1),
-      );
-    };
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
-    process.once('SIGINT', () => onSignal('SIGINT'));
-  });
+  if (!stop.signal.aborted)
+    await new Promise((resolve) => stop.signal.addEventListener('abort', resolve, { once: true }));
+  const code = await sidecar.shutdown(String(stop.signal.reason)).then(
+    () => 0,
+    () => 1,
+  );
+  // Everything is stopped and every request abandoned; a timer or socket nobody owns any more
+  // must not keep the container alive until the kill.
+  setTimeout(() => process.exit(code), EXIT_MARGIN_MS).unref();
+  return code;
 }

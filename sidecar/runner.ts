@@ -52,12 +52,21 @@ export class ToolRunner {
   private readonly historyLimit: number;
   /** Prefix for every command, e.g. ['ip', 'netns', 'exec', 'node-a'] in tests. */
   private readonly prefix: string[];
+  /** The sidecar's lifetime: once aborted, running tools are killed and none is started. */
+  private readonly signal: AbortSignal | undefined;
 
-  constructor(opts: { log: Logger; observeOnly?: boolean; prefix?: string[]; historyLimit?: number }) {
+  constructor(opts: {
+    log: Logger;
+    observeOnly?: boolean;
+    prefix?: string[];
+    historyLimit?: number;
+    signal?: AbortSignal;
+  }) {
     this.log = opts.log;
     this.observeOnly = opts.observeOnly ?? false;
     this.prefix = opts.prefix ?? [];
     this.historyLimit = opts.historyLimit ?? 200;
+    this.signal = opts.signal;
   }
 
   async run(tool: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
@@ -71,6 +80,7 @@ export class ToolRunner {
       this.log.info({ tool, args, input: opts.input }, 'observe-only: would run');
       return { stdout: '', stderr: '', skipped: true };
     }
+    if (this.signal?.aborted) throw new ToolError(command, null, '', 'not run: the sidecar is stopping');
     const [bin, ...rest] = [...this.prefix, tool, ...args] as [string, ...string[]];
     const timeoutMs = opts.timeoutMs ?? 10_000;
     const result = await new Promise<{ code: number | null; stdout: string; stderr: string; error?: Error }>(
@@ -79,6 +89,7 @@ export class ToolRunner {
           stdio: ['pipe', 'pipe', 'pipe'],
           timeout: timeoutMs,
           killSignal: 'SIGKILL',
+          ...(this.signal ? { signal: this.signal } : {}),
         });
         const out: Buffer[] = [];
         const err: Buffer[] = [];

@@ -7,6 +7,8 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   deletionTimestamp?: string;
+  /** The grace period of the deletion under way (`kubectl delete --grace-period`). */
+  deletionGracePeriodSeconds?: number;
   creationTimestamp?: string;
   ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
 }

@@ -34,6 +34,22 @@ export function podTerminating(pod: Pod | undefined): boolean {
   return Boolean(pod?.metadata?.deletionTimestamp);
 }
 
+/**
+ * When the kubelet kills the pod's containers, for a SIGTERM (or a pod seen terminating) at `at`:
+ * the deletion's grace (metadata.deletionGracePeriodSeconds), else spec.terminationGracePeriodSeconds,
+ * else `fallbackSeconds` (the own Pod unknown: the API down since start-up). The deletionTimestamp
+ * is used when it falls within that window: a preStop hook has spent part of the grace already.
+ * One outside it is another clock's (skew) and not trusted.
+ */
+export function terminationDeadline(pod: Pod | undefined, at: number, fallbackSeconds: number): number {
+  const spec = pod?.spec?.terminationGracePeriodSeconds;
+  const grace =
+    pod?.metadata?.deletionGracePeriodSeconds ?? (typeof spec === 'number' ? spec : fallbackSeconds);
+  const latest = at + grace * 1000;
+  const deletion = Date.parse(pod?.metadata?.deletionTimestamp ?? '');
+  return Number.isFinite(deletion) && deletion >= at && deletion < latest ? deletion : latest;
+}
+
 export interface DrainState {
   /** The node is cordoned or carries a drain taint (as last seen through the API). */
   draining: boolean;

@@ -8,6 +8,7 @@ import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
+import { terminationDeadline } from '../drain/state.ts';
 import { ownPod } from '../events.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
@@ -54,12 +55,18 @@ export interface LeaseResult {
 const leasePath = (r: LeaseRef) => `/apis/coordination.k8s.io/v1/namespaces/${r.namespace}/leases/${r.name}`;
 const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
 
+/** The reason of a request the client abandoned (the grace period is spent): never retried. */
+const ABANDONED = 'Aborted';
+
 /**
  * Which failed Lease API calls are tried again: any the API marks retryable and, as every call
  * here is a read or a resourceVersion-guarded replace, any other but 404 and 409 (answers).
  */
 const retryableApiError = (e: unknown): boolean =>
-  e instanceof ApiError && (e.retryable || (e.code !== 404 && e.code !== 409));
+  e instanceof ApiError && e.reason !== ABANDONED && (e.retryable || (e.code !== 404 && e.code !== 409));
+
+/** Left of the grace period after a given-up handover, for its Event. */
+const REPORT_MARGIN_MS = 2_000;
 
 /** Whether, and when, the leader container was seen stopped. */
 type LeaderStop = { stopped: boolean; at: number };
@@ -252,8 +259,12 @@ export class LeaseHandover implements Feature {
 
   private trigger(): void {
     if (!this.settings || this.run) return;
-    const budgetMs = this.ctx.config.handoverBudgetSeconds * 1000;
-    this.run = this.handover(this.settings, this.ctx.clock.now() + budgetMs).catch((e: unknown) => {
+    const budgetSeconds = this.ctx.config.handoverBudgetSeconds;
+    const now = this.ctx.clock.now();
+    // Never past the grace period: the kubelet kills the pod then, mid-retry.
+    const killAt = terminationDeadline(this.ctx.drain.pod, now, budgetSeconds);
+    const deadline = Math.min(now + budgetSeconds * 1000, killAt - REPORT_MARGIN_MS);
+    this.run = this.handover(this.settings, deadline).catch((e: unknown) => {
       this.ctx.log.error({ err: (e as Error).message }, 'lease handover failed');
       return [];
     });

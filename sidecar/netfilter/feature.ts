@@ -104,9 +104,12 @@ class NetfilterCleanup implements Feature {
 
   async start(): Promise<void> {
     const ebtables = await this.cleaner.detectEbtables();
+    // Stopped while ebtables was probed (SIGTERM during start-up): start nothing more.
+    if (this.abort.signal.aborted) return;
     this.metrics.usable.set({ flavour: ebtables.flavour ?? 'unknown' }, ebtables.usable ? 1 : 0);
+    // Not awaited: start-up must not wait for the Event's retries (the API may not answer yet).
     if (!ebtables.usable)
-      await this.ctx.events.record(
+      void this.ctx.events.record(
         ownNode(this.ctx.config),
         'Warning',
         'NetfilterCleanupDegraded',

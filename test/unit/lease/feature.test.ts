@@ -213,6 +213,26 @@ t.test('lease handover feature (scripted API)', async (t) => {
     },
   );
 
+  t.test('gives up when the grace period ends, not at the end of its budget (30 s)', async (t) => {
+    const api = fakeApi('router-a');
+    api.failures.GET = Array.from({ length: 10_000 }, () => 503);
+    const { ctx, handover, reasons } = context(api, 'terminated');
+    // Deleted with a 3 s grace period (kubectl delete --grace-period=3).
+    const pod = podWith('router-a', 'n1', 'terminated');
+    pod.metadata = {
+      ...pod.metadata,
+      deletionTimestamp: new Date(Date.now() + 3_000).toISOString(),
+      deletionGracePeriodSeconds: 3,
+    };
+    (ctx.drain as unknown as FakeDrain).pod = pod;
+    const t0 = Date.now();
+    const r = await Promise.race([handover(), new Promise<undefined>((res) => setTimeout(res, 8_000))]);
+    t.ok(r, 'the handover ended within 8 s');
+    t.equal(r?.outcome, 'api-failed');
+    t.ok(Date.now() - t0 < 3_000, `ended ${Date.now() - t0} ms after termination, before the 3 s kill`);
+    t.strictSame(reasons(), ['LeaseHandoverFailed']);
+  });
+
   t.test('returns from prestop at once', async (t) => {
     const api = fakeApi('router-a');
     const { ctx } = context(api, 'running');
