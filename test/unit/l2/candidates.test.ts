@@ -44,11 +44,16 @@ function wideApi(names: string[]) {
     calls: [] as string[],
     watches: new Map<string, { emit: Emit; fail: (e: Error) => void }>(),
   };
+  /** As served: the text of one page (the wide lists are read as text and parsed item by item). */
   const page = (items: KubeObject[], query: Record<string, unknown>) => {
     const from = Number(query.continue ?? 0);
     const limit = Number(query.limit ?? items.length) || items.length;
     const next = from + limit < items.length ? String(from + limit) : undefined;
-    return { metadata: { resourceVersion: '10', continue: next }, items: items.slice(from, from + limit) };
+    return JSON.stringify({
+      kind: 'List',
+      metadata: { resourceVersion: '10', continue: next },
+      items: items.slice(from, from + limit),
+    });
   };
   const client = {
     async get(path: string, opts: { query?: Record<string, unknown> } = {}) {

@@ -6,7 +6,7 @@ import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient, WatchOptions } from '../../../shared/kube/client.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
-import { listPaged } from '../../../shared/kube/paged-list.ts';
+import { forEachListItem, listPaged } from '../../../shared/kube/paged-list.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 
 const obj = (i: number, rv = '1'): KubeObject => ({
@@ -30,11 +30,12 @@ function pagedApi(total: number) {
       const from = Number(q.continue ?? 0);
       const limit = Number(q.limit);
       const next = from + limit < items.length ? String(from + limit) : undefined;
-      // Later pages carry later versions: the list's own is the first page's.
-      return {
+      // Later pages carry later versions: the list's own is the first page's. Served as text.
+      return JSON.stringify({
+        kind: 'List',
         metadata: { resourceVersion: String(100 + from), continue: next },
         items: items.slice(from, from + limit),
-      };
+      });
     },
     async watch(
       _path: string,
@@ -95,3 +96,46 @@ t.test('a paged informer lists in pages, trims what it caches and watches from t
     await informer.stop();
   }
 });
+
+t.test(
+  'forEachListItem: each item as its own JSON text, whatever its strings hold; the metadata',
+  async (t) => {
+    const items = [
+      {
+        metadata: {
+          name: 'a',
+          annotations: { tricky: 'brackets ] } [ { and "quotes" and \\ backslashes \\' },
+        },
+      },
+      { metadata: { name: 'b' }, spec: { list: [[1, 2], [], [{}]], s: '\\"' } },
+      { metadata: { name: 'ü-ß', labels: { e: '' } } },
+    ];
+    const text = JSON.stringify({
+      kind: 'NodeList',
+      metadata: { resourceVersion: '7', continue: 'eyJ2Ijo' },
+      items,
+    });
+    const seen: unknown[] = [];
+    const meta = forEachListItem(text, (json) => seen.push(JSON.parse(json)));
+    t.strictSame(seen, items);
+    t.strictSame(meta, { metadata: { resourceVersion: '7', continue: 'eyJ2Ijo' } });
+    // Fields after the items, whitespace, an empty list, no items at all.
+    const after = forEachListItem(
+      '{ "items" : [ {"a":1} , {"b":[2]} ], "metadata": {"resourceVersion":"9"} }',
+      (json) => seen.push(JSON.parse(json)),
+    );
+    t.strictSame(seen.slice(3), [{ a: 1 }, { b: [2] }]);
+    t.strictSame(after, { metadata: { resourceVersion: '9' } });
+    let n = 0;
+    t.strictSame(
+      forEachListItem('{"metadata":{"resourceVersion":"1"},"items":[]}', () => n++),
+      { metadata: { resourceVersion: '1' } },
+    );
+    t.strictSame(
+      forEachListItem('{"metadata":{}}', () => n++),
+      { metadata: {} },
+    );
+    t.equal(n, 0);
+    t.throws(() => forEachListItem('{"items":[{"a":"x}]}', () => {}), SyntaxError);
+  },
+);
