@@ -4,7 +4,7 @@
 // - retries never outlive the grace period: with the own Pod unknown the grace is taken to be the
 //   handover budget, and the process has exited by then.
 // No API server is needed: the kubeconfig names a black hole (connections accepted, never answered).
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,8 +12,8 @@ import { dirname, join } from 'node:path';
 import t from 'tap';
 import { freePort, kubeconfigJson } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { httpStatus, type SidecarProcess, spawnSidecar } from './process.ts';
 
-const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 let dir: string;
 let blackhole: net.Server;
 let kubeconfig: string;
@@ -41,37 +41,20 @@ t.teardown(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function sidecar(port: number, env: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, [cli, 'sidecar'], {
-    env: {
-      PATH: `${dir}:${dirname(process.execPath)}:/usr/bin:/bin`,
-      KUBECONFIG: kubeconfig,
-      DRAINGUARD_POD_NAME: 'st-pod',
-      DRAINGUARD_POD_NAMESPACE: 'default',
-      DRAINGUARD_NODE_NAME: 'st-node',
-      DRAINGUARD_PORT: String(port),
-      DRAINGUARD_BIND_ADDRESS: '127.0.0.1',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+function sidecar(port: number, env: Record<string, string>): SidecarProcess {
+  return spawnSidecar({
+    PATH: `${dir}:${dirname(process.execPath)}:/usr/bin:/bin`,
+    KUBECONFIG: kubeconfig,
+    DRAINGUARD_POD_NAME: 'st-pod',
+    DRAINGUARD_POD_NAMESPACE: 'default',
+    DRAINGUARD_NODE_NAME: 'st-node',
+    DRAINGUARD_PORT: String(port),
+    DRAINGUARD_BIND_ADDRESS: '127.0.0.1',
+    ...env,
   });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  return { child, output: () => out };
 }
 
-const status = async (port: number, path: string) => {
-  try {
-    return (await fetch(`http://127.0.0.1:${port}${path}`)).status;
-  } catch {
-    return 0;
-  }
-};
+const status = httpStatus;
 
 const exit = (child: ChildProcess) =>
   new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((r) =>

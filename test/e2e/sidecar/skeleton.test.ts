@@ -1,13 +1,12 @@
 // The sidecar process against the real API server: health and readiness
 // never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit, and in a
 // pod (service account, no kubeconfig) it authenticates with the mounted token.
-import { type ChildProcess, spawn } from 'node:child_process';
 import t from 'tap';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { type PodAccess, podAccess } from '../../../lab/bed/pod.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { httpStatus, type SidecarProcess, spawnSidecar } from './process.ts';
 
-const cli = new URL('../../../cli/drainguard.ts', import.meta.url).pathname;
 let cp: ControlPlane;
 
 t.before(async () => {
@@ -26,17 +25,9 @@ t.teardown(async () => {
   await cp?.stop();
 });
 
-function startSidecar(
-  port: number,
-  extra: Record<string, string> = {},
-  pod?: PodAccess,
-): { child: ChildProcess; output: () => string } {
-  const [bin, ...args] = (pod?.wrap ?? ((c: string[]) => c))([process.execPath, cli, 'sidecar']) as [
-    string,
-    ...string[],
-  ];
-  const child = spawn(bin, args, {
-    env: {
+function startSidecar(port: number, extra: Record<string, string> = {}, pod?: PodAccess): SidecarProcess {
+  return spawnSidecar(
+    {
       PATH: process.env.PATH,
       ...(pod ? pod.env : { KUBECONFIG: cp.kubeconfigPath }),
       DRAINGUARD_PROFILE: 'netfilter-cleanup',
@@ -50,26 +41,11 @@ function startSidecar(
       DRAINGUARD_OBSERVE_ONLY: 'true',
       ...extra,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  return { child, output: () => out };
+    pod?.wrap,
+  );
 }
 
-const get = async (port: number, path: string) => {
-  try {
-    const r = await fetch(`http://127.0.0.1:${port}${path}`);
-    return r.status;
-  } catch {
-    return 0;
-  }
-};
+const get = httpStatus;
 
 t.test('bad configuration exits 2 naming the variable', async (t) => {
   const { child, output } = startSidecar(await freePort(), { DRAINGUARD_PORT: 'eighty' });

@@ -226,7 +226,7 @@ t.test('lease handover feature (scripted API)', async (t) => {
     };
     (ctx.drain as unknown as FakeDrain).pod = pod;
     const t0 = Date.now();
-    const r = await Promise.race([handover(), new Promise<undefined>((res) => setTimeout(res, 8_000))]);
+    const r = await Promise.race([handover(), new Promise<undefined>((res) => setTimeout(() => res(undefined), 8_000))]);
     t.ok(r, 'the handover ended within 8 s');
     t.equal(r?.outcome, 'api-failed');
     t.ok(Date.now() - t0 < 3_000, `ended ${Date.now() - t0} ms after termination, before the 3 s kill`);
