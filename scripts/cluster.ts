@@ -1,5 +1,6 @@
 // `make cluster` / `make cluster-down`: the lab cluster (lab/cluster) for people, state in .cluster/.
-// `up` prints KUBECONFIG=<absolute path> as its last line; `down` removes every process, namespace,
+// `up` prints KUBECONFIG=<absolute path> as its last line (CONTROL_PLANES=N: an HA control plane on
+// nodes cp-1..cp-N, lab/cluster/ha-control-plane.ts); `down` removes every process, namespace,
 // route, mount and cgroup it made, and says if anything is left.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -25,6 +26,17 @@ function down(): void {
   } else say(`stopped: ${st.pids.length} processes, ${st.netns.length} namespaces, all removed`);
 }
 
+/** CONTROL_PLANES (make cluster CONTROL_PLANES=3): how many control-plane nodes; 1 is today's lab. */
+function controlPlanes(value: string | undefined): number {
+  if (value === undefined || value === '') return 1;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 7)
+    throw new Error(
+      `CONTROL_PLANES=${value}: expected a whole number from 1 to 7 (1: one API server, no control-plane nodes)`,
+    );
+  return n;
+}
+
 async function up(): Promise<void> {
   if (existsSync(stateFile)) {
     const st = JSON.parse(readFileSync(stateFile, 'utf8')) as ClusterState;
@@ -37,10 +49,14 @@ async function up(): Promise<void> {
   const cluster = await startCluster({
     dir,
     detached: true,
+    controlPlanes: controlPlanes(process.env.CONTROL_PLANES),
     log: (l) => process.stderr.write(`[cluster] ${l}\n`),
   });
   say(await cluster.k(['get', 'nodes', '-o', 'wide']));
-  say(`API server ${cluster.server}; logs and state in ${dir}`);
+  const servers = cluster.ha
+    ? cluster.ha.members.map((m) => `${m.name} ${m.server}`).join(', ')
+    : cluster.server;
+  say(`API server${cluster.ha ? 's' : ''} ${servers}; logs and state in ${dir}`);
   say(`KUBECONFIG=${cluster.kubeconfigPath}`);
 }
 

@@ -88,7 +88,7 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
 }
 
 /** CA, API serving cert (SANs: loopback, kubernetes.default names, extra IPs) and the SA signing key. */
-function makePki(dir: string, sanIPs: string[]): void {
+export function makePki(dir: string, sanIPs: string[]): void {
   const ca = createCA('drainguard-test-ca', 2);
   const serving = createServingCert(ca, {
     commonName: 'kube-apiserver',
@@ -125,7 +125,7 @@ function makePki(dir: string, sanIPs: string[]): void {
   for (const [name, pem] of Object.entries(files)) writeFileSync(join(dir, name), pem, { mode: 0o600 });
 }
 
-function kubeconfigJson(server: string, ca: string, user: string, token: string): string {
+export function kubeconfigJson(server: string, ca: string, user: string, token: string): string {
   return JSON.stringify(
     {
       apiVersion: 'v1',
@@ -143,6 +143,76 @@ function kubeconfigJson(server: string, ca: string, user: string, token: string)
     null,
     2,
   );
+}
+
+/** @kubernetes/client-node's KubeConfig from a file (loaded only when asked for: it is large). */
+export async function kubeConfigFrom(path: string): Promise<import('@kubernetes/client-node').KubeConfig> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
+/** Static tokens for admin (system:masters) and each user, written to <dir>/tokens.csv. */
+export function writeTokens(
+  dir: string,
+  users: { name: string; groups?: string[] }[],
+): Map<string, { token: string; groups: string[] }> {
+  const tokens = new Map<string, { token: string; groups: string[] }>();
+  tokens.set('admin', { token: randomBytes(24).toString('hex'), groups: ['system:masters'] });
+  for (const u of users)
+    tokens.set(u.name, { token: randomBytes(24).toString('hex'), groups: u.groups ?? [] });
+  writeFileSync(
+    join(dir, 'tokens.csv'),
+    [...tokens].map(([name, t], i) => `${t.token},${name},uid-${i},"${t.groups.join(',')}"`).join('\n') +
+      '\n',
+    { mode: 0o600 },
+  );
+  return tokens;
+}
+
+/** A whole cluster's API server (lab/cluster/): Node authorization, kubelet client certificate. */
+export function clusterArgs(dir: string): string[] {
+  return [
+    '--authorization-mode',
+    'Node,RBAC',
+    '--enable-admission-plugins',
+    'NodeRestriction',
+    '--enable-aggregator-routing',
+    '--kubelet-client-certificate',
+    join(dir, 'kubelet-client.crt'),
+    '--kubelet-client-key',
+    join(dir, 'kubelet-client.key'),
+    '--kubelet-preferred-address-types',
+    'InternalIP',
+  ];
+}
+
+/** TLS, tokens, service accounts and logging from makePki's and the tokens file in dir. */
+export function servingArgs(dir: string): string[] {
+  return [
+    '--tls-cert-file',
+    join(dir, 'apiserver.crt'),
+    '--tls-private-key-file',
+    join(dir, 'apiserver.key'),
+    '--client-ca-file',
+    join(dir, 'ca.crt'),
+    '--token-auth-file',
+    join(dir, 'tokens.csv'),
+    '--service-account-key-file',
+    join(dir, 'sa.pub'),
+    '--service-account-signing-key-file',
+    join(dir, 'sa.key'),
+    '--service-account-issuer',
+    'https://kubernetes.default.svc',
+    '--service-cluster-ip-range',
+    '10.96.0.0/16',
+    '--allow-privileged',
+    '--profiling=false',
+    '--logtostderr',
+    '--v',
+    '1',
+  ];
 }
 
 /** Every request at Metadata level (who, verb, URI, code: no bodies), past the RequestReceived stage. */
@@ -209,16 +279,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   makePki(dir, opts.sanIPs ?? []);
   const bind = opts.bindAddress ?? '127.0.0.1';
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort(bind)];
-  const tokens = new Map<string, { token: string; groups: string[] }>();
-  tokens.set('admin', { token: randomBytes(24).toString('hex'), groups: ['system:masters'] });
-  for (const u of opts.users ?? [])
-    tokens.set(u.name, { token: randomBytes(24).toString('hex'), groups: u.groups ?? [] });
-  writeFileSync(
-    join(dir, 'tokens.csv'),
-    [...tokens].map(([name, t], i) => `${t.token},${name},uid-${i},"${t.groups.join(',')}"`).join('\n') +
-      '\n',
-    { mode: 0o600 },
-  );
+  const tokens = writeTokens(dir, opts.users ?? []);
   const ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
   const server = `https://${bind}:${apiPort}`;
   const kubeconfigPath = join(dir, 'kubeconfig.json');
@@ -274,19 +335,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     '--advertise-address',
     bind.startsWith('127.') || bind === '0.0.0.0' ? '192.0.2.1' : bind,
     ...(opts.cluster
-      ? [
-          '--authorization-mode',
-          'Node,RBAC',
-          '--enable-admission-plugins',
-          'NodeRestriction',
-          '--enable-aggregator-routing',
-          '--kubelet-client-certificate',
-          join(dir, 'kubelet-client.crt'),
-          '--kubelet-client-key',
-          join(dir, 'kubelet-client.key'),
-          '--kubelet-preferred-address-types',
-          'InternalIP',
-        ]
+      ? clusterArgs(dir)
       : [
           '--endpoint-reconciler-type',
           'none',
@@ -295,27 +344,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           '--disable-admission-plugins',
           'ServiceAccount',
         ]),
-    '--tls-cert-file',
-    join(dir, 'apiserver.crt'),
-    '--tls-private-key-file',
-    join(dir, 'apiserver.key'),
-    '--client-ca-file',
-    join(dir, 'ca.crt'),
-    '--token-auth-file',
-    join(dir, 'tokens.csv'),
-    '--service-account-key-file',
-    join(dir, 'sa.pub'),
-    '--service-account-signing-key-file',
-    join(dir, 'sa.key'),
-    '--service-account-issuer',
-    'https://kubernetes.default.svc',
-    '--service-cluster-ip-range',
-    '10.96.0.0/16',
-    '--allow-privileged',
-    '--profiling=false',
-    '--logtostderr',
-    '--v',
-    '1',
+    ...servingArgs(dir),
     ...(opts.auditLog ? auditArgs(dir) : []),
     ...(opts.extraApiServerArgs ?? []),
   ];
@@ -367,12 +396,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     etcdPid: etcd.pid ?? 0,
     apiserverPid: 0,
     client: () => new KubeClient(target),
-    async kubeConfig() {
-      const { KubeConfig } = await import('@kubernetes/client-node');
-      const kc = new KubeConfig();
-      kc.loadFromFile(kubeconfigPath);
-      return kc;
-    },
+    kubeConfig: () => kubeConfigFrom(kubeconfigPath),
     kubectl,
     userTarget(name) {
       const t = tokens.get(name);

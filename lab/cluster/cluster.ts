@@ -21,7 +21,9 @@ import { type ControlPlane, k8sBinDir, startControlPlane } from '../bed/control-
 import { atExit } from '../bed/exit.ts';
 import { createTestBed, type TestBed } from '../bed/netns.ts';
 import { pidAlive, sh } from '../bed/proc.ts';
+import { type HaControlPlane, startHaControlPlane } from './ha-control-plane.ts';
 import { goldenRoot, type ImageList } from './images.ts';
+import { LAB_POOL_HOSTS } from './metallb.ts';
 import { type LabNode, makeCgroupRoot, startNode } from './node.ts';
 import { type ClusterState, teardownCluster } from './teardown.ts';
 
@@ -30,7 +32,14 @@ export const SERVICE_CIDR = '10.96.0.0/16';
 const STATE_PREFIX = 'drainguard-cluster-';
 
 export interface ClusterOptions {
+  /** Worker nodes (default node-a, node-b, node-c). */
   nodes?: string[];
+  /**
+   * Control-plane nodes (default 1: etcd and one API server in the root namespace, no node). With
+   * N > 1, nodes cp-1..cp-N each run an etcd member, an API server, the controllers and a kubelet
+   * (ha-control-plane.ts).
+   */
+  controlPlanes?: number;
   /** Namespaces on the switch that are not nodes (an ARP client, say), reachable as bed.node(name). */
   clients?: string[];
   /** State directory; default a fresh one under the temp dir. */
@@ -46,6 +55,8 @@ export interface Cluster {
   kubeconfigPath: string;
   server: string;
   cp: ControlPlane;
+  /** The control-plane members, when started with controlPlanes > 1. */
+  ha: HaControlPlane | undefined;
   bed: TestBed;
   nodes: LabNode[];
   node(name: string): LabNode;
@@ -98,7 +109,9 @@ const teardownLive = () => {
 };
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
-  const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
+  const haCount = opts.controlPlanes ?? 1;
+  const cpNames = haCount > 1 ? [...Array(haCount).keys()].map((i) => `cp-${i + 1}`) : [];
+  const names = [...cpNames, ...(opts.nodes ?? ['node-a', 'node-b', 'node-c'])];
   const t0 = Date.now();
   const log = (line: string) => opts.log?.(`${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s  ${line}`);
   const bins = k8sBinDir();
@@ -130,6 +143,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   }
   const started = Date.now();
   let cp: ControlPlane | undefined;
+  let ha: HaControlPlane | undefined;
   try {
     log('images');
     const images = await ensureImages();
@@ -156,16 +170,33 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     ];
     st.cpDir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'drainguard-cp-'));
     save();
-    cp = await startControlPlane({
-      bindAddress: hostIP,
-      sanIPs: [hostIP],
-      cluster: true,
-      users,
-      dir: st.cpDir,
-      detached: Boolean(opts.detached),
-    });
-    st.pids.push(cp.etcdPid, cp.apiserverPid);
+    if (haCount > 1) {
+      ha = await startHaControlPlane({
+        nodes: kubeNodes.filter((n) => cpNames.includes(n.name)),
+        users,
+        dir: st.cpDir,
+        sanIPs: [hostIP],
+        // The last address of the lab pool (metallb.ts): the speakers' VIPs come from its start.
+        apiVip: bed.addr4(LAB_POOL_HOSTS[1]),
+        onPid: (pid) => {
+          st.pids.push(pid);
+          save();
+        },
+      });
+      cp = ha;
+    } else {
+      cp = await startControlPlane({
+        bindAddress: hostIP,
+        sanIPs: [hostIP],
+        cluster: true,
+        users,
+        dir: st.cpDir,
+        detached: Boolean(opts.detached),
+      });
+      st.pids.push(cp.etcdPid, cp.apiserverPid);
+    }
     save();
+    const haPlane = ha;
     const controlPlane = cp;
     const caFile = join(cp.dir, 'ca.crt');
     const spawnLogged = (name: string, cmd: string[]): ChildProcess => {
@@ -179,16 +210,16 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     };
     const block = await pickPodBlock();
     const clusterCIDR = `198.18.${block}.0/21`;
-    spawnLogged('kube-controller-manager', [
+    const controllerManager = (kubeconfig: string, leaderElect: boolean) => [
       join(bins, 'kube-controller-manager'),
       '--kubeconfig',
-      cp.userKubeconfig('system:kube-controller-manager'),
+      kubeconfig,
       '--service-account-private-key-file',
-      join(cp.dir, 'sa.key'),
+      join(controlPlane.dir, 'sa.key'),
       '--root-ca-file',
       caFile,
       '--use-service-account-credentials',
-      '--leader-elect=false',
+      `--leader-elect=${leaderElect}`,
       '--port=0',
       '--secure-port=0',
       '--cluster-cidr',
@@ -197,16 +228,36 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       '--node-monitor-period=2s',
       '--node-monitor-grace-period=16s',
       '--v=1',
-    ]);
-    spawnLogged('kube-scheduler', [
+    ];
+    const scheduler = (kubeconfig: string, leaderElect: boolean) => [
       join(bins, 'kube-scheduler'),
       '--kubeconfig',
-      cp.userKubeconfig('system:kube-scheduler'),
-      '--leader-elect=false',
+      kubeconfig,
+      `--leader-elect=${leaderElect}`,
       '--port=0',
       '--secure-port=0',
       '--v=1',
-    ]);
+    ];
+    if (haPlane) {
+      // One of each per control-plane node against its own API server, electing a leader among them.
+      for (const m of haPlane.members) {
+        const enter = ['nsenter', `--net=/run/netns/${m.node.ns}`];
+        spawnLogged(`kube-controller-manager-${m.name}`, [
+          ...enter,
+          ...controllerManager(haPlane.localKubeconfig('system:kube-controller-manager'), true),
+        ]);
+        spawnLogged(`kube-scheduler-${m.name}`, [
+          ...enter,
+          ...scheduler(haPlane.localKubeconfig('system:kube-scheduler'), true),
+        ]);
+      }
+    } else {
+      spawnLogged(
+        'kube-controller-manager',
+        controllerManager(cp.userKubeconfig('system:kube-controller-manager'), false),
+      );
+      spawnLogged('kube-scheduler', scheduler(cp.userKubeconfig('system:kube-scheduler'), false));
+    }
 
     log('nodes');
     const nodes = await Promise.all(
@@ -226,6 +277,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         save();
         const nodeDir = join(dir, n.name);
         mkdirSync(nodeDir, { recursive: true });
+        // A control-plane node's kubelet and kube-proxy use its own API server (127.0.0.1:6443).
+        const kubeconfigOf = (user: string) =>
+          haPlane && cpNames.includes(n.name)
+            ? haPlane.localKubeconfig(user)
+            : controlPlane.userKubeconfig(user);
         return startNode({
           node: n,
           dir: nodeDir,
@@ -234,8 +290,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           cgroupRoot,
           binDir: bins,
           caFile,
-          kubeletKubeconfig: controlPlane.userKubeconfig(`system:node:${n.name}`),
-          proxyKubeconfig: controlPlane.userKubeconfig('system:kube-proxy'),
+          kubeletKubeconfig: kubeconfigOf(`system:node:${n.name}`),
+          proxyKubeconfig: kubeconfigOf('system:kube-proxy'),
           goldenRoot: golden,
           onPid: (pid) => {
             st.pids.push(pid);
@@ -250,11 +306,25 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr.trim()}`);
       return r.stdout;
     };
+    const controlPlaneLogs = (): Record<string, string> =>
+      haPlane
+        ? Object.assign(
+            {},
+            ...haPlane.members.map((m) => ({
+              [`${m.name}/etcd`]: join(controlPlane.dir, `etcd-${m.name}.log`),
+              [`${m.name}/kube-apiserver`]: join(controlPlane.dir, `apiserver-${m.name}.log`),
+              [`${m.name}/kube-controller-manager`]: join(dir, `kube-controller-manager-${m.name}.log`),
+              [`${m.name}/kube-scheduler`]: join(dir, `kube-scheduler-${m.name}.log`),
+            })),
+          )
+        : {
+            etcd: join(controlPlane.dir, 'etcd.log'),
+            'kube-apiserver': join(controlPlane.dir, 'apiserver.log'),
+            'kube-controller-manager': join(dir, 'kube-controller-manager.log'),
+            'kube-scheduler': join(dir, 'kube-scheduler.log'),
+          };
     const logFiles = (): Record<string, string> => ({
-      etcd: join(controlPlane.dir, 'etcd.log'),
-      'kube-apiserver': join(controlPlane.dir, 'apiserver.log'),
-      'kube-controller-manager': join(dir, 'kube-controller-manager.log'),
-      'kube-scheduler': join(dir, 'kube-scheduler.log'),
+      ...controlPlaneLogs(),
       ...Object.assign({}, ...nodes.map((n) => n.logFiles())),
     });
     const cluster: Cluster = {
@@ -262,6 +332,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       kubeconfigPath: cp.kubeconfigPath,
       server: cp.server,
       cp,
+      ha: haPlane,
       bed,
       nodes,
       node(name) {
@@ -327,6 +398,16 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         { timeoutMs: 120_000, intervalMs: 250 },
       );
       log('nodes Ready');
+      // As RKE2 labels its servers (a kubelet may not set node-role labels on itself).
+      if (cpNames.length > 0)
+        await k([
+          'label',
+          'node',
+          ...cpNames,
+          'node-role.kubernetes.io/control-plane=true',
+          'node-role.kubernetes.io/master=true',
+          'node-role.kubernetes.io/etcd=true',
+        ]);
       // Pods need their service account's token, which kube-controller-manager mints.
       await waitFor(
         'default service account token',
