@@ -35,6 +35,12 @@ export interface InformerOptions {
    * cache of thousands of Nodes then holds names and a few fields, not ~13 KiB each.
    */
   trim?: (o: KubeObject) => KubeObject;
+  /**
+   * With pageSize: each page's (trimmed) objects as they arrive, before the list completes (and
+   * before the SYNC that replaces the cache): a caller whose decision a part can already prove
+   * need not wait for thousands of objects.
+   */
+  onListPage?: (objects: KubeObject[]) => void;
 }
 
 /** What an informer asked of the API server and heard back, since it started. */
@@ -148,6 +154,7 @@ export class Informer {
         pageSize,
         trim,
         signal,
+        onPage: this.opts.onListPage,
       });
       items = paged.items;
       version = paged.resourceVersion;

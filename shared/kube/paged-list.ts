@@ -17,6 +17,8 @@ export interface PagedListOptions {
   /** Per page. */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Called with each page's (trimmed) items as it arrives, before the list is complete. */
+  onPage?: ((items: KubeObject[]) => void) | undefined;
 }
 
 /** Where the next `"`, `{`, `}`, `[` or `]` is. */
@@ -98,7 +100,10 @@ export async function listPaged(
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     pages++;
-    const list = forEachListItem(text, (json) => items.push(trim(JSON.parse(json) as KubeObject)));
+    const page: KubeObject[] = [];
+    const list = forEachListItem(text, (json) => page.push(trim(JSON.parse(json) as KubeObject)));
+    for (const o of page) items.push(o);
+    opts.onPage?.(page);
     resourceVersion ??= list.metadata?.resourceVersion;
     cont = list.metadata?.continue || undefined;
   } while (cont);

@@ -72,11 +72,13 @@ export interface CandidateView {
   release?(): Promise<void>;
 }
 
-/** An informer and when it first settled (listed, or failed to). */
+/** An informer, and its first list while it arrives. */
 interface Watched {
   informer: Informer;
-  /** Resolves at the first list or the first failure (the informer retries on with a backoff). */
-  settled: Promise<void>;
+  /** Listed, or failed to (the informer retries on with a backoff). */
+  settled: boolean;
+  /** The pages of its first list so far (trimmed): a part of what the list will hold. */
+  partial: KubeObject[];
 }
 
 /** The narrow reads, as last read. */
@@ -100,6 +102,8 @@ export class CandidateReader implements CandidateView {
   private pods: Watched | undefined;
   /** The watched view changed since the candidates were computed. */
   private dirty = true;
+  /** Wakes a refresh waiting for the first list's pages. */
+  private wake: (() => void) | undefined;
   /** When the watched view was last current. */
   private currentAt = 0;
   private narrow: NarrowRead | undefined;
@@ -121,27 +125,58 @@ export class CandidateReader implements CandidateView {
   private watch(): void {
     const { ctx } = this;
     const watched = (path: string, trim: (o: KubeObject) => KubeObject): Watched => {
-      let settle: () => void = () => {};
-      const settled = new Promise<void>((r) => {
-        settle = r;
-      });
-      const informer = new Informer(ctx.client, {
+      const w: Watched = { informer: undefined as unknown as Informer, settled: false, partial: [] };
+      w.informer = new Informer(ctx.client, {
         path,
         pageSize: WIDE_PAGE_SIZE,
         trim,
         log: ctx.log,
         clock: ctx.clock,
-        onChange: () => {
-          this.dirty = true;
-          settle();
+        onListPage: (objects) => {
+          if (!w.informer.hasSynced) for (const o of objects) w.partial.push(o);
+          this.progressed();
         },
-        onError: () => settle(),
+        onChange: () => {
+          w.settled = true;
+          w.partial = [];
+          this.progressed();
+        },
+        onError: () => {
+          w.settled = true;
+          this.progressed();
+        },
       });
-      informer.start();
-      return { informer, settled };
+      w.informer.start();
+      return w;
     };
     this.nodes ??= watched('/api/v1/nodes', trimNode);
     if (this.ownerUid) this.pods ??= watched(`/api/v1/namespaces/${ctx.config.podNamespace}/pods`, trimPod);
+  }
+
+  /** A page, a change or a failure arrived: the view is to be computed again. */
+  private progressed(): void {
+    this.dirty = true;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  /** Until the next page, change or failure, or `ms`. */
+  private async nextProgress(ms: number): Promise<void> {
+    const timer = new AbortController();
+    await Promise.race([
+      new Promise<void>((r) => {
+        this.wake = r;
+      }),
+      this.ctx.clock.sleep(ms, timer.signal),
+    ]);
+    timer.abort();
+  }
+
+  /** The objects of a view: the cache once listed, the pages so far before. */
+  private static objectsOf(w: Watched | undefined): KubeObject[] {
+    if (!w) return [];
+    return w.informer.hasSynced ? [...w.informer.objects.values()] : w.partial;
   }
 
   async release(): Promise<void> {
@@ -163,7 +198,22 @@ export class CandidateReader implements CandidateView {
     const starting = this.nodes === undefined;
     this.watch();
     const watched = [this.nodes, this.pods].filter((w) => w !== undefined);
-    if (starting || fresh) await Promise.all(watched.map((w) => w.settled));
+    // The narrow reads go out while the first pages arrive.
+    const narrowKnown = await this.readNarrow(fresh || starting, services, isLocal, waiting);
+    // A decision about to be taken waits for the first list — or for enough of it: part of the
+    // Nodes and speakers gives part of the candidates (never one too many), so a part in which
+    // every service has somewhere to go already proves the handover may start, and at 5,000
+    // Nodes it starts after the first page instead of the twentieth. Confirming waits for the
+    // new owner to be among the candidates read so far; refusing waits for the whole list.
+    if (starting || fresh) {
+      const deadline = ctx.clock.now() + WIDE_READ.timeoutMs;
+      while (
+        !watched.every((w) => w.settled) &&
+        !(narrowKnown && this.narrow && this.partialProves(services, isLocal, this.narrow)) &&
+        ctx.clock.now() < deadline
+      )
+        await this.nextProgress(deadline - ctx.clock.now());
+    }
     const now = ctx.clock.now();
     const synced = watched.every((w) => w.informer.hasSynced);
     const current = watched.every((w) => w.informer.current);
@@ -171,7 +221,10 @@ export class CandidateReader implements CandidateView {
     // A handover about to start must not act on an old view (an earlier drain's "nobody else"
     // would refuse the fail-safe; its "node-b" might be gone): unknown, until the API answers.
     const watchedKnown = synced && (current || (!fresh && now - this.currentAt <= STALE_MS));
-    const narrowKnown = await this.readNarrow(fresh || starting, services, isLocal, waiting);
+    if (narrowKnown && this.narrow && !synced && this.partialProves(services, isLocal, this.narrow)) {
+      this.computedFor = '';
+      return;
+    }
     if (!watchedKnown || !narrowKnown || !this.narrow) {
       if (this.others !== undefined)
         ctx.log.warn(
@@ -189,19 +242,38 @@ export class CandidateReader implements CandidateView {
     }
     const key = JSON.stringify([services, this.narrow.at]);
     if (!this.dirty && this.others !== undefined && key === this.computedFor) return;
-    this.compute(services, isLocal, this.narrow);
+    const { others, perService } = this.compute(services, isLocal, this.narrow);
+    this.others = others;
+    this.perService = perService;
     this.dirty = false;
     this.computedFor = key;
+  }
+
+  /**
+   * Before the first list is complete: the candidates of the pages so far, published only when
+   * every service has one (a part proves that; it cannot prove that one has none).
+   */
+  private partialProves(
+    services: readonly ServiceVips[],
+    isLocal: (service: string) => boolean,
+    narrow: NarrowRead,
+  ): boolean {
+    const { others, perService } = this.compute(services, isLocal, narrow);
+    if (others.length === 0 || !services.every((s) => (perService[s.service] ?? others).length > 0))
+      return false;
+    this.others = others;
+    this.perService = perService;
+    return true;
   }
 
   private compute(
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
     narrow: NarrowRead,
-  ): void {
+  ): { others: string[]; perService: Record<string, string[]> } {
     const { ctx } = this;
-    const nodes = [...(this.nodes?.informer.objects.values() ?? [])] as Node[];
-    const pods = [...(this.pods?.informer.objects.values() ?? [])] as Pod[];
+    const nodes = CandidateReader.objectsOf(this.nodes) as Node[];
+    const pods = CandidateReader.objectsOf(this.pods) as Pod[];
     const candidates = otherCandidates(nodes, pods, ctx.config.nodeName, this.ownerUid);
     const labels = new Map(nodes.map((n) => [n.metadata?.name ?? '', n.metadata?.labels ?? {}]));
     const perService: Record<string, string[]> = {};
@@ -217,8 +289,7 @@ export class CandidateReader implements CandidateView {
         narrow.metallb,
       );
     }
-    this.others = candidates;
-    this.perService = perService;
+    return { others: candidates, perService };
   }
 
   /**

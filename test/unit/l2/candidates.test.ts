@@ -40,6 +40,10 @@ function wideApi(names: string[]) {
     pods: names.map(speaker),
     /** Paths answered 403 (a grant missing). */
     forbidden: new Set<string>(),
+    /** While set, the pages after the first wait for it. */
+    held: undefined as Promise<void> | undefined,
+    /** The Local service's ready endpoints are also on these nodes. */
+    readyAlsoOn: [] as string[],
     down: false,
     calls: [] as string[],
     watches: new Map<string, { emit: Emit; fail: (e: Error) => void }>(),
@@ -64,6 +68,7 @@ function wideApi(names: string[]) {
       );
       if (api.down) throw new ApiError('GET', path, 503, 'ServiceUnavailable', 'down');
       if (api.forbidden.has(base)) throw new ApiError('GET', path, 403, 'Forbidden', 'nodes is forbidden');
+      if (q.continue && api.held) await api.held;
       if (base === '/api/v1/nodes') return page(api.nodes, q);
       if (base === '/api/v1/namespaces/metallb-system/pods') return page(api.pods, q);
       if (base.startsWith('/apis/discovery.k8s.io/v1beta1/'))
@@ -73,6 +78,10 @@ function wideApi(names: string[]) {
               endpoints: [
                 { topology: { 'kubernetes.io/hostname': 'node-a' }, conditions: { ready: true } },
                 { topology: { 'kubernetes.io/hostname': 'node-c' }, conditions: { ready: true } },
+                ...api.readyAlsoOn.map((n) => ({
+                  topology: { 'kubernetes.io/hostname': n },
+                  conditions: { ready: true },
+                })),
                 { topology: { 'kubernetes.io/hostname': 'node-b' }, conditions: { ready: false } },
               ],
             },
@@ -284,5 +293,42 @@ t.test(
     await candidates.refresh(false, [www], isLocal);
     t.equal(candidates.others, undefined, 'too old: not known');
     t.equal(candidates.perService, undefined);
+  },
+);
+
+t.test(
+  'a handover starts on the first pages when they already give every service somewhere to go',
+  async (t) => {
+    const names = [
+      'node-a',
+      ...Array.from({ length: 2 * WIDE_PAGE_SIZE + 10 }, (_, i) => `node-${String(i).padStart(4, '0')}`),
+    ];
+    const { candidates, api, clock } = reader(names);
+    t.teardown(() => candidates.release());
+    let release: () => void = () => {};
+    api.held = new Promise<void>((r) => {
+      release = r;
+    });
+    // The only other node with a ready endpoint of the Local service is on the last page.
+    const last = names.at(-1)!;
+    api.readyAlsoOn = ['node-a', last];
+    await candidates.refresh(true, [www], isLocal);
+    t.equal(candidates.others?.length, WIDE_PAGE_SIZE - 1, 'decided on the first page (its candidates)');
+    t.strictSame(candidates.perService?.['web/www']?.length, WIDE_PAGE_SIZE - 1);
+
+    let done = false;
+    const waiting = candidates.refresh(true, [www, local], isLocal).then(() => {
+      done = true;
+    });
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    t.notOk(done, 'a service whose only candidate is not read yet: the rest of the list is waited for');
+    release();
+    api.held = undefined;
+    await waiting;
+    t.strictSame(candidates.perService?.['web/local'], [last]);
+    t.equal(candidates.others?.length, names.length - 1, 'the whole list');
+    clock.advance(1_000);
+    await candidates.refresh(false, [www, local], isLocal);
+    t.equal(candidates.others?.length, names.length - 1);
   },
 );
