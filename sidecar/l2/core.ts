@@ -459,11 +459,12 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
     );
   if (observation.statusSource === 'unknown') return memory;
   const confirmable = observation.statusSource === 'servicel2status';
-  // Without usable ServiceL2Status (MetalLB < 0.14.4, say) nothing can confirm: wait the settle time.
+  // Without usable ServiceL2Status (MetalLB < 0.14.4, say) nothing can confirm: wait the settle time
+  // — unless no VIP is announced here: there is nothing for peers to take over.
   const handedTo = confirmable ? confirmations(services, observation) : {};
   const confirmed = confirmable
     ? services.every((s) => handedTo[s.service])
-    : now - started >= settings.settleMs;
+    : services.length === 0 || now - started >= settings.settleMs;
   if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
   const took = secs(now - started);
   const reached = confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed';

@@ -354,6 +354,16 @@ t.test('without the ServiceL2Status CRD the fence waits the settle time, unconfi
   t.strictSame(events(a), ['L2HandoverUnconfirmedFence']);
 });
 
+t.test('no VIP announced here and nothing to confirm from: done at once, no settle time', async (t) => {
+  // A rollout restart of a speaker that announces nothing waited the whole settle time (10 s per
+  // node, make bench-rollout) for peers to take over VIPs it never had.
+  const w = new World(obs({ statusSource: 'services', announced: [] }));
+  t.strictSame(kinds(w.run({ terminating: true })), ['label', 'event']);
+  const a = w.run({ now: T0 + 100 });
+  t.strictSame(events(a), ['L2HandoverDone']);
+  t.ok(settled(w.memory), '/prestop answers');
+});
+
 t.test('terminating pod triggers the handover too', async (t) => {
   const w = new World(obs());
   t.strictSame(kinds(w.run({ terminating: true })), ['label', 'event']);
