@@ -30,6 +30,7 @@ export const LEASE_EVENT_REASONS = {
   observed: 'LeaseHandoverObserved',
   failed: 'LeaseHandoverFailed',
   leftToExpire: 'LeaseLeftToExpire',
+  identityShared: 'LeaseIdentityShared',
 } as const;
 
 export const SKUPPER_DEFAULTS = {
@@ -103,6 +104,39 @@ export function isOwnIdentity(
   if (holder === own) return true;
   // controller-runtime: `<hostname>_<uuid>`.
   return scheme === 'pod-name-prefix' && holder.startsWith(`${own}_`);
+}
+
+/**
+ * Other live pods that write the same holderIdentity as this pod (`identity`): a holder under it
+ * may be any of them, renewing. Under node-name every other pod on this node (a DaemonSet's surge
+ * rollout runs two); under pod-name a host-network pod on this node (its hostname is the node's)
+ * or one with the same spec.hostname. Ready or not, terminating or not: its elector may run; only
+ * a finished pod (Succeeded, Failed) is out.
+ */
+export function identitySharers(
+  self: string,
+  identity: string,
+  pods: readonly Pod[],
+  scheme: IdentityScheme,
+): string[] {
+  if (!identity) return [];
+  return pods
+    .filter((p) => {
+      const name = p.metadata?.name ?? '';
+      if (name === self || !p.spec?.nodeName) return false;
+      if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return false;
+      return podIdentity(p, scheme) === identity;
+    })
+    .map((p) => p.metadata?.name ?? '');
+}
+
+/**
+ * Whether another pod can write this pod's identity: always under node-name; under the pod-name
+ * schemes when the hostname is not the pod's own name (host network: the node's; spec.hostname;
+ * a name cut to 63 characters).
+ */
+export function identityMayBeShared(pod: Pod | undefined, scheme: IdentityScheme): boolean {
+  return scheme === 'node-name' || (pod !== undefined && podHostname(pod) !== pod.metadata?.name);
 }
 
 export type ContainerPhase = 'running' | 'waiting' | 'terminated' | 'unknown' | 'pod-gone';
@@ -283,14 +317,18 @@ export function decideHandover(input: DecideInput): HandoverDecision {
 
 /**
  * After a 409: the re-read Lease says whether to try again, stop, or whether our own write
- * landed (a retried write whose first response was lost): then it is what we wrote.
+ * landed (a retried write whose first response was lost): then it is what we wrote. `read` is
+ * given when the identity may be shared (identityMayBeShared): still ours but renewed since that
+ * read (made after our leader stopped), somebody else renews under our identity — never write
+ * over that. (A unique identity renewed meanwhile was our stopped leader's late write: retry.)
  */
 export function afterConflict(
   fresh: Lease | undefined,
   identity: string,
   scheme: IdentityScheme,
   wrote?: Lease,
-): 'retry' | 'stop' | 'landed' {
+  read?: Lease,
+): 'retry' | 'stop' | 'landed' | 'renewed' {
   if (
     wrote &&
     fresh?.spec &&
@@ -300,7 +338,8 @@ export function afterConflict(
     fresh.spec.preferredHolder === wrote.spec?.preferredHolder
   )
     return 'landed';
-  return isOwnIdentity(fresh?.spec?.holderIdentity, identity, scheme) ? 'retry' : 'stop';
+  if (!isOwnIdentity(fresh?.spec?.holderIdentity, identity, scheme)) return 'stop';
+  return read?.spec && fresh?.spec?.renewTime !== read.spec.renewTime ? 'renewed' : 'retry';
 }
 
 export type VerifyState = 'pending' | 'renewed' | 'taken-by-other' | 'acquired';

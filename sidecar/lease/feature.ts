@@ -17,6 +17,8 @@ import {
   chooseSuccessor,
   containerPhase,
   decideHandover,
+  identityMayBeShared,
+  identitySharers,
   isOwnIdentity,
   LEASE_EVENT_REASONS,
   type LeaseRef,
@@ -39,6 +41,7 @@ export type Outcome =
   | 'leader-still-running'
   | 'lease-missing'
   | 'observed'
+  | 'identity-shared'
   | 'api-failed';
 
 export interface LeaseResult {
@@ -325,18 +328,48 @@ export class LeaseHandover implements Feature {
     });
   }
 
-  private async successor(settings: LeaseSettings, deadline: number) {
+  /** The successor candidates: the pods of the own namespace the selector names (none without one). */
+  private async candidatePods(settings: LeaseSettings, deadline: number): Promise<Pod[]> {
+    if (!settings.successorSelector) return [];
     const config = this.ctx.config;
-    const pods = settings.successorSelector
-      ? ((
-          await this.call('list successor pods', deadline, () =>
-            this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
-              query: { labelSelector: settings.successorSelector },
-              timeoutMs: 5_000,
-            }),
-          )
-        ).items ?? [])
-      : [];
+    const list = await this.call('list successor pods', deadline, () =>
+      this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
+        query: { labelSelector: settings.successorSelector },
+        timeoutMs: 5_000,
+      }),
+    );
+    return list.items ?? [];
+  }
+
+  /**
+   * The pods that might write this pod's identity: the candidates; without a selector, the pods of
+   * the own namespace on this node with the own pod's controller (all of them if it is unknown).
+   */
+  private async sharerPool(settings: LeaseSettings, candidates: Pod[], deadline: number): Promise<Pod[]> {
+    if (settings.successorSelector) return candidates;
+    const config = this.ctx.config;
+    const list = await this.call('list pods on this node', deadline, () =>
+      this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
+        query: { fieldSelector: `spec.nodeName=${config.nodeName}` },
+        timeoutMs: 5_000,
+      }),
+    );
+    const controller = (p: Pod | undefined) => p?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
+    const own = controller(this.ctx.drain.pod);
+    return (list.items ?? []).filter((p) => own === undefined || controller(p) === own);
+  }
+
+  /** The Lease is left to a pod that shares this pod's identity (surge rollout under node-name). */
+  private async leftToSharer(key: string, detail: string): Promise<LeaseResult> {
+    const msg = `Lease ${key} left alone: ${detail}`;
+    this.ctx.log.warn({ lease: key }, msg);
+    await this.ctx.events.record(ownPod(this.ctx.config), 'Normal', LEASE_EVENT_REASONS.identityShared, msg);
+    return { lease: key, outcome: 'identity-shared', detail: msg };
+  }
+
+  private async successor(settings: LeaseSettings, deadline: number, listed?: Pod[]) {
+    const config = this.ctx.config;
+    const pods = listed ?? (await this.candidatePods(settings, deadline));
     const nodes = new Map<string, Node>();
     const names = [...new Set(pods.map((p) => p.spec?.nodeName).filter((n): n is string => !!n))];
     await Promise.all(
@@ -465,7 +498,21 @@ export class LeaseHandover implements Feature {
         outcome: 'not-holder',
         detail: `held by ${lease.spec?.holderIdentity || 'nobody'}`,
       };
-    const choice = await this.successor(settings, deadline);
+    // Another live pod writing this same identity may be the holder, renewing: never replace or
+    // release it (it would lead on, next to the successor, until its RenewDeadline).
+    const candidates = await this.candidatePods(settings, deadline);
+    const sharers = identitySharers(
+      config.podName,
+      own,
+      await this.sharerPool(settings, candidates, deadline),
+      settings.identityScheme,
+    );
+    if (sharers.length > 0)
+      return await this.leftToSharer(
+        key,
+        `its holder ${lease.spec?.holderIdentity} is also the identity (${settings.identityScheme}) of ${sharers.join(', ')} on this node, which may be renewing it; that pod leads on, or the Lease expires`,
+      );
+    const choice = await this.successor(settings, deadline, candidates);
     const decision = decideHandover({
       lease,
       identity: own,
@@ -496,7 +543,19 @@ export class LeaseHandover implements Feature {
     } catch (e) {
       if (!isApiError(e, 409)) throw e;
       const fresh = await this.read(ref, deadline);
-      const next = afterConflict(fresh, own, settings.identityScheme, decision.lease);
+      const shareable = identityMayBeShared(this.ctx.drain.pod, settings.identityScheme);
+      const next = afterConflict(
+        fresh,
+        own,
+        settings.identityScheme,
+        decision.lease,
+        shareable ? lease : undefined,
+      );
+      if (next === 'renewed')
+        return await this.leftToSharer(
+          key,
+          `renewed under this pod's identity ${own} (${settings.identityScheme}) after its leader container stopped: another live pod writes the same identity`,
+        );
       if (next === 'landed' && fresh) {
         // A retried write whose first answer was lost: the first one went through.
         this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');

@@ -8,6 +8,8 @@ import {
   chooseSuccessor,
   containerPhase,
   decideHandover,
+  identityMayBeShared,
+  identitySharers,
   isOwnIdentity,
   leaderStopped,
   leaseSettings,
@@ -339,6 +341,21 @@ t.test('after the write', async (t) => {
     t.equal(afterConflict(undefined, me, 'pod-name'), 'stop');
   });
 
+  t.test(
+    '409 with the Lease renewed under our identity after we read it: another pod shares it; stop',
+    async (t) => {
+      const read = structuredClone(skupper);
+      const renewed = structuredClone(skupper);
+      renewed.spec!.renewTime = '2030-01-01T00:00:00.000000Z';
+      t.equal(afterConflict(renewed, me, 'pod-name', undefined, read), 'renewed');
+      t.equal(
+        afterConflict(structuredClone(skupper), me, 'pod-name', undefined, read),
+        'retry',
+        'unchanged: retry',
+      );
+    },
+  );
+
   t.test('409 after a retried write whose answer was lost: it landed, not "holder changed"', async (t) => {
     const d = decide(skupper, me, 'skupper-router-2-x', { nowMs: 1e12 });
     t.equal(d.action, 'replace');
@@ -371,4 +388,46 @@ t.test('after the write', async (t) => {
     );
     t.equal(verifyProgress(written, undefined, 'release').state, 'pending');
   });
+});
+
+t.test('identity shared with another live pod (surge rollout under node-name)', async (t) => {
+  const on = (name: string, node: string, more: Partial<Pod> = {}): Pod => ({
+    metadata: { name, ...more.metadata },
+    spec: { nodeName: node, ...more.spec },
+    status: { phase: 'Running', ...more.status },
+  });
+  const self = on('vip-old', 'n1');
+  const surge = on('vip-new', 'n1', { status: { phase: 'Pending' } });
+  const elsewhere = on('vip-b', 'n2');
+  const done = on('vip-older', 'n1', { status: { phase: 'Succeeded' } });
+  const leaving = on('vip-leaving', 'n1', { metadata: { deletionTimestamp: '2026-11-24T00:00:00Z' } });
+  const pods = [self, surge, elsewhere, done, leaving];
+  t.strictSame(
+    identitySharers('vip-old', 'n1', pods, 'node-name'),
+    ['vip-new', 'vip-leaving'],
+    'every other pod on the node that may still run, Ready or not, terminating or not',
+  );
+  t.strictSame(identitySharers('vip-old', 'vip-old', pods, 'pod-name'), [], 'pod names are unique');
+  const host = on('speaker-x', 'n1', { spec: { nodeName: 'n1', hostNetwork: true } });
+  t.strictSame(
+    identitySharers(
+      'speaker-y',
+      'n1',
+      [host, on('speaker-y', 'n1', { spec: { nodeName: 'n1', hostNetwork: true } })],
+      'pod-name',
+    ),
+    ['speaker-x'],
+    "on the host network a pod's hostname is its node's",
+  );
+  t.strictSame(
+    identitySharers('vip-old', '', pods, 'node-name'),
+    [],
+    'an unknown identity is shared with nobody',
+  );
+  t.ok(identityMayBeShared(self, 'node-name'));
+  t.notOk(
+    identityMayBeShared(self, 'pod-name'),
+    'a pod name is unique: a renew under it was our own late write',
+  );
+  t.ok(identityMayBeShared(host, 'pod-name'));
 });

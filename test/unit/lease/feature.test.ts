@@ -26,8 +26,11 @@ function podWith(name: string, node: string, leader: 'running' | 'terminated'): 
   };
 }
 
-/** A scripted API: GET/PUT of one Lease, a pod list, and failures queued per method. */
-function fakeApi(holder: string) {
+/**
+ * A scripted API: GET/PUT of one Lease, a pod list (plus `morePods`), failures queued per method,
+ * and `onConflict`, run as a PUT is refused with 409 (the write that got in first).
+ */
+function fakeApi(holder: string, morePods: Pod[] = []) {
   let lease: Lease = {
     metadata: { name: 'skupper-site-leader', namespace: NS, resourceVersion: '1' },
     spec: {
@@ -49,6 +52,7 @@ function fakeApi(holder: string) {
     return lease;
   };
   const failures: Record<string, number[]> = { GET: [], PUT: [] };
+  const hooks: { onConflict?: () => void } = {};
   const fail = (m: string) => {
     const code = failures[m]?.shift();
     if (code !== undefined) throw new ApiError(m, LEASE_PATH, code, 'Injected', 'injected');
@@ -62,11 +66,14 @@ function fakeApi(holder: string) {
       }
       if (path.endsWith('/leases')) return { metadata: { resourceVersion: '1' }, items: [lease] };
       if (path.endsWith('/pods'))
-        return { items: [podWith('router-a', 'n1', 'terminated'), podWith('router-b', 'n2', 'running')] };
+        return {
+          items: [podWith('router-a', 'n1', 'terminated'), podWith('router-b', 'n2', 'running'), ...morePods],
+        };
       throw new ApiError('GET', path, 404, 'NotFound', 'no such object');
     },
     async replace(path: string, body: Lease) {
       calls.push(`PUT ${path}`);
+      if (failures.PUT?.[0] === 409) hooks.onConflict?.();
       fail('PUT');
       const written = write(body);
       // The successor renews right after a handover, as its elector's next retry would.
@@ -94,6 +101,9 @@ function fakeApi(holder: string) {
     client: client as unknown as KubeClient,
     calls,
     failures,
+    hooks,
+    /** Somebody renews the Lease as it stands (a new renewTime). */
+    renew: () => write({ ...lease, spec: { ...lease.spec, renewTime: '2026-01-01T00:00:05.000000Z' } }),
     lease: () => lease,
     watched: () => watchers.size > 0,
   };
@@ -139,6 +149,7 @@ function context(
     },
     /** The reasons of the Events recorded so far. */
     reasons: () => events.map((e) => e.reason),
+    events: () => events,
   };
 }
 
@@ -226,12 +237,47 @@ t.test('lease handover feature (scripted API)', async (t) => {
     };
     (ctx.drain as unknown as FakeDrain).pod = pod;
     const t0 = Date.now();
-    const r = await Promise.race([handover(), new Promise<undefined>((res) => setTimeout(() => res(undefined), 8_000))]);
+    const r = await Promise.race([
+      handover(),
+      new Promise<undefined>((res) => setTimeout(() => res(undefined), 8_000)),
+    ]);
     t.ok(r, 'the handover ended within 8 s');
     t.equal(r?.outcome, 'api-failed');
     t.ok(Date.now() - t0 < 3_000, `ended ${Date.now() - t0} ms after termination, before the 3 s kill`);
     t.strictSame(reasons(), ['LeaseHandoverFailed']);
   });
+
+  t.test(
+    'node-name: another live pod on this node shares the identity (surge rollout): the Lease is left alone',
+    async (t) => {
+      const surge = podWith('router-c', 'n1', 'running');
+      const api = fakeApi('n1', [surge]);
+      const { handover, reasons, events } = context(api, 'terminated', {
+        DRAINGUARD_IDENTITY_SCHEME: 'node-name',
+      });
+      const r = await handover();
+      t.equal(r?.outcome, 'identity-shared');
+      t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 0, 'no Lease write');
+      t.equal(api.lease().spec?.holderIdentity, 'n1');
+      t.strictSame(reasons(), ['LeaseIdentityShared']);
+      t.match(events()[0]?.message, /Lease site-a\/skupper-site-leader left alone: .*n1.* router-c/);
+    },
+  );
+
+  t.test(
+    'a 409 because the Lease was renewed under our identity meanwhile: stop, never write over it',
+    async (t) => {
+      const api = fakeApi('n1');
+      api.failures.PUT = [409];
+      api.hooks.onConflict = () => api.renew();
+      const { handover, reasons } = context(api, 'terminated', { DRAINGUARD_IDENTITY_SCHEME: 'node-name' });
+      const r = await handover();
+      t.equal(r?.outcome, 'identity-shared');
+      t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 1, 'the refused write only');
+      t.equal(api.lease().spec?.holderIdentity, 'n1');
+      t.strictSame(reasons(), ['LeaseIdentityShared']);
+    },
+  );
 
   t.test('returns from prestop at once', async (t) => {
     const api = fakeApi('router-a');
