@@ -4,9 +4,9 @@
 // identity — the sibling goes on leading, and a successor named elsewhere would lead too until the
 // sibling's RenewDeadline: two leaders. Real API server, client-go candidate simulators, sidecars
 // as processes, the kubelet stand-in.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
-import { LeaseScene } from '../../../lab/bed/lease-scene.ts';
+import { LeaseScene, type PodOptions } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { handoverResult } from './routers.ts';
 
@@ -30,19 +30,25 @@ const NODE_NAME = {
   DRAINGUARD_VERIFY_SECONDS: '3',
 };
 
+/** Nodes a and b; `pod(name, node)` describes a kube-vip-like pod whose identity is its node's name. */
+async function kubeVipScene(t: Test) {
+  const w = await LeaseScene.create(cp, { nodes: ['a', 'b'], lease: 'vip-leader', sim: SIM });
+  t.teardown(() => w.cleanup());
+  const pod = (name: string, node: string): PodOptions => ({
+    name,
+    node,
+    identity: w.node(node),
+    labels: { app: 'kube-vip' },
+    leaderContainer: 'kube-vip',
+    sidecar: NODE_NAME,
+  });
+  return { w, pod };
+}
+
 t.test(
   'surge rollout under node-name: the old pod leaves the Lease to the new pod on its node; never two leaders',
   async (t) => {
-    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'], lease: 'vip-leader', sim: SIM });
-    t.teardown(() => w.cleanup());
-    const pod = (name: string, node: string) => ({
-      name,
-      node,
-      identity: w.node(node),
-      labels: { app: 'kube-vip' },
-      leaderContainer: 'kube-vip',
-      sidecar: NODE_NAME,
-    });
+    const { w, pod } = await kubeVipScene(t);
     const old = await w.addPod(pod('vip-a-old', 'a'));
     await w.waitLeading('vip-a-old');
     await w.addPod(pod('vip-b', 'b'));
@@ -79,16 +85,7 @@ t.test(
 t.test(
   'node-name with no other pod on the node: the Lease still goes to the pod on the other node',
   async (t) => {
-    const w = await LeaseScene.create(cp, { nodes: ['a', 'b'], lease: 'vip-leader', sim: SIM });
-    t.teardown(() => w.cleanup());
-    const pod = (name: string, node: string) => ({
-      name,
-      node,
-      identity: w.node(node),
-      labels: { app: 'kube-vip' },
-      leaderContainer: 'kube-vip',
-      sidecar: NODE_NAME,
-    });
+    const { w, pod } = await kubeVipScene(t);
     const a = await w.addPod(pod('vip-a', 'a'));
     await w.waitLeading('vip-a');
     const b = await w.addPod(pod('vip-b', 'b'));
