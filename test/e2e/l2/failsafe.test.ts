@@ -1,8 +1,9 @@
 // The fail-safe end to end (issue 22): real API server, real network namespaces, speaker
 // simulators on the wire, the sidecar in each node namespace. A fail-safe never overturns a
 // refused handover; it drops only ARP in MetalLB's pools, so a macvlan pod on the fenced link keeps
-// its neighbours; and after it the memberlist cut is lifted only once the exclude label has
-// reached a new owner whose Node view lags.
+// its neighbours; and once it fired, its fence and memberlist cut stay until the drain ends, so a
+// new owner whose Node view lags (8 s here: longer than the 5 s margin the cut once had) never
+// re-elects the fenced node; the drain's end removes the fence, then the label.
 import t from 'tap';
 import { createL2Scene, killWait, type L2Scene, macsIn, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
 import { createNamespace } from '../../../lab/bed/netns.ts';
@@ -14,6 +15,8 @@ import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 const T = { timeoutMs: 30_000, intervalMs: 50 };
 /** The probe's interval: every no-answer round is 50 ms of a dark VIP. */
 const ROUND_MS = 50;
+/** How late the lagging new owner's Node view is: longer than the 5 s margin the cut once had. */
+const LAG_MS = 8_000;
 
 /** The longest run of rounds nobody answered, in ms. */
 function longestDark(rounds: ProbeRound[]): number {
@@ -21,6 +24,17 @@ function longestDark(rounds: ProbeRound[]): number {
   let worst = 0;
   for (const r of rounds) {
     run = r.macs.length === 0 ? run + 1 : 0;
+    worst = Math.max(worst, run);
+  }
+  return worst * ROUND_MS;
+}
+
+/** The longest run of rounds answered by more than one MAC, in ms. */
+function longestDual(rounds: ProbeRound[]): number {
+  let run = 0;
+  let worst = 0;
+  for (const r of rounds) {
+    run = r.macs.length > 1 ? run + 1 : 0;
     worst = Math.max(worst, run);
   }
   return worst * ROUND_MS;
@@ -181,7 +195,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
   );
 
   t.test(
-    'after a fail-safe the memberlist cut stays until the exclude label has spread: a new owner whose Node view lags 3 s never leaves the VIP dark',
+    `after a fail-safe the fence and memberlist cut stay until the drain ends: a new owner whose Node view lags ${LAG_MS / 1000} s never leaves the VIP dark; the drain's end removes fence, cut and label`,
     async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(names.filter((n) => n !== a));
@@ -195,25 +209,33 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
         // The peers declare node-a dead and node-b takes over.
         await w.answeredOnlyBy(b);
-        w.speakers.get(b)?.send('node-lag 3000');
+        w.speakers.get(b)?.send(`node-lag ${LAG_MS}`);
         const probe = w.startProbe(ROUND_MS, (r) => rounds.push(r));
         try {
           await restoreApi(a);
           restored = true;
           await waitFor(
-            'handed over again, fenced without the memberlist cut',
+            'handed over again and confirmed',
             async () => {
               const s = await status(a);
-              return s.phase === 'fenced' && !s.memberlistCut;
+              return s.phase === 'fenced' && s.handedTo?.['web/www'] === b;
             },
             { ...T, timeoutMs: 60_000 },
           );
-          // Past the lag after the cut is lifted: node-b sees node-a alive again meanwhile.
+          // Past node-b's lag: had the cut been lifted, node-b would hear node-a alive again while
+          // its Node view still shows node-a not excluded, and re-elect it into its fence.
           const seen = rounds.length;
-          await waitFor('4 s more probing', () => rounds.length >= seen + 80, T);
+          await waitFor(
+            `${(LAG_MS + 2_000) / 1000} s more probing`,
+            () => rounds.length >= seen + (LAG_MS + 2_000) / ROUND_MS,
+            { ...T, timeoutMs: LAG_MS + 30_000 },
+          );
         } finally {
           await killWait(probe, 'SIGKILL');
         }
+        t.comment(
+          `API back with node-b lagging ${LAG_MS} ms: worst dark ${longestDark(rounds)} ms, worst dual ${longestDual(rounds)} ms over ${rounds.length} rounds of ${ROUND_MS} ms`,
+        );
         t.ok(
           longestDark(rounds) <= 1000,
           `the VIP is never dark for more than 1 s (worst ${longestDark(rounds)} ms over ${rounds.length} rounds)`,
@@ -222,10 +244,55 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
           rounds.slice(-20).some((r) => r.macs.includes(mac(a))),
           'the fenced node is not heard at the end',
         );
+        t.match(
+          await status(a),
+          {
+            phase: 'fenced',
+            memberlistCut: true,
+            failsafeDrop: 'pools',
+            failsafeKept: /until the drain ends/,
+          },
+          'the cut is still on, and the status says why',
+        );
+        t.match(
+          await w.nft(a, ['list', 'ruleset']),
+          /th dport @memberlist/,
+          'the memberlist cut is installed',
+        );
+        t.ok(await labelled(a), 'the exclude label is on');
+        t.ok(
+          (await events('L2HandoverConfirmed')).some((m) =>
+            m.includes('fail-safe fence and memberlist cut kept until the drain ends'),
+          ),
+          'the Event says the cut is kept and why',
+        );
       } finally {
         if (!restored) await restoreApi(a);
         w.speakers.get(b)?.send('node-lag 0');
       }
+      // The drain ends (the pod replaced by one that is not going away, the node schedulable):
+      // the fence and its cut first, the label once memberlist had time to rejoin.
+      const undo: ProbeRound[] = [];
+      const probe = w.startProbe(ROUND_MS, (r) => undo.push(r));
+      try {
+        await freshSidecar(a);
+        await waitFor('fence and cut removed', async () => !(await fenceTable(a)), T);
+        t.ok(await labelled(a), 'the label outlives the fence (memberlist rejoins meanwhile)');
+        await waitFor('label removed', async () => !(await labelled(a)), T);
+        await waitFor('idle', async () => (await status(a)).phase === 'idle', T);
+        await w.answeredOnlyBy(a);
+      } finally {
+        await killWait(probe, 'SIGKILL');
+      }
+      t.comment(
+        `drain over: worst dark ${longestDark(undo)} ms, worst dual ${longestDual(undo)} ms over ${undo.length} rounds`,
+      );
+      t.ok(
+        longestDark(undo) <= 1000,
+        `never dark for more than 1 s while undone (worst ${longestDark(undo)} ms)`,
+      );
+      t.notOk((await status(a)).memberlistCut);
+      t.ok((await events('L2HandoverUndone')).length > 0, 'L2HandoverUndone');
     },
   );
 });
