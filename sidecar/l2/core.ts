@@ -557,7 +557,8 @@ function fenced(memory: L2Memory, turn: Turn): L2Memory {
  * known again) the fail-safe ends: the handover is decided again from scratch — eligibility per
  * service on fresh reads, the services announced now (not a Service deleted meanwhile, nor the
  * "(from fence)" guess of a restart without the Node annotation), a new budget and settle time
- * from the label. The fail-safe fence stays until that decision fences, refuses or gives up.
+ * from the label. The fail-safe fence stays: removed if that decision refuses or gives up, kept
+ * until the drain ends once it confirms (FAILSAFE_KEPT).
  */
 function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
   const { observation, now } = turn;
