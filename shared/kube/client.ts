@@ -151,6 +151,12 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Return the body as text instead of parsing JSON (/readyz, /version-like endpoints). */
   text?: boolean;
+  /**
+   * Hand a 2xx body's text to this as it arrives (UTF-8 chunks of up to 64 KiB) instead of holding
+   * it whole; the request then resolves undefined. For lists of thousands of objects
+   * (paged-list.ts): no buffer of a whole page. A throw ends the request (BadResponse).
+   */
+  onText?: (chunk: string) => void;
 }
 
 export interface WatchEvent<T> {
@@ -297,6 +303,24 @@ export class KubeClient {
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
         (res) => {
+          const code0 = res.statusCode ?? 0;
+          const { onText } = opts;
+          if (onText && code0 >= 200 && code0 < 300) {
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => {
+              try {
+                onText(c);
+              } catch (e) {
+                req.destroy();
+                reject(new ApiError(method, url.pathname, code0, 'BadResponse', (e as Error).message));
+              }
+            });
+            res.on('error', (e) =>
+              reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)),
+            );
+            res.on('end', () => resolve(undefined as T));
+            return;
+          }
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('error', (e) => reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)));
