@@ -27,6 +27,13 @@ const speaker = (n: string): Pod => ({
   status: { conditions: ready },
 });
 
+/** A body as the client hands it over: streamed in small chunks when asked to (onText). */
+function streamed(text: string, opts: { onText?: (chunk: string) => void }): string | undefined {
+  if (!opts.onText) return text;
+  for (let i = 0; i < text.length; i += 97) opts.onText(text.slice(i, i + 97));
+  return undefined;
+}
+
 type Emit = (ev: { type: string; object: KubeObject }) => void;
 
 /**
@@ -60,7 +67,7 @@ function wideApi(names: string[]) {
     });
   };
   const client = {
-    async get(path: string, opts: { query?: Record<string, unknown> } = {}) {
+    async get(path: string, opts: { query?: Record<string, unknown>; onText?: (c: string) => void } = {}) {
       const base = path.split('?')[0] as string;
       const q = opts.query ?? {};
       api.calls.push(
@@ -69,8 +76,8 @@ function wideApi(names: string[]) {
       if (api.down) throw new ApiError('GET', path, 503, 'ServiceUnavailable', 'down');
       if (api.forbidden.has(base)) throw new ApiError('GET', path, 403, 'Forbidden', 'nodes is forbidden');
       if (q.continue && api.held) await api.held;
-      if (base === '/api/v1/nodes') return page(api.nodes, q);
-      if (base === '/api/v1/namespaces/metallb-system/pods') return page(api.pods, q);
+      if (base === '/api/v1/nodes') return streamed(page(api.nodes, q), opts);
+      if (base === '/api/v1/namespaces/metallb-system/pods') return streamed(page(api.pods, q), opts);
       if (base.startsWith('/apis/discovery.k8s.io/v1beta1/'))
         return {
           items: [
