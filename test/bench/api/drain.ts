@@ -45,12 +45,19 @@ export interface DrainResult {
   fence_s: number | null;
   /** The last phase the annotation showed. */
   last_phase: string | null;
+  /** Whether the bench confirmed as MetalLB (DRAIN_CONFIRM). */
+  confirmed: boolean;
   exited: string | null;
   memory_limit: string;
   memory_cgroup: boolean;
 }
 
 const METALLB_NS = NAMESPACES['metallb-speaker'];
+/**
+ * DRAIN_CONFIRM=0: nobody takes the VIP over, so the handover runs its whole budget (then gives
+ * up) and reads everything it reads in a long handover: the worst case for its memory and lists.
+ */
+const CONFIRM = process.env.DRAIN_CONFIRM !== '0';
 const SPEAKER_DAEMONSET = {
   apiVersion: 'apps/v1',
   kind: 'DaemonSet',
@@ -196,7 +203,7 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
           .catch(() => undefined);
         const phase = parseL2State(n?.metadata?.annotations?.[L2_STATE_ANNOTATION])?.phase;
         lastPhase = phase ?? lastPhase;
-        if (phase === 'awaiting-confirmation' && !tookOver) {
+        if (phase === 'awaiting-confirmation' && !tookOver && CONFIRM) {
           // MetalLB on another node takes the VIP over: its ServiceL2Status.
           tookOver = true;
           await announce(client, made[1]!);
@@ -225,6 +232,7 @@ export async function drainOnce(s: DrainSetup, made: string[], total: number): P
         .length,
       fence_s: fencedAt === undefined ? null : Math.round((fencedAt - t0) / 100) / 10,
       last_phase: lastPhase,
+      confirmed: tookOver,
       exited,
       memory_limit: inj.memoryLimit,
       memory_cgroup: cgroup !== undefined,
