@@ -10,7 +10,7 @@ import t from 'tap';
 import YAML from 'yaml';
 import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { CHART, HELMS, parseDocs, run, tool } from '../../unit/helm/render.ts';
+import { CHART, CHART_KINDS, HELMS, parseDocs, releaseObjects, run, tool } from '../../unit/helm/render.ts';
 
 let cp: ControlPlane;
 
@@ -123,28 +123,15 @@ const audit = (): AuditEvent[] =>
     .filter(Boolean)
     .map((l) => JSON.parse(l) as AuditEvent);
 
-// Everything the chart makes, namespaced and cluster-scoped, by the label helm's install carries.
+// Everything the chart makes, the custom resources included.
 const KINDS = [
-  'mutatingwebhookconfigurations',
-  'priorityclasses',
-  'clusterroles',
-  'clusterrolebindings',
-  'deployments',
-  'daemonsets',
-  'services',
-  'serviceaccounts',
-  'secrets',
-  'roles',
-  'rolebindings',
-  'poddisruptionbudgets',
-  'networkpolicies',
-  'configmaps',
+  ...CHART_KINDS,
   'issuers.cert-manager.io',
   'certificates.cert-manager.io',
   'podmonitors.monitoring.coreos.com',
   'servicemonitors.monitoring.coreos.com',
   'prometheusrules.monitoring.coreos.com',
-].join(',');
+];
 
 for (const [label, name] of Object.entries(HELMS)) {
   t.test(`${label}: install, upgrade, uninstall on the 1.20 API server leaves nothing behind`, async (t) => {
@@ -172,15 +159,7 @@ for (const [label, name] of Object.entries(HELMS)) {
     t.equal(manifest.code, 0, manifest.stderr);
     const installed = parseDocs(manifest.stdout);
     t.equal(installed.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
-    const listed = await cp.kubectl([
-      'get',
-      KINDS,
-      '-A',
-      '-l',
-      'app.kubernetes.io/instance=drainguard',
-      '-o',
-      'name',
-    ]);
+    const listed = await cp.kubectl(releaseObjects(KINDS));
     t.equal(listed.code, 0, listed.stderr);
     t.equal(
       listed.stdout.trim().split('\n').length,
@@ -210,15 +189,7 @@ for (const [label, name] of Object.entries(HELMS)) {
     const before = audit().length;
     const uninstall = helm(bin, ['uninstall', 'drainguard', '-n', ns]);
     t.equal(uninstall.code, 0, uninstall.stderr);
-    const left = await cp.kubectl([
-      'get',
-      KINDS,
-      '-A',
-      '-l',
-      'app.kubernetes.io/instance=drainguard',
-      '-o',
-      'name',
-    ]);
+    const left = await cp.kubectl(releaseObjects(KINDS));
     t.equal(left.stdout.trim(), '', `left behind:\n${left.stdout}`);
     const mwc = await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'drainguard']);
     t.match(mwc.stderr, /NotFound/, 'no MutatingWebhookConfiguration that would refuse pods');

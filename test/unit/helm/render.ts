@@ -117,3 +117,32 @@ export function normalise(objs: Obj[]): Obj[] {
 }
 
 export const names = (objs: Obj[]) => objs.map(sortKey).sort();
+
+/** Every kind the chart makes, namespaced and cluster-scoped (`kubectl get` form). */
+export const CHART_KINDS = [
+  'mutatingwebhookconfigurations',
+  'priorityclasses',
+  'clusterroles',
+  'clusterrolebindings',
+  'deployments',
+  'daemonsets',
+  'services',
+  'serviceaccounts',
+  'secrets',
+  'roles',
+  'rolebindings',
+  'poddisruptionbudgets',
+  'networkpolicies',
+  'configmaps',
+];
+
+/** kubectl arguments listing what a release named drainguard has in a cluster (helm's instance label). */
+export const releaseObjects = (kinds: string[] = CHART_KINDS) => [
+  'get',
+  kinds.join(','),
+  '-A',
+  '-l',
+  'app.kubernetes.io/instance=drainguard',
+  '-o',
+  'name',
+];
