@@ -68,3 +68,42 @@ t.test(
     );
   },
 );
+
+t.test(
+  'a fenced interface that vanishes later (a NIC unplugged, a VLAN deleted): the 30 s read-back reports it missing in status and a Warning Event',
+  async (t) => {
+    const a = w.initialOwner;
+    const node = w.bed.node(a);
+    await w.cordon(a, false);
+    await statusIn(w, a, 'idle');
+    await node.run(['ip', 'link', 'add', 'dgv9', 'type', 'veth', 'peer', 'name', 'dgv9p']);
+    await node.run(['ip', 'link', 'set', 'dgv9', 'up']);
+    await w.stopSidecar(a, 'SIGKILL');
+    await w.startSidecar(a, { DRAINGUARD_L2_INTERFACES: 'eth0,dgv9' });
+    await w.cordon(a, true);
+    t.strictSame((await statusIn(w, a)).interfaces, ['dgv9', 'eth0']);
+    t.strictSame((await netdevFence(w, a))?.interfaces, ['dgv9', 'eth0']);
+    const before = (await nodeEvents(w, 'L2FenceInterfacesMissing')).length;
+    await node.run(['ip', 'link', 'del', 'dgv9']);
+    const st = await waitFor(
+      'dgv9 reported missing',
+      async () => {
+        const s = await statusIn(w, a);
+        return s.missingInterfaces?.includes('dgv9') ? s : undefined;
+      },
+      { timeoutMs: 45_000, intervalMs: 250 },
+    );
+    t.strictSame(st.missingInterfaces, ['dgv9']);
+    const events = await nodeEvents(w, 'L2FenceInterfacesMissing');
+    t.ok(events.length > before, 'a new Warning Event');
+    t.ok(
+      events.some(
+        (e) =>
+          e.type === 'Warning' && /dgv9 named by drainguard\.io\/l2-interfaces not on node/.test(e.message),
+      ),
+      JSON.stringify(events),
+    );
+    await w.cordon(a, false);
+    await statusIn(w, a, 'idle');
+  },
+);
