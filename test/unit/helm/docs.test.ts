@@ -60,6 +60,9 @@ t.test(
     t.equal(webhookContainer(objs)?.image, 'drainguard:dev');
     t.equal(webhookContainer(objs)?.imagePullPolicy, 'Never');
     t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+    // The image is renamed by the name the overlays leave it under (README: kustomize edit set image).
+    t.match(block, /- name: ghcr\.io\/drainguard\/drainguard\n/);
+    t.match(readme, /kustomize edit set image\s+ghcr\.io\/drainguard\/drainguard=<registry>/);
     const overlay = run(tool('kubectl'), ['kustomize', join(ROOT, 'manifests', 'overlays', 'self-managed')]);
     t.strictSame(names(objs), names(parseDocs(overlay.stdout)));
   },
