@@ -109,6 +109,20 @@ t.test(
       );
       await assertHealthy(t, a);
       t.equal(await a.metric(/^drainguard_lease_synced\{/), 0);
+      // A refusal is a configuration error, not an outage: "API down" (which arms the L2 fail-safe)
+      // stays off, and the log says what to fix. Read after a retried 403, the last API result.
+      await waitFor(
+        'the Lease read refused twice',
+        async () => ((await a.metric(/^drainguard_api_errors_total\{code="403"\}/)) ?? 0) >= 2,
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      t.equal(await a.metric(/^drainguard_api_view_synced /), 1, 'a 403 does not count as API down');
+      t.ok(
+        a.find(
+          (l) => l.msg === 'API refused a request: a configuration error, not an outage' && l.code === 403,
+        ),
+        'the refusal logged as a configuration error',
+      );
       await setLeaseVerbs(w, true);
       await w.waitSidecarsReady(40_000);
       // Taken away again during the handover: the sidecar backs off until it is restored.
