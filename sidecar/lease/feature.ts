@@ -347,6 +347,8 @@ export class LeaseHandover implements Feature {
    */
   private async sharerPool(settings: LeaseSettings, candidates: Pod[], deadline: number): Promise<Pod[]> {
     if (settings.successorSelector) return candidates;
+    // A unique identity (a pod's own name) is nobody else's: no read needed.
+    if (!identityMayBeShared(this.ctx.drain.pod, settings.identityScheme)) return [];
     const config = this.ctx.config;
     const list = await this.call('list pods on this node', deadline, () =>
       this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {

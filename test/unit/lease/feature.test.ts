@@ -264,6 +264,27 @@ t.test('lease handover feature (scripted API)', async (t) => {
     },
   );
 
+  t.test('node-name without a successor selector: the pods on this node are looked at', async (t) => {
+    const env = {
+      DRAINGUARD_PROFILE: 'lease',
+      DRAINGUARD_GUARDED_CONTAINER: 'kube-adaptor',
+      DRAINGUARD_IDENTITY_SCHEME: 'node-name',
+    };
+    const shared = fakeApi('n1', [podWith('router-c', 'n1', 'running')]);
+    t.equal((await context(shared, 'terminated', env).handover())?.outcome, 'identity-shared');
+    t.ok(
+      shared.calls.some((c) => c.startsWith(`GET /api/v1/namespaces/${NS}/pods`)),
+      "the node's pods were read",
+    );
+    t.equal(shared.calls.filter((c) => c.startsWith('PUT')).length, 0);
+    const alone = fakeApi('n1');
+    t.equal(
+      (await context(alone, 'terminated', env).handover())?.outcome,
+      'released',
+      'no sibling: as before',
+    );
+  });
+
   t.test(
     'a 409 because the Lease was renewed under our identity meanwhile: stop, never write over it',
     async (t) => {
