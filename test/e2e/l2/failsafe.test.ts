@@ -208,7 +208,14 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         const summary = (await res.json()) as Record<string, { outcome?: string }>;
         t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
         // The peers declare node-a dead and node-b takes over.
-        await w.answeredOnlyBy(b);
+        await w.answeredOnlyBy(b).catch(async (e: unknown) => {
+          // Who answers instead (a flake once: the peers had not taken over within 20 s).
+          const macs = (await w.probe(10)).map((r) => r.macs.join('+') || '-');
+          t.comment(
+            `after the fail-safe: ${macs.join(' ')}; a=${mac(a)} b=${mac(b)}; status ${JSON.stringify(await status(a))}`,
+          );
+          throw e;
+        });
         w.speakers.get(b)?.send(`node-lag ${LAG_MS}`);
         const probe = w.startProbe(ROUND_MS, (r) => rounds.push(r));
         try {
