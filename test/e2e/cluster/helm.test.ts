@@ -4,7 +4,8 @@
 //   a speaker DaemonSet under the service account the chart was NOT told about (`speaker`, with
 //   metallb.speakerServiceAccounts=[metallb-speaker]) is injected by namespace label and rollout
 //   restart, and its sidecar is refused by the API server: Debian's Prometheus, scraping that
-//   sidecar on its node and evaluating the chart's alerts file, fires DrainguardSidecarForbidden;
+//   sidecar on its node and the webhook over HTTPS and evaluating the chart's alerts file, fires
+//   DrainguardSidecarForbidden, then DrainguardWebhookDenials once the webhook refuses pods;
 //   helm upgrade with the value fixed (and the image spelt differently, so the webhook rolls) under
 //   steady admissions fails none, and the sidecars' view syncs;
 //   helm uninstall leaves nothing of the chart behind and pods are admitted again without the webhook.
@@ -150,10 +151,31 @@ t.test(
       const onA = refused.find((p) => p.spec.nodeName === 'node-a');
       if (!onA) throw new Error('no speaker pod on node-a');
 
-      // Debian's Prometheus on node-a scrapes that sidecar (as the PodMonitor would label it) and
-      // evaluates the chart's alerts file.
+      // Debian's Prometheus on node-a scrapes that sidecar and the webhook replicas (HTTPS, the CA
+      // from the Secret the PodMonitor names; labelled as the PodMonitors would) and evaluates the
+      // chart's alerts file.
       const dir = join(c.dir, 'prometheus');
       mkdirSync(dir, { recursive: true });
+      const ca = await c.k([
+        'get',
+        'secret',
+        '-n',
+        NS,
+        'drainguard-webhook-tls',
+        '-o',
+        'jsonpath={.data.ca\\.crt}',
+      ]);
+      writeFileSync(join(dir, 'ca.crt'), Buffer.from(ca, 'base64'));
+      const webhooks = (
+        await json<{ items: { metadata: { name: string }; status: { podIP: string } }[] }>([
+          'get',
+          'pods',
+          '-n',
+          NS,
+          '-l',
+          'app.kubernetes.io/component=webhook',
+        ])
+      ).items;
       writeFileSync(
         join(dir, 'prometheus.yml'),
         YAML.stringify({
@@ -168,6 +190,15 @@ t.test(
                   labels: { namespace: 'metallb-system', pod: onA.metadata.name, node: 'node-a' },
                 },
               ],
+            },
+            {
+              job_name: 'drainguard-webhook',
+              scheme: 'https',
+              tls_config: { ca_file: join(dir, 'ca.crt'), server_name: `drainguard-webhook.${NS}.svc` },
+              static_configs: webhooks.map((w) => ({
+                targets: [`${w.status.podIP}:8443`],
+                labels: { namespace: NS, pod: w.metadata.name },
+              })),
             },
           ],
         }),
@@ -213,6 +244,34 @@ t.test(
           (await alerts()).some((a) => a.labels.alertname === 'DrainguardL2HandoverRefused'),
           'a healthy alert stays silent',
         );
+        t.notOk(
+          (await alerts()).some((a) => a.labels.alertname === 'DrainguardWebhookDenials'),
+          'no denial yet, no webhook alert',
+        );
+        // A speaker pod without hostNetwork is refused by the webhook (the L2 profile needs the
+        // node's network): the webhook's scraped counter rises and the alert fires.
+        const refusedPod = JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            generateName: 'speaker-',
+            namespace: 'metallb-system',
+            labels: { app: 'metallb', component: 'speaker' },
+          },
+          spec: { containers: [{ name: 'speaker', image: LAB_IMAGE, args: IDLE_ARGS }] },
+        });
+        const denial = await waitFor(
+          'DrainguardWebhookDenials firing in Prometheus (a refused pod each poll)',
+          async () => {
+            const r = await c.kubectl(['create', '--dry-run=server', '-f', '-'], { input: refusedPod });
+            if (r.code === 0) throw new Error('a speaker pod without hostNetwork was admitted');
+            return (await alerts()).find(
+              (a) => a.labels.alertname === 'DrainguardWebhookDenials' && a.state === 'firing',
+            );
+          },
+          T,
+        );
+        t.equal(denial.labels.namespace, NS);
       } finally {
         prometheus.kill('SIGTERM');
       }
