@@ -220,6 +220,11 @@ export const initialMemory = (now: number): L2Memory => ({
 });
 
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+/** Candidates named in an Event: a few, then a count (among 5,000 Nodes a message must stay short). */
+export function someOf(names: readonly string[], shown = 5): string {
+  if (names.length <= shown) return names.join(', ');
+  return `${names.slice(0, shown).join(', ')} and ${names.length - shown} more`;
+}
 export const vipsOf = (services: ServiceVips[]) => [...new Set(services.flatMap((s) => s.ips))].sort();
 
 function mergeServices(a: ServiceVips[], b: ServiceVips[]): ServiceVips[] {
@@ -420,7 +425,7 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
     turn,
     'Normal',
     L2_EVENT_REASONS.started,
-    `${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${observation.otherCandidates.join(', ')}`,
+    `${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${someOf(observation.otherCandidates)}`,
   );
   return {
     ...enter(memory, 'labelled', now),
@@ -581,7 +586,7 @@ function failsafeFenced(memory: L2Memory, turn: Turn): L2Memory {
     turn,
     'Normal',
     L2_EVENT_REASONS.started,
-    `API back after the fail-safe, ${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${observation.otherCandidates.join(', ')} again; the fail-safe fence stays until then`,
+    `API back after the fail-safe, ${turn.why}: handing over VIPs ${vipsOf(services).join(', ') || '(none announced here)'} to one of ${someOf(observation.otherCandidates)} again; the fail-safe fence stays until then`,
   );
   return {
     ...enter(memory, 'labelled', now),

@@ -204,6 +204,7 @@ export class L2Handover implements Feature {
       handedTo: s.handedTo,
       fenced: s.fenced,
       interfaces: s.interfaces,
+      ...(this.missingInterfaces.length > 0 ? { missingInterfaces: this.missingInterfaces } : {}),
       waitedMs: this.ctx.clock.now() - started,
       ...(this.ctx.config.observeOnly ? { observeOnly: true } : {}),
     };

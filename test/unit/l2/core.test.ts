@@ -9,6 +9,7 @@ import {
   REJOIN_MS,
   resume,
   settled,
+  someOf,
   statusOf,
   step,
 } from '../../../sidecar/l2/core.ts';
@@ -362,6 +363,18 @@ t.test('no VIP announced here and nothing to confirm from: done at once, no sett
   const a = w.run({ now: T0 + 100 });
   t.strictSame(events(a), ['L2HandoverDone']);
   t.ok(settled(w.memory), '/prestop answers');
+});
+
+t.test('the L2HandoverStarted Event names a few candidates and counts the rest', async (t) => {
+  // Among 5,000 Nodes the message listed every one of them.
+  const many = Array.from({ length: 5_000 }, (_, i) => `node-${i}`);
+  const w = new World(obs({ otherCandidates: many }));
+  const started = w.run({ draining: true }).find((a) => a.kind === 'event');
+  t.match(started, { reason: 'L2HandoverStarted' });
+  const message = started?.kind === 'event' ? started.message : '';
+  t.match(message, /to one of node-0, node-1, node-2, node-3, node-4 and 4995 more$/);
+  t.ok(message.length < 200, `${message.length} characters`);
+  t.equal(someOf(['node-b', 'node-c']), 'node-b, node-c');
 });
 
 t.test('terminating pod triggers the handover too', async (t) => {

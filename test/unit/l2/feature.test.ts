@@ -381,10 +381,11 @@ t.test(
     t.match(done, /fence installed on eth0$/);
     t.notMatch(done, /ens9/, 'never "installed" on a device that is not there');
     t.match(w.api.status(), { phase: 'fenced', interfaces: ['eth0'], missingInterfaces: ['ens9'] });
+    t.match(await w.cap.prestop(), { phase: 'fenced', missingInterfaces: ['ens9'] }, '/prestop names it too');
 
-    // Uncordon: the fence and the complaint go.
+    // Uncordon: the fence and the complaint go (/prestop's extra pass is still queued).
     w.drain.set({ draining: false, drainReason: undefined });
-    for (let i = 0; i < 3; i++) await w.pass();
+    for (let i = 0; i < 5; i++) await w.pass();
     t.equal(w.api.status()?.phase, 'idle');
     t.equal(w.api.status()?.missingInterfaces, undefined);
   },
