@@ -28,11 +28,11 @@ t.test(
     );
     // Without drainguard the drained node answers until its link goes down (make bench-seed's
     // baseline: last answer 0.03 s before): the margin tells "left" from "went away with it".
-    // A todo until the sidecar stops trusting a stale API server: when its exclude-label write
-    // reaches the drained node's own API server, the write times out, cached reads clear "API
-    // down" before the 5 s grace, and the VIP stays until the node goes (seen 1 run in 2; the
-    // sidecar's log in docs/l2-handover.md). Remove the todos with that fix: then this test fails
-    // if the VIP stays on the drained node.
+    // A todo until the handover survives a stale API server: in 1 run of 2 the label was written
+    // but no peer took the VIP (their watches, by every sign, on the drained node's stale server),
+    // no confirmation came, and cached reads cleared "API down" before the 5 s fail-safe grace, so
+    // the VIP stayed until the node went (docs/l2-handover.md). Remove the todos with that fix:
+    // then this test fails if the VIP stays on the drained node.
     const staleDefect = 'issue 23 item 4: the sidecar on a stale API server (docs/l2-handover.md)';
     t.ok(
       p.silenced_s !== null && p.silenced_s < p.gone_at_s - 2,
