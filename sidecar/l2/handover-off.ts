@@ -115,8 +115,8 @@ export class L2HandoverOff implements Feature {
     const drain = ctx.drain.current;
     if ((drain.draining || drain.terminating) && !this.loggedDrain) {
       ctx.log.warn(
-        { drainReason: drain.drainReason, terminating: drain.terminating },
-        'node draining, L2 handover off (see why at start): nothing labelled, fenced or cut',
+        { drainReason: drain.drainReason, terminating: drain.terminating, why: this.why },
+        `node draining, L2 handover off (${ctx.config.speakerIgnoresExcludeLb ? '--ignore-exclude-lb' : 'bad DRAINGUARD_L2_INTERFACES'}): nothing labelled, fenced or cut`,
       );
       this.loggedDrain = true;
     }
