@@ -1,0 +1,71 @@
+// An API server whose etcd member is gone (issue 23) still answers reads from its watch cache at
+// once, with old data, and opens watches that stay silent, while consistent reads and writes time
+// out. So only consistent reads and writes tell "the API is up"; a cached answer must not clear
+// the "API down" that the failed writes set (the L2 fail-safe counts its grace from it).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { KubeClient, servedFromCache } from '../../../shared/kube/client.ts';
+
+t.test('servedFromCache: GETs with resourceVersion=0 only', async (t) => {
+  t.ok(servedFromCache({ query: { resourceVersion: '0' } }));
+  t.ok(servedFromCache({ method: 'GET', query: { resourceVersion: 0 } }));
+  t.notOk(servedFromCache({}), 'a consistent read');
+  t.notOk(
+    servedFromCache({ query: { resourceVersion: '12' } }),
+    'a read at a version is not a cache hint here',
+  );
+  t.notOk(servedFromCache({ method: 'PATCH', query: { resourceVersion: '0' } }), 'a write');
+});
+
+t.test(
+  'a stale server: cached lists and watch opens report nothing; consistent reads report up',
+  async (t) => {
+    const results: boolean[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.searchParams.get('watch') === '1') {
+        // Open and silent, as a stale server's watch is.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ metadata: { resourceVersion: '5' }, items: [] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const agent = new http.Agent();
+    const client = new KubeClient(
+      {
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apply: async () => ({ agent, headers: {} }),
+        close: () => agent.destroy(),
+      },
+      { onResult: (ok) => results.push(ok) },
+    );
+    t.teardown(() => {
+      client.close();
+      server.closeAllConnections();
+      server.close();
+    });
+    await client.get('/api/v1/nodes', { query: { resourceVersion: '0', fieldSelector: 'metadata.name=a' } });
+    t.strictSame(results, [], 'a list from the watch cache proves nothing');
+    const stop = new AbortController();
+    let opened = false;
+    const watching = client
+      .watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal, {
+        onOpen: () => {
+          opened = true;
+        },
+      })
+      .catch(() => undefined);
+    const deadline = Date.now() + 5_000;
+    while (!opened && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    t.ok(opened, 'the watch opened');
+    t.strictSame(results, [], 'an open (silent) watch proves nothing');
+    stop.abort();
+    await watching;
+    await client.get('/api/v1/nodes/a');
+    t.strictSame(results, [true], 'a consistent read does');
+  },
+);
