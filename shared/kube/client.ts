@@ -130,16 +130,6 @@ export function countsAsApiDown(err: ApiError | undefined): boolean {
   return err === undefined || err.retryable;
 }
 
-/**
- * Whether an answer came from the API server's watch cache (a read with resourceVersion=0): it says
- * nothing about etcd. An API server whose etcd member is gone still answers such reads at once with
- * old data while consistent reads and writes time out (docs/lab-cluster.md), so only consistent
- * reads and writes count as "the API is up"; failures of any request still count as down.
- */
-export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>): boolean {
-  return (opts.method ?? 'GET') === 'GET' && String(opts.query?.resourceVersion) === '0';
-}
-
 export const isApiError = (e: unknown, code?: number): e is ApiError =>
   e instanceof ApiError && (code === undefined || e.code === code);
 
@@ -271,7 +261,7 @@ export class KubeClient {
       if (this.lifetime?.aborted) throw this.abandoned(opts.method ?? 'GET', path);
       try {
         const result = await this.once<T>(path, opts);
-        if (!servedFromCache(opts)) this.onResult?.(true);
+        this.onResult?.(true);
         return result;
       } catch (e) {
         // Not an answer from the API server (credentials could not be obtained): nothing to retry.
@@ -445,8 +435,7 @@ export class KubeClient {
             });
             return;
           }
-          // Not a sign the API is up: a watch is served from the watch cache, and an API server
-          // whose etcd is gone still opens one and keeps it silent (servedFromCache).
+          this.onResult?.(true);
           onOpen?.();
           let buf = '';
           res.setEncoding('utf8');

@@ -29,12 +29,6 @@ export interface DrainWatcherOptions {
 }
 
 const REPLACED = 'pod re-created under the same name';
-/**
- * While the API counts as down, the own Node is read consistently this often until it answers:
- * answers from the watch cache do not count as "up" (servedFromCache), so without a consistent
- * read an idle sidecar would not notice the API is back.
- */
-export const PROBE_WHILE_DOWN_MS = 2_000;
 
 /**
  * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
@@ -53,8 +47,6 @@ export class DrainWatcher {
   pod: Pod | undefined;
   /** UID of a pod seen under the own name that is not the own pod (set once, for good). */
   private replacedBy: string | undefined;
-  private probing = false;
-  private readonly stopped = new AbortController();
 
   constructor(opts: DrainWatcherOptions) {
     this.opts = opts;
@@ -104,7 +96,6 @@ export class DrainWatcher {
   }
 
   async stop(): Promise<void> {
-    this.stopped.abort();
     await Promise.all([this.nodeInformer.stop(), this.podInformer.stop()]);
   }
 
@@ -150,28 +141,6 @@ export class DrainWatcher {
   apiResult(ok: boolean): void {
     const since = ok ? undefined : (this.state.apiDownSince ?? this.opts.clock.now());
     if (since !== this.state.apiDownSince) this.recompute({ since });
-    if (!ok) this.probeWhileDown();
-  }
-
-  /** A consistent GET of the own Node every PROBE_WHILE_DOWN_MS while the API counts as down. */
-  private probeWhileDown(): void {
-    if (this.probing || this.stopped.signal.aborted) return;
-    this.probing = true;
-    const { clock, client, nodeName } = this.opts;
-    const signal = this.stopped.signal;
-    void (async () => {
-      try {
-        while (this.state.apiDownSince !== undefined && !signal.aborted) {
-          await clock.sleep(PROBE_WHILE_DOWN_MS, signal);
-          if (this.state.apiDownSince === undefined || signal.aborted) break;
-          // No resourceVersion: read from etcd, so an answer proves the API is up (the client
-          // reports it); a failure keeps it down.
-          await client.get(`/api/v1/nodes/${nodeName}`, { timeoutMs: 2_000, signal }).catch(() => undefined);
-        }
-      } finally {
-        this.probing = false;
-      }
-    })();
   }
 
   private guardedStatus() {

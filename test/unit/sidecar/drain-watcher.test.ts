@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
-import { DrainWatcher, PROBE_WHILE_DOWN_MS } from '../../../sidecar/drain/watcher.ts';
+import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 
 type Push = (ev: { type: string; object: object }) => void;
 
@@ -139,33 +139,5 @@ t.test(
     // Before the watch shows it, the fresh read in goingAway() does.
     const fresh = watcher(scriptedApi(node, own, async () => other()).client, 'uid-own');
     t.strictSame(await fresh.goingAway(), { going: true, why: 'pod re-created under the same name' });
-  },
-);
-
-t.test(
-  'while the API counts as down the own Node is read consistently until it answers; then the probing stops',
-  async (t) => {
-    // Answers from the watch cache no longer clear "API down" (a stale API server gives them), so
-    // something must read consistently; before, nothing did and an idle sidecar stayed "down".
-    let reads = 0;
-    let answer = false;
-    let w: DrainWatcher | undefined;
-    const api = scriptedApi(node, pod(0, true), async () => {
-      reads++;
-      // As the real client does: a consistent answer reports the API up.
-      if (!answer) throw new Error('timeout');
-      w?.apiResult(true);
-      return node;
-    });
-    w = await syncedWatcher(t, api.client);
-    w.apiResult(false);
-    t.ok(w.current.apiDownSince !== undefined, 'down');
-    await waitFor('a probe', () => reads >= 1, { timeoutMs: 5_000 });
-    t.ok(w.current.apiDownSince !== undefined, 'a failed probe keeps it down');
-    answer = true;
-    await waitFor('up again', () => w?.current.apiDownSince === undefined, { timeoutMs: 6_000 });
-    const after = reads;
-    await new Promise((r) => setTimeout(r, PROBE_WHILE_DOWN_MS + 500));
-    t.equal(reads, after, 'no probe while the API is up');
   },
 );
