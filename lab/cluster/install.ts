@@ -65,6 +65,13 @@ export async function installNetfilterCleanup(c: Cluster): Promise<void> {
  * in that namespace (as the README says).
  */
 export async function installMetalLbBase(c: Cluster): Promise<void> {
+  await installMetalLbCrds(c);
+  await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
+  await c.k(['apply', '-k', join(REPO, 'manifests', 'sidecar-rbac', 'metallb-namespace')]);
+}
+
+/** MetalLB's namespace and its CRDs (IPAddressPool, L2Advertisement, ServiceL2Status). */
+export async function installMetalLbCrds(c: Cluster): Promise<void> {
   await c.k(['create', 'namespace', 'metallb-system']);
   // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
   for (const crd of ['ipaddresspool', 'l2advertisement', 'servicel2status'])
@@ -74,13 +81,16 @@ export async function installMetalLbBase(c: Cluster): Promise<void> {
       '-f',
       join(REPO, 'lab', 'sim', 'speaker', 'crds', `${crd}.yaml`),
     ]);
-  await c.k(['create', 'serviceaccount', '-n', 'metallb-system', 'speaker']);
-  await c.k(['apply', '-k', join(REPO, 'manifests', 'sidecar-rbac', 'metallb-namespace')]);
 }
 
 /** `kubectl apply -k` of the user's overlay, then the webhook rolled out and serving. */
 export async function installDrainguard(c: Cluster): Promise<void> {
   await c.k(['apply', '-k', writeOverlay(c.dir)]);
+  await webhookRolledOut(c);
+}
+
+/** Waits for the webhook Deployment's rollout (after an install or a change to it). */
+export async function webhookRolledOut(c: Cluster): Promise<void> {
   await c.k([
     'rollout',
     'status',

@@ -17,7 +17,7 @@ import { installApiVip, vipKubeconfig } from '../../../lab/cluster/api-vip.ts';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { memberList, memberRemove } from '../../../lab/cluster/etcd-cluster.ts';
 import { API_PORT, type ControlPlaneMember } from '../../../lab/cluster/ha-control-plane.ts';
-import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
+import { installDrainguard, installMetalLbBase, webhookRolledOut } from '../../../lab/cluster/install.ts';
 import { installSpeakers } from '../../../lab/cluster/metallb.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { type ApiRead, type SeedFigures, seedFigures } from './figures.ts';
@@ -76,14 +76,7 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
           spec: { template: { spec: { nodeSelector: { 'kubernetes.io/hostname': 'node-a' } } } },
         }),
       ]);
-      await c.k([
-        'rollout',
-        'status',
-        '-n',
-        'drainguard-system',
-        'deployment/drainguard-webhook',
-        '--timeout=180s',
-      ]);
+      await webhookRolledOut(c);
     }
     await installSpeakers(c, { inject });
     await installApiVip(c);

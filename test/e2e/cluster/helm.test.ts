@@ -15,12 +15,12 @@ import { join } from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
+import { installMetalLbCrds } from '../../../lab/cluster/install.ts';
 import { IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { CHART, parseDocs, releaseObjects, run, tool } from '../../unit/helm/render.ts';
 import { withLogs } from './logs.ts';
 
-const REPO = join(import.meta.dirname, '..', '..', '..');
 const LAB_IMAGE = 'drainguard-lab:dev';
 const T = { timeoutMs: 180_000, intervalMs: 500 };
 const NS = 'drainguard-system';
@@ -101,14 +101,7 @@ async function sidecarMetrics(node: string): Promise<string> {
 t.before(async () => {
   c = await startCluster({ log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
   // MetalLB's side as its Helm chart leaves it: namespace, CRDs, both service-account names exist.
-  await c.k(['create', 'namespace', 'metallb-system']);
-  for (const crd of ['ipaddresspool', 'l2advertisement', 'servicel2status'])
-    await c.k([
-      'apply',
-      '--validate=false',
-      '-f',
-      join(REPO, 'lab', 'sim', 'speaker', 'crds', `${crd}.yaml`),
-    ]);
+  await installMetalLbCrds(c);
   for (const sa of ['speaker', 'metallb-speaker'])
     await c.k(['create', 'serviceaccount', '-n', 'metallb-system', sa]);
 });
