@@ -86,10 +86,15 @@ export const WATCH_IDLE_MS = 110_000;
 
 /** A watch that was silent for the idle limit: ended by us, not an API failure. */
 export class WatchIdle extends Error {
-  constructor(ms: number) {
-    super(`watch silent for ${ms} ms: re-opened`);
+  constructor(ms: number, why?: string) {
+    super(why ?? `watch silent for ${ms} ms: re-opened`);
     this.name = 'WatchIdle';
   }
+}
+
+/** A keep-alive agent's idle sockets (node:https Agent), to drop them for new connections. */
+interface PooledAgent {
+  freeSockets?: Record<string, { destroy(): void }[] | undefined>;
 }
 
 /** reason and message of a Status body; nothing when the body is not one. */
@@ -129,6 +134,19 @@ export function apiUrl(server: string, path: string, query?: RequestOptions['que
 export function countsAsApiDown(err: ApiError | undefined): boolean {
   return err === undefined || err.retryable;
 }
+
+/**
+ * Whether an answer came from the API server's watch cache (a read with resourceVersion=0): it says
+ * nothing about etcd. An API server whose etcd member is gone still answers such reads at once with
+ * old data while consistent reads and writes time out (docs/lab-cluster.md), so only consistent
+ * reads and writes count as "the API is up"; failures of any request still count as down.
+ */
+export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>): boolean {
+  return (opts.method ?? 'GET') === 'GET' && String(opts.query?.resourceVersion) === '0';
+}
+
+/** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
+export const REOPEN_WATCHES_MS = 5_000;
 
 export const isApiError = (e: unknown, code?: number): e is ApiError =>
   e instanceof ApiError && (code === undefined || e.code === code);
@@ -195,6 +213,10 @@ export class KubeClient {
   private readonly onResult: ((ok: boolean, err?: ApiError) => void) | undefined;
   private readonly userAgent: string;
   private readonly lifetime: AbortSignal | undefined;
+  /** Each open watch's way to end itself so that its informer re-opens it at once. */
+  private readonly openWatches = new Set<(why: string) => void>();
+  private lastAgent: PooledAgent | undefined;
+  private lastReopen = Number.NEGATIVE_INFINITY;
 
   /** A KubeTarget (fixed credentials: in-cluster, the lab) or a KubeAuth (kubeconfig.ts). */
   constructor(access: KubeTarget | KubeAuth, opts: KubeClientOptions = {}) {
@@ -229,6 +251,7 @@ export class KubeClient {
   /** Agent and headers for one request; credential failures (e.g. an exec plugin's) are plain Errors. */
   private async connection(contentType?: string) {
     const { agent, headers } = await this.auth.apply();
+    this.lastAgent = agent as PooledAgent | undefined;
     const h: Record<string, string> = {
       ...headers,
       accept: 'application/json',
@@ -261,7 +284,7 @@ export class KubeClient {
       if (this.lifetime?.aborted) throw this.abandoned(opts.method ?? 'GET', path);
       try {
         const result = await this.once<T>(path, opts);
-        this.onResult?.(true);
+        if (!servedFromCache(opts)) this.onResult?.(true);
         return result;
       } catch (e) {
         // Not an answer from the API server (credentials could not be obtained): nothing to retry.
@@ -275,6 +298,9 @@ export class KubeClient {
           continue;
         }
         this.onResult?.(false, err);
+        // Timed out or failing (not 429: a live server shedding load): maybe a stale API server.
+        if ((err.code === 0 || err.code >= 500) && !servedFromCache(opts))
+          this.reopenWatches(`${err.method} ${path} failed (${err.code || err.reason})`);
         if (!err.retryable || attempt >= (opts.retries ?? 0) || opts.signal?.aborted) throw err;
         await this.clock.sleep(retryDelay(err, backoff.next()), opts.signal);
       }
@@ -401,8 +427,10 @@ export class KubeClient {
     const idleTimeoutMs = opts.idleTimeoutMs ?? WATCH_IDLE_MS;
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
     const conn = await this.connection();
+    let end: ((why: string) => void) | undefined;
     return new Promise<void>((resolve, reject) => {
-      let idle = false;
+      // Set when the watch is ended on purpose (silence, or re-opened on a new connection).
+      let reopened: WatchIdle | undefined;
       const req = send(url)(
         url,
         { method: 'GET', agent: conn.agent, headers: conn.headers, signal },
@@ -435,7 +463,8 @@ export class KubeClient {
             });
             return;
           }
-          this.onResult?.(true);
+          // Not a sign the API is up: a watch is served from the watch cache, and an API server
+          // whose etcd is gone still opens one and keeps it silent (servedFromCache).
           onOpen?.();
           let buf = '';
           res.setEncoding('utf8');
@@ -469,7 +498,7 @@ export class KubeClient {
           res.on('end', () => resolve());
           res.on('error', (e) => {
             if (signal.aborted) return resolve();
-            if (idle) return reject(new WatchIdle(idleTimeoutMs));
+            if (reopened) return reject(reopened);
             // A stream cut mid-response (API server stopped, connection reset) is an API failure too.
             const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
             this.onResult?.(false, err);
@@ -482,12 +511,17 @@ export class KubeClient {
       // informer re-opens it from its resourceVersion; that is no API failure).
       req.on('socket', (sock) => sock.setKeepAlive(true, 15_000));
       req.setTimeout(idleTimeoutMs, () => {
-        idle = true;
-        req.destroy(new WatchIdle(idleTimeoutMs));
+        reopened = new WatchIdle(idleTimeoutMs);
+        req.destroy(reopened);
       });
+      end = (why) => {
+        reopened ??= new WatchIdle(idleTimeoutMs, why);
+        req.destroy(reopened);
+      };
+      this.openWatches.add(end);
       req.on('error', (e) => {
         if (signal.aborted) resolve();
-        else if (idle) reject(new WatchIdle(idleTimeoutMs));
+        else if (reopened) reject(reopened);
         else {
           const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
           this.onResult?.(false, err);
@@ -495,6 +529,25 @@ export class KubeClient {
         }
       });
       req.end();
+    }).finally(() => {
+      if (end) this.openWatches.delete(end);
     });
+  }
+
+  /**
+   * Ends every open watch so that its informer re-opens it at once from its resourceVersion, on a
+   * new connection (idle pooled sockets are dropped too). Asked when a write or consistent read
+   * failed as if the API were down: behind the `kubernetes` Service each connection lands on one
+   * API server, and one whose etcd member is gone keeps its watches open and silent for good; a new
+   * connection may reach a healthy one. At most once per REOPEN_WATCHES_MS.
+   */
+  reopenWatches(why: string): void {
+    const now = this.clock.now();
+    if (now - this.lastReopen < REOPEN_WATCHES_MS) return;
+    this.lastReopen = now;
+    for (const sockets of Object.values(this.lastAgent?.freeSockets ?? {}))
+      for (const s of sockets ?? []) s.destroy();
+    const reason = `${why}: watch re-opened on a new connection (the API server it was open on may be stale)`;
+    for (const end of [...this.openWatches]) end(reason);
   }
 }

@@ -1,0 +1,135 @@
+// An API server whose etcd member is gone (issue 23) still answers reads from its watch cache at
+// once, with old data, and opens watches that stay silent, while consistent reads and writes time
+// out. So only consistent reads and writes tell "the API is up"; a cached answer must not clear
+// the "API down" that the failed writes set (the L2 fail-safe counts its grace from it).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { waitFor } from '../../../shared/clock.ts';
+import { KubeClient, REOPEN_WATCHES_MS, servedFromCache, WatchIdle } from '../../../shared/kube/client.ts';
+
+t.test('servedFromCache: GETs with resourceVersion=0 only', async (t) => {
+  t.ok(servedFromCache({ query: { resourceVersion: '0' } }));
+  t.ok(servedFromCache({ method: 'GET', query: { resourceVersion: 0 } }));
+  t.notOk(servedFromCache({}), 'a consistent read');
+  t.notOk(
+    servedFromCache({ query: { resourceVersion: '12' } }),
+    'a read at a version is not a cache hint here',
+  );
+  t.notOk(servedFromCache({ method: 'PATCH', query: { resourceVersion: '0' } }), 'a write');
+});
+
+t.test(
+  'a stale server: cached lists and watch opens report nothing; consistent reads report up',
+  async (t) => {
+    const results: boolean[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.searchParams.get('watch') === '1') {
+        // Open and silent, as a stale server's watch is.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ metadata: { resourceVersion: '5' }, items: [] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const agent = new http.Agent();
+    const client = new KubeClient(
+      {
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apply: async () => ({ agent, headers: {} }),
+        close: () => agent.destroy(),
+      },
+      { onResult: (ok) => results.push(ok) },
+    );
+    t.teardown(() => {
+      client.close();
+      server.closeAllConnections();
+      server.close();
+    });
+    await client.get('/api/v1/nodes', { query: { resourceVersion: '0', fieldSelector: 'metadata.name=a' } });
+    t.strictSame(results, [], 'a list from the watch cache proves nothing');
+    const stop = new AbortController();
+    let opened = false;
+    const watching = client
+      .watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal, {
+        onOpen: () => {
+          opened = true;
+        },
+      })
+      .catch(() => undefined);
+    await waitFor('the watch open', () => opened, { timeoutMs: 5_000 });
+    t.strictSame(results, [], 'an open (silent) watch proves nothing');
+    stop.abort();
+    await watching;
+    await client.get('/api/v1/nodes/a');
+    t.strictSame(results, [true], 'a consistent read does');
+  },
+);
+
+t.test(
+  'a consistent read that times out re-opens a silent watch on a new connection (not pinned to a stale server)',
+  async (t) => {
+    // A stale API server behind the `kubernetes` Service: its watches stay open and silent, its
+    // consistent reads never answer. Each new connection may land on a healthy server instead.
+    const watchSockets: number[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.searchParams.get('watch') === '1') {
+        watchSockets.push(req.socket.remotePort ?? 0);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+        return;
+      }
+      // A consistent read: no answer (the client's timeout ends it).
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const agent = new http.Agent({ keepAlive: true });
+    let now = 0;
+    const clock = { now: () => now, sleep: async () => {} };
+    const client = new KubeClient(
+      {
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apply: async () => ({ agent, headers: {} }),
+        close: () => agent.destroy(),
+      },
+      { clock: clock as never },
+    );
+    t.teardown(() => {
+      client.close();
+      server.closeAllConnections();
+      server.close();
+    });
+    const stop = new AbortController();
+    t.teardown(() => stop.abort());
+    let opened = 0;
+    const watchOnce = () =>
+      client
+        .watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal, {
+          onOpen: () => {
+            opened++;
+          },
+        })
+        .then(
+          () => 'ended',
+          (e: unknown) => e,
+        );
+    const first = watchOnce();
+    await waitFor('the watch open', () => opened === 1, { timeoutMs: 5_000 });
+    await t.rejects(client.get('/api/v1/nodes/a', { timeoutMs: 200 }), /timed out/);
+    const ended = await first;
+    t.ok(ended instanceof WatchIdle, 'the silent watch ended as "re-open", not as an API failure');
+    t.match((ended as Error).message, /GET \/api\/v1\/nodes\/a failed .*re-opened on a new connection/);
+    const second = watchOnce();
+    await waitFor('the watch open again', () => opened === 2, { timeoutMs: 5_000 });
+    t.equal(watchSockets.length, 2);
+    t.not(watchSockets[1], watchSockets[0], 'on another connection');
+    // Another failure at once does not end it again: at most once per REOPEN_WATCHES_MS.
+    await t.rejects(client.get('/api/v1/nodes/a', { timeoutMs: 200 }), /timed out/);
+    now += REOPEN_WATCHES_MS;
+    await t.rejects(client.get('/api/v1/nodes/a', { timeoutMs: 200 }), /timed out/);
+    t.ok((await second) instanceof WatchIdle, 'ended again after REOPEN_WATCHES_MS');
+  },
+);
