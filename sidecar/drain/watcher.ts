@@ -29,11 +29,22 @@ export interface DrainWatcherOptions {
 }
 
 const REPLACED = 'pod re-created under the same name';
+/**
+ * While the API counts as down, the own Node is read consistently this often until it answers:
+ * answers from the watch cache do not count as "up" (servedFromCache), so without a consistent
+ * read an idle sidecar would not notice the API is back.
+ */
+export const PROBE_WHILE_DOWN_MS = 2_000;
 
 /**
  * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
  * Shared by every feature; none of them watches the node on its own.
  */
+/** Whether resourceVersion `a` is after `b` (etcd revisions; anything else: only when different). */
+function newer(a: string, b: string): boolean {
+  return /^\d+$/.test(a) && /^\d+$/.test(b) ? BigInt(a) > BigInt(b) : a !== b;
+}
+
 export class DrainWatcher {
   private state: DrainState = initialDrainState;
   private localTerminating = false;
@@ -47,6 +58,15 @@ export class DrainWatcher {
   pod: Pod | undefined;
   /** UID of a pod seen under the own name that is not the own pod (set once, for good). */
   private replacedBy: string | undefined;
+  /**
+   * A consistent read of the own Node succeeded after the informers' first list: the view is
+   * not only the watch cache of an API server that may have lost its etcd (see verify()).
+   */
+  private verified = false;
+  private verifying = false;
+  private verifyFailed = false;
+  private probing = false;
+  private readonly stopped = new AbortController();
 
   constructor(opts: DrainWatcherOptions) {
     this.opts = opts;
@@ -55,9 +75,10 @@ export class DrainWatcher {
       ...common,
       path: '/api/v1/nodes',
       fieldSelector: `metadata.name=${opts.nodeName}`,
-      onChange: (objs) => {
+      onChange: (objs, change) => {
         this.node = objs.values().next().value as Node | undefined;
-        this.recompute();
+        if (change.type === 'SYNC' || !this.verified) this.verify();
+        this.recompute({ fromView: true });
       },
     });
     this.podInformer = new Informer(opts.client, {
@@ -75,7 +96,7 @@ export class DrainWatcher {
           this.replacedBy = pod?.metadata?.uid;
           this.pod = undefined;
         } else if (this.replacedBy === undefined) this.pod = pod;
-        this.recompute();
+        this.recompute({ fromView: true });
       },
     });
   }
@@ -96,6 +117,7 @@ export class DrainWatcher {
   }
 
   async stop(): Promise<void> {
+    this.stopped.abort();
     await Promise.all([this.nodeInformer.stop(), this.podInformer.stop()]);
   }
 
@@ -140,7 +162,79 @@ export class DrainWatcher {
   /** Fed from every API call's outcome, so "API down" is known without extra probes. */
   apiResult(ok: boolean): void {
     const since = ok ? undefined : (this.state.apiDownSince ?? this.opts.clock.now());
-    if (since !== this.state.apiDownSince) this.recompute({ since });
+    if (since !== this.state.apiDownSince) this.recompute({ apiDown: { since } });
+    if (!ok) this.probeWhileDown();
+  }
+
+  /**
+   * After each list of the own Node (the informers list from the watch cache): one consistent GET
+   * of it — a single key, read from etcd. Until the first succeeds the view is not "synced": an
+   * API server whose etcd member is gone answers from its cache at once with old data, and nothing
+   * read only from it is acted on. A Node newer than the list's (the cache behind) replaces it, and
+   * the watches are re-opened on new connections (they may sit on that server). A failure is an
+   * API failure (the client reports it): probeWhileDown() reads again until one answers.
+   */
+  private verify(): void {
+    if (this.verifying || this.stopped.signal.aborted) return;
+    this.verifying = true;
+    const { client, nodeName, log } = this.opts;
+    void client
+      .get<Node>(`/api/v1/nodes/${nodeName}`, { timeoutMs: 5_000, signal: this.stopped.signal })
+      .then((fresh) => this.verified_(fresh))
+      .catch((e: unknown) => {
+        if (this.stopped.signal.aborted || this.verifyFailed) return;
+        this.verifyFailed = true;
+        log.warn(
+          { err: (e as Error).message },
+          'cannot read the own Node consistently (from etcd): the listed view is not trusted until it can be',
+        );
+      })
+      .finally(() => {
+        this.verifying = false;
+      });
+  }
+
+  private verified_(fresh: Node | undefined): void {
+    const seen = this.node?.metadata?.resourceVersion;
+    const now = fresh?.metadata?.resourceVersion;
+    if (fresh?.metadata && seen !== undefined && now !== undefined && newer(now, seen)) {
+      this.opts.log.warn(
+        { listed: seen, current: now },
+        'the own Node as listed is behind a consistent read (a lagging or stale API server): taking the current one and re-opening the watches',
+      );
+      this.node = fresh;
+      this.opts.client.reopenWatches?.('the own Node listed behind');
+    }
+    this.verified = true;
+    this.verifyFailed = false;
+    this.recompute();
+  }
+
+  /** A consistent GET of the own Node every PROBE_WHILE_DOWN_MS while the API counts as down. */
+  private probeWhileDown(): void {
+    if (this.probing || this.stopped.signal.aborted) return;
+    this.probing = true;
+    const { clock, client, nodeName } = this.opts;
+    const signal = this.stopped.signal;
+    void (async () => {
+      try {
+        while (this.state.apiDownSince !== undefined && !signal.aborted) {
+          await clock.sleep(PROBE_WHILE_DOWN_MS, signal);
+          if (this.state.apiDownSince === undefined || signal.aborted) break;
+          if (!this.verified && this.nodeInformer.hasSynced) {
+            this.verify();
+            continue;
+          }
+          // No resourceVersion: read from etcd, so an answer proves the API is up (the client
+          // reports it); a failure keeps it down.
+          await client.get(`/api/v1/nodes/${nodeName}`, { timeoutMs: 2_000, signal }).catch(() => undefined);
+        }
+      } catch {
+        // stopped
+      } finally {
+        this.probing = false;
+      }
+    })();
   }
 
   private guardedStatus() {
@@ -159,8 +253,8 @@ export class DrainWatcher {
   }
 
   // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
-  private recompute(apiDown?: { since: number | undefined }): void {
-    const apiDownSince = apiDown ? apiDown.since : this.state.apiDownSince;
+  private recompute(how: { apiDown?: { since: number | undefined }; fromView?: boolean } = {}): void {
+    let apiDownSince = how.apiDown ? how.apiDown.since : this.state.apiDownSince;
     // A hook-set terminating state ends when the guarded container runs again (restarted after
     // the hook) while the pod is not being deleted.
     if (this.localTerminating && !podTerminating(this.pod) && this.guardedRestarted()) {
@@ -177,11 +271,26 @@ export class DrainWatcher {
       drainReason: reason,
       terminating: this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined,
       // A Node that is not there (deleted, or not readable) is unknown, never "schedulable".
-      synced: this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined,
+      synced:
+        this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined && this.verified,
       apiDownSince,
       podReplaced: this.replacedBy !== undefined,
     };
     const prev = this.state;
+    // The view changed while the API counts as down: it came from a watch cache (nothing else
+    // answers then) and is the first news of it, so the fail-safe's grace counts from now, not
+    // from the outage's start. Otherwise a list arriving just before the API answers again (a
+    // restart during an outage) would fire the fail-safe at once.
+    if (
+      how.fromView &&
+      apiDownSince !== undefined &&
+      (prev.draining !== next.draining ||
+        prev.terminating !== next.terminating ||
+        prev.synced !== next.synced)
+    ) {
+      apiDownSince = this.opts.clock.now();
+      next.apiDownSince = apiDownSince;
+    }
     if (sameDrainState(prev, next)) return;
     this.state = next;
     if (

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
-import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
+import { DrainWatcher, PROBE_WHILE_DOWN_MS } from '../../../sidecar/drain/watcher.ts';
 
 type Push = (ev: { type: string; object: object }) => void;
 
@@ -139,5 +139,89 @@ t.test(
     // Before the watch shows it, the fresh read in goingAway() does.
     const fresh = watcher(scriptedApi(node, own, async () => other()).client, 'uid-own');
     t.strictSame(await fresh.goingAway(), { going: true, why: 'pod re-created under the same name' });
+  },
+);
+
+t.test(
+  'while the API counts as down the own Node is read consistently until it answers; then the probing stops',
+  async (t) => {
+    // Answers from the watch cache no longer clear "API down" (a stale API server gives them), so
+    // something must read consistently; before, nothing did and an idle sidecar stayed "down".
+    let reads = 0;
+    let answer = true;
+    let w: DrainWatcher | undefined;
+    const api = scriptedApi(node, pod(0, true), async () => {
+      reads++;
+      // As the real client does: a consistent answer reports the API up.
+      if (!answer) throw new Error('timeout');
+      w?.apiResult(true);
+      return node;
+    });
+    w = await syncedWatcher(t, api.client);
+    answer = false;
+    const before = reads;
+    w.apiResult(false);
+    t.ok(w.current.apiDownSince !== undefined, 'down');
+    await waitFor('a probe', () => reads > before, { timeoutMs: 5_000 });
+    t.ok(w.current.apiDownSince !== undefined, 'a failed probe keeps it down');
+    answer = true;
+    await waitFor('up again', () => w?.current.apiDownSince === undefined, { timeoutMs: 6_000 });
+    const after = reads;
+    // Nothing to wait on: the absence of a probe over more than one probe period is the assertion.
+    await new Promise((r) => setTimeout(r, PROBE_WHILE_DOWN_MS + 500));
+    t.equal(reads, after, 'no probe while the API is up');
+  },
+);
+
+t.test(
+  'the listed view is not synced until the own Node is read consistently; a newer Node from that read replaces it',
+  async (t) => {
+    // A stale API server lists at once from its watch cache (old data) and never answers a
+    // consistent read: nothing it listed may be acted on. Before, the list alone made it synced.
+    let answer: 'none' | 'newer' = 'none';
+    const reopened: string[] = [];
+    const cordoned: Node = { metadata: { name: 'n1', resourceVersion: '7' }, spec: { unschedulable: true } };
+    const api = scriptedApi(node, pod(0, true), async () => {
+      if (answer === 'none') throw new Error('timed out after 5000 ms');
+      return cordoned;
+    });
+    (api.client as unknown as { reopenWatches: (why: string) => void }).reopenWatches = (why) =>
+      reopened.push(why);
+    const w = watcher(api.client);
+    w.start();
+    t.teardown(() => w.stop());
+    await waitFor('listed', () => w.node !== undefined, { timeoutMs: 5_000 });
+    t.equal(w.current.synced, false, 'listed but not confirmed: not synced');
+    w.apiResult(false); // what the real client reports for the failed read
+    answer = 'newer';
+    await waitFor('synced', () => w.current.synced, { timeoutMs: PROBE_WHILE_DOWN_MS + 3_000 });
+    t.equal(
+      w.current.draining,
+      true,
+      'the consistent read (cordoned, resourceVersion 7) replaced the list (1)',
+    );
+    t.equal(reopened.length, 1, 'the watches are re-opened: they may sit on the stale server');
+  },
+);
+
+t.test(
+  "a view that arrives while the API is down starts the fail-safe's grace then, not at the outage's start",
+  async (t) => {
+    // A restart during an outage: when the API server comes back, the informers' (cached) lists
+    // show the drain a moment before a consistent read says the API is up. The grace must not
+    // count from the restart, or the fail-safe fires in that moment.
+    const api = scriptedApi(node, pod(0, true), async () => node);
+    const w = await syncedWatcher(t, api.client);
+    w.apiResult(false);
+    const downSince = w.current.apiDownSince ?? 0;
+    await waitFor('time to move on', () => Date.now() > downSince + 20, { timeoutMs: 1_000 });
+    const cordonedAt = Date.now();
+    api.push('node', { metadata: { name: 'n1', resourceVersion: '2' }, spec: { unschedulable: true } });
+    t.equal(w.current.draining, true);
+    t.ok((w.current.apiDownSince ?? 0) >= cordonedAt, 'down since the drain became known');
+    // Later failures do not move it again.
+    const since = w.current.apiDownSince;
+    w.apiResult(false);
+    t.equal(w.current.apiDownSince, since);
   },
 );
