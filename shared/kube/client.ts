@@ -433,7 +433,10 @@ export class KubeClient {
       let reopened: WatchIdle | undefined;
       const req = send(url)(
         url,
-        { method: 'GET', agent: conn.agent, headers: conn.headers, signal },
+        // Each watch on a connection of its own, closed when it ends: a re-opened watch (its 5–10
+        // min timeout, silence) then lands on any API server behind the `kubernetes` Service, not
+        // again on one whose etcd member is gone (it keeps watches open and silent for good).
+        { method: 'GET', agent: conn.agent, headers: { ...conn.headers, connection: 'close' }, signal },
         (res) => {
           const code = res.statusCode ?? 0;
           if (code !== 200) {

@@ -133,3 +133,33 @@ t.test(
     t.ok((await second) instanceof WatchIdle, 'ended again after REOPEN_WATCHES_MS');
   },
 );
+
+t.test(
+  'a watch that ends normally is re-opened on a new connection (its socket is not kept alive)',
+  async (t) => {
+    const watchSockets: number[] = [];
+    const server = http.createServer((req, res) => {
+      watchSockets.push(req.socket.remotePort ?? 0);
+      // The server's timeoutSeconds ran out: an empty, ended stream.
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const agent = new http.Agent({ keepAlive: true });
+    const client = new KubeClient({
+      server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apply: async () => ({ agent, headers: {} }),
+      close: () => agent.destroy(),
+    });
+    t.teardown(() => {
+      client.close();
+      server.closeAllConnections();
+      server.close();
+    });
+    const stop = new AbortController();
+    await client.watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal);
+    await client.watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal);
+    t.equal(watchSockets.length, 2);
+    t.not(watchSockets[1], watchSockets[0], 'each watch on its own connection');
+  },
+);
