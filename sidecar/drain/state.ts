@@ -60,6 +60,8 @@ export interface DrainState {
   synced: boolean;
   /** Epoch ms since which API calls have failed; undefined while the API answers. */
   apiDownSince: number | undefined;
+  /** Epoch ms of the last API call that failed as if the API were down (kept after it answers). */
+  apiFailedAt: number | undefined;
   /**
    * The own pod is gone and another pod has its name (a StatefulSet pod re-created after a force
    * delete): names and identities derived from the pod name are no longer this pod's.
@@ -73,6 +75,7 @@ export const initialDrainState: DrainState = {
   terminating: false,
   synced: false,
   apiDownSince: undefined,
+  apiFailedAt: undefined,
   podReplaced: false,
 };
 
@@ -83,6 +86,7 @@ export function sameDrainState(a: DrainState, b: DrainState): boolean {
     a.terminating === b.terminating &&
     a.synced === b.synced &&
     a.apiDownSince === b.apiDownSince &&
+    a.apiFailedAt === b.apiFailedAt &&
     a.podReplaced === b.podReplaced
   );
 }

@@ -65,6 +65,7 @@ export class DrainWatcher {
   private verified = false;
   private verifying = false;
   private verifyFailed = false;
+  private apiFailedAt: number | undefined;
   private probing = false;
   private readonly stopped = new AbortController();
 
@@ -161,8 +162,10 @@ export class DrainWatcher {
 
   /** Fed from every API call's outcome, so "API down" is known without extra probes. */
   apiResult(ok: boolean): void {
-    const since = ok ? undefined : (this.state.apiDownSince ?? this.opts.clock.now());
-    if (since !== this.state.apiDownSince) this.recompute({ apiDown: { since } });
+    const now = this.opts.clock.now();
+    if (!ok) this.apiFailedAt = now;
+    const since = ok ? undefined : (this.state.apiDownSince ?? now);
+    if (since !== this.state.apiDownSince || !ok) this.recompute({ apiDown: { since } });
     if (!ok) this.probeWhileDown();
   }
 
@@ -274,6 +277,7 @@ export class DrainWatcher {
       synced:
         this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined && this.verified,
       apiDownSince,
+      apiFailedAt: this.apiFailedAt,
       podReplaced: this.replacedBy !== undefined,
     };
     const prev = this.state;

@@ -18,6 +18,11 @@
 //   any but failsafe-fenced,            → failsafe-fenced        draining, API down ≥ grace, other
 //     fenced-confirmed                                           speakers may exist; fence with the
 //                                                                memberlist cut, L2FailsafeFence
+//   awaiting-confirmation               → failsafe-fenced        the peers may be blind: unconfirmed
+//                                                                a settle time after the label while
+//                                                                API requests failed since (a stale
+//                                                                API server keeps their watches
+//                                                                silent); as above, L2FailsafeFence
 //   idle, undoing, refused              → refused                some service could go nowhere
 //                                                                (never strand a VIP);
 //                                                                L2HandoverImpossible, once
@@ -110,6 +115,11 @@ export interface L2Observation {
   /** The own Node and Pod have been read at least once. */
   synced: boolean;
   apiDownSince: number | undefined;
+  /**
+   * When a request last failed as if the API were down (timed out, 5xx, unreachable), even if
+   * the API answered again since; undefined if never.
+   */
+  apiFailedAt?: number | undefined;
   excludeLabel: boolean;
   labelOwned: boolean;
   statusSource: StatusSource;
@@ -308,8 +318,16 @@ function decide(memory: L2Memory, turn: Turn): L2Memory {
   const { observation } = turn;
   // 1. Drain over (uncordoned, not terminating): fence off first, then the label.
   if (!observation.draining && !observation.terminating) return drainOver(memory, turn);
-  // 2. Draining or terminating, the API gone for the grace period: fence anyway.
-  if (failsafeDue(memory, observation, turn.settings)) return enterFailsafe(memory, turn);
+  // 2. Draining or terminating, the API gone for the grace period: fence anyway. Or the peers
+  //    may be blind: no confirmation a settle time after the label while API requests failed.
+  if (failsafeDue(memory, observation, turn.settings))
+    return enterFailsafe(
+      memory,
+      turn,
+      `API unreachable for ${secs(turn.now - (observation.apiDownSince ?? turn.now))} while ${turn.why}`,
+    );
+  const blind = peersMayBeBlind(memory, observation, turn.settings);
+  if (blind !== undefined) return enterFailsafe(memory, turn, blind);
   // 3. Each phase's own step.
   switch (memory.phase) {
     case 'idle':
@@ -362,7 +380,7 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   return initialMemory(now);
 }
 
-function enterFailsafe(memory: L2Memory, turn: Turn): L2Memory {
+function enterFailsafe(memory: L2Memory, turn: Turn, cause: string): L2Memory {
   const { observation, settings, now } = turn;
   const services = mergeServices(memory.services, observation.announced);
   // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
@@ -386,7 +404,7 @@ function enterFailsafe(memory: L2Memory, turn: Turn): L2Memory {
     turn,
     'Warning',
     L2_EVENT_REASONS.failsafeFence,
-    `API unreachable for ${secs(now - (observation.apiDownSince ?? now))} while ${turn.why}: fenced ${fencedWhat} on ${observation.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${settings.memberlistPorts.join(', ')} so peers re-elect without this node`,
+    `${cause}: fenced ${fencedWhat} on ${observation.interfaces.join(', ') || '(no interface)'} and cut memberlist ports ${settings.memberlistPorts.join(', ')} so peers re-elect without this node`,
   );
   return {
     ...enter(memory, 'failsafe-fenced', now),
@@ -622,6 +640,31 @@ export function failsafeDue(
     memory.phase !== 'refused' &&
     memory.phase !== 'given-up'
   );
+}
+
+/**
+ * Why the fail-safe fence goes on though the API answers (undefined: it does not): awaiting
+ * confirmation, unconfirmed a settle time after the label (or the fail-safe's new attempt), and
+ * requests to the API failed since the label. MetalLB's speakers read through the same
+ * `kubernetes` Service; an API server whose etcd member is gone keeps their watches open and
+ * silent, so peers may never see the label (docs/l2-handover.md, "A stale API server"). A peer
+ * that cannot reach this node over memberlist re-elects without it whatever its API view: the
+ * memberlist cut moves the VIP where the label could not. Not when nothing can confirm (no
+ * ServiceL2Status: the settle-time fence is the plan) or no other node could announce.
+ */
+export function peersMayBeBlind(
+  memory: L2Memory,
+  observation: Pick<L2Observation, 'now' | 'apiFailedAt' | 'statusSource' | 'otherCandidates'>,
+  settings: Pick<L2Settings, 'settleMs'>,
+): string | undefined {
+  if (memory.phase !== 'awaiting-confirmation' || cuts(memory.fence)) return undefined;
+  if (observation.statusSource !== 'servicel2status' || memory.services.length === 0) return undefined;
+  if (observation.otherCandidates === undefined || observation.otherCandidates.length === 0) return undefined;
+  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
+  const failed = observation.apiFailedAt;
+  if (started === undefined || failed === undefined || failed < started) return undefined;
+  if (observation.now - started < settings.settleMs) return undefined;
+  return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
 }
 
 /**

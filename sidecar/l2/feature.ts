@@ -23,6 +23,7 @@ import {
   type L2Settings,
   needsTick,
   PUBLISHED_PHASE,
+  peersMayBeBlind,
   resume,
   settled,
   statusOf,
@@ -354,6 +355,7 @@ export class L2Handover implements Feature {
       drainReason: drain.drainReason,
       synced: drain.synced && metallb.synced,
       apiDownSince: drain.apiDownSince,
+      apiFailedAt: drain.apiFailedAt,
       excludeLabel: this.simulatedLabel ?? EXCLUDE_LABEL in labels,
       labelOwned: this.simulatedLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
       statusSource: metallb.statusSource,
@@ -376,7 +378,9 @@ export class L2Handover implements Feature {
     }
     // The fail-safe fence is due: it needs the node's own addresses (never a VIP), and covers VIPs
     // this node never announced, so the default route's link joins the VIPs' links.
-    const failsafe = failsafeDue(this.memory, observation, this.settings);
+    const failsafe =
+      failsafeDue(this.memory, observation, this.settings) ||
+      peersMayBeBlind(this.memory, observation, this.settings) !== undefined;
     const vips = vipsOf([...this.memory.services, ...observation.announced]);
     // MetalLB's pools known (now or remembered): the fail-safe drops only them, no address read.
     const poolsKnown = (this.candidates.pools?.length ?? 0) > 0 || (this.memory.pools?.length ?? 0) > 0;
