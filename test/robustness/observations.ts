@@ -1,0 +1,119 @@
+// What a trial records, from outside the product, as plain data: the runner (run.ts) fills it in,
+// the checkers (checks.ts) and the report (report.ts) read it. Times are ms from the trial's start
+// (the action), on this machine's clock. Node names stand for MACs (the runner maps them).
+import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
+
+/** One ARP/NDP probe round for a VIP: which nodes answered. */
+export interface ArpRound {
+  t: number;
+  nodes: string[];
+}
+
+/** From `t` on (until the next sample), these nodes could serve the VIP: schedulable, not excluded, speaker Ready. */
+export interface EligibleSample {
+  t: number;
+  nodes: string[];
+}
+
+/** A node's fence as drainguard reported it (its Node's L2 state says fenced): from `t` until `liftedT`. */
+export interface FenceReport {
+  node: string;
+  t: number;
+  liftedT?: number;
+}
+
+/** A Lease holder read from the API. `''`: none. */
+export interface HolderSample {
+  t: number;
+  holder: string;
+}
+
+/** A candidate's own account (the simulator's log) of leader work starting or stopping; `exited`: its container ended. */
+export interface LeaderEvent {
+  t: number;
+  identity: string;
+  ev: 'leading' | 'stopped-leading' | 'exited';
+}
+
+/** A pod's netfilter rules (ebtables/nft handles) before the action and after the settle. */
+export interface PodRules {
+  pod: string;
+  /** The pod was live (running, not deleted) throughout. */
+  live: boolean;
+  before: string[];
+  after: string[];
+}
+
+/** A container seen before the action and after the settle. */
+export interface ContainerRecord {
+  pod: string;
+  container: string;
+  /** The drainguard sidecar. */
+  sidecar: boolean;
+  restartsBefore: number;
+  restartsAfter: number;
+  /** Its last termination, as the kubelet reported it. */
+  lastExit?: { reason: string; exitCode: number };
+}
+
+export interface LogLine {
+  source: string;
+  line: string;
+}
+
+export interface TrialObservations {
+  /** The last time observed (ms from the start). */
+  endT: number;
+  /** When the trial settled (uncordoned, faults lifted); checks of "after the settle" start here. */
+  settledT: number;
+  /** Per VIP, every probe round from before the action to the end. */
+  arp: Record<string, ArpRound[]>;
+  eligible: EligibleSample[];
+  fences: FenceReport[];
+  holders: HolderSample[];
+  leaderEvents: LeaderEvent[];
+  /** client-go's RenewDeadline of the candidates (ms). */
+  renewDeadlineMs: number;
+  netfilter: PodRules[];
+  /** What was left on each node after the settle (see leftoversOf). */
+  leftovers: { node: string; what: string[] }[];
+  /** Per VIP, the probe rounds after the settle. */
+  settledArp: Record<string, ArpRound[]>;
+  containers: ContainerRecord[];
+  /** Containers the nemesis itself killed or failed ("pod/container"): their restarts are expected. */
+  injectedRestarts: string[];
+  logs: LogLine[];
+  /** Secrets that must never be logged (the pods' service account tokens). */
+  tokens: string[];
+  /** Moments the runner acted (action, each fault on and off), for the timeline. */
+  marks: { t: number; label: string }[];
+}
+
+/** A Node after the settle, and the nft tables listed in its namespace. */
+export interface NodeAfter {
+  name: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  /** Families of drainguard's fence table present (shared/net/fence-tables.ts fenceTablesIn). */
+  fenceTables: string[];
+}
+
+/** What drainguard left on a node once the drain is over: nothing, when all is well. */
+export function leftoversOf(n: NodeAfter): string[] {
+  const out: string[] = [];
+  if (EXCLUDE_LABEL in n.labels) out.push(`label ${EXCLUDE_LABEL}`);
+  if (LABEL_OWNED_ANNOTATION in n.annotations) out.push(`annotation ${LABEL_OWNED_ANNOTATION}`);
+  for (const f of n.fenceTables) out.push(`nft table ${f} drainguard (fence)`);
+  const state = n.annotations[L2_STATE_ANNOTATION];
+  if (state) {
+    try {
+      const s = JSON.parse(state) as { phase?: string; fenced?: boolean; memberlistCut?: boolean };
+      if (s.phase && s.phase !== 'idle') out.push(`L2 state phase ${s.phase}`);
+      if (s.fenced) out.push('L2 state fenced');
+      if (s.memberlistCut) out.push('memberlist cut');
+    } catch {
+      out.push(`annotation ${L2_STATE_ANNOTATION} is not JSON`);
+    }
+  }
+  return out;
+}

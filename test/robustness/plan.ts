@@ -1,0 +1,160 @@
+// The trial planner (pure): from (seed, trial) to what the trial does — one action on the lab
+// cluster and one or more faults at random moments, each lasting a random time. The runner
+// (run.ts) carries the plan out; it passes the fault kinds it implements, and the planner picks
+// only among those, so a plan never names a fault nobody injects.
+import { type Rng, trialRng } from './prng.ts';
+
+/** What a trial does to the cluster, measured from its start (t = 0). */
+export const ACTIONS = [
+  /** `kubectl drain` of the node that answers for the VIP or holds the Lease. */
+  'drain',
+  /** `kubectl delete pod` of the speaker pod that answers for the VIP. */
+  'delete-speaker-pod',
+  /** `kubectl delete pod` of the Lease holder's pod. */
+  'delete-leader-pod',
+  /** `kubectl drain`, then `kubectl uncordon` while the handover runs. */
+  'uncordon-mid-handover',
+] as const;
+export type Action = (typeof ACTIONS)[number];
+
+export interface FaultSpec {
+  /** What it does, for the report and docs/robustness.md. */
+  what: string;
+  /** Random duration range in ms ([0, 0]: instantaneous, or held until the trial settles). */
+  durationMs: readonly [number, number];
+  /** Only with these actions (default: every action). */
+  actions?: readonly Action[];
+  /** Needs the HA control plane (CONTROL_PLANES=3). */
+  ha?: boolean;
+}
+
+/** Every fault kind issue 24 lists. */
+export const FAULTS = {
+  'sidecar-sigkill': {
+    what: 'the drainguard container of the acting pod killed (SIGKILL through its pid), mid-handover',
+    durationMs: [0, 0],
+  },
+  'pod-delete': { what: 'the acting pod deleted as a whole (kubectl delete pod)', durationMs: [0, 0] },
+  'speaker-restart': {
+    what: 'the speaker container on the acting node killed (SIGKILL); the kubelet restarts it',
+    durationMs: [0, 0],
+  },
+  'liveness-failure': { what: 'the guarded container fails its liveness probe', durationMs: [0, 0] },
+  'api-server-restart': {
+    what: 'kube-apiserver stopped, started again after the duration',
+    durationMs: [1_000, 20_000],
+  },
+  'api-429': {
+    what: "the API server answers 429 (API Priority and Fairness) to the sidecars' users",
+    durationMs: [2_000, 20_000],
+  },
+  'api-path-drop': {
+    what: "the acting node's path to the API server dropped (nft in the node's namespace), one or both directions",
+    durationMs: [1_000, 30_000],
+  },
+  'etcd-pause': {
+    what: 'etcd paused (SIGSTOP), resumed (SIGCONT) after the duration',
+    durationMs: [500, 10_000],
+  },
+  'second-cordon': {
+    what: 'a second node cordoned at the same time (uncordoned when the trial settles)',
+    durationMs: [0, 0],
+  },
+  'uncordon-recordon': {
+    what: 'the drained node uncordoned mid-handover and cordoned again right after',
+    durationMs: [0, 2_000],
+    actions: ['drain'],
+  },
+  'kubelet-restart': { what: 'the kubelet on the acting node restarted', durationMs: [0, 5_000] },
+  'webhook-down': {
+    what: 'both webhook replicas down while pods are re-created (failurePolicy)',
+    durationMs: [5_000, 30_000],
+  },
+  'stale-api-server': {
+    what: "the acting node's local API server made stale (its etcd member removed)",
+    durationMs: [0, 0],
+    ha: true,
+  },
+} as const satisfies Record<string, FaultSpec>;
+export type FaultKind = keyof typeof FAULTS;
+export const FAULT_KINDS = Object.keys(FAULTS) as FaultKind[];
+
+export interface PlannedFault {
+  kind: FaultKind;
+  /** From the trial's start (the action), ms. */
+  atMs: number;
+  durationMs: number;
+  /** api-path-drop: which direction is dropped. */
+  direction?: 'to-api' | 'from-api' | 'both';
+}
+
+export interface TrialPlan {
+  seed: number;
+  trial: number;
+  action: Action;
+  faults: PlannedFault[];
+}
+
+export interface PlannerOptions {
+  /** The kinds the runner implements (and may pick). */
+  kinds: readonly FaultKind[];
+  /** The actions the runner implements (default: all). */
+  actions?: readonly Action[];
+  /** Running on the HA control plane (CONTROL_PLANES=3). */
+  ha?: boolean;
+  /** At most this many faults per trial (default 2). */
+  maxFaults?: number;
+  /** Faults start within this long after the action, ms (default 6000: while the handover runs). */
+  windowMs?: number;
+}
+
+/** The faults a trial with `action` may be given. */
+export function eligibleKinds(action: Action, opts: PlannerOptions): FaultKind[] {
+  return opts.kinds.filter((k) => {
+    const spec: FaultSpec = FAULTS[k];
+    if (spec.ha && !opts.ha) return false;
+    return spec.actions === undefined || spec.actions.includes(action);
+  });
+}
+
+function faultOf(kind: FaultKind, rng: Rng, windowMs: number): PlannedFault {
+  const [lo, hi] = FAULTS[kind].durationMs;
+  const f: PlannedFault = { kind, atMs: rng.int(0, windowMs), durationMs: rng.int(lo, hi) };
+  if (kind === 'api-path-drop') f.direction = rng.pick(['to-api', 'from-api', 'both'] as const);
+  return f;
+}
+
+/** Same seed and trial, same options → the same plan. */
+export function planTrial(seed: number, trial: number, opts: PlannerOptions): TrialPlan {
+  if (opts.kinds.length === 0) throw new Error('planTrial: no fault kinds to pick from');
+  const rng = trialRng(seed, trial);
+  const actions = (opts.actions ?? ACTIONS).filter((a) => eligibleKinds(a, opts).length > 0);
+  if (actions.length === 0) throw new Error('planTrial: no action has a fault kind to pick');
+  const action = rng.pick(actions);
+  const kinds = eligibleKinds(action, opts);
+  const count = Math.min(kinds.length, rng.int(1, Math.max(1, opts.maxFaults ?? 2)));
+  const picked: FaultKind[] = [];
+  while (picked.length < count) {
+    const k = rng.pick(kinds);
+    if (!picked.includes(k)) picked.push(k);
+  }
+  const windowMs = opts.windowMs ?? 6_000;
+  return {
+    seed,
+    trial,
+    action,
+    faults: picked.map((k) => faultOf(k, rng, windowMs)).sort((a, b) => a.atMs - b.atMs),
+  };
+}
+
+/** One line for logs and the report: "drain + etcd-pause@1.2s/3.4s + api-path-drop(both)@0.3s/12.0s". */
+export function describePlan(p: TrialPlan): string {
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+  return [
+    p.action,
+    ...p.faults.map(
+      (f) =>
+        `${f.kind}${f.direction ? `(${f.direction})` : ''}@${s(f.atMs)}${f.durationMs ? `/${s(f.durationMs)}` : ''}`,
+    ),
+  ].join(' + ');
+}

@@ -1,0 +1,73 @@
+// The robustness suite's planner (test/robustness/plan.ts): a plan is a function of seed and trial.
+import t from 'tap';
+import { ACTIONS, FAULT_KINDS, FAULTS, type FaultKind, planTrial } from '../../robustness/plan.ts';
+import { trialRng } from '../../robustness/prng.ts';
+
+const ALL = { kinds: FAULT_KINDS, ha: true };
+
+t.test('the same seed and trial give the same plan; another trial or seed another one', async (t) => {
+  t.same(planTrial(42, 7, ALL), planTrial(42, 7, ALL));
+  const plans = [...Array(20).keys()].map((i) => JSON.stringify(planTrial(42, i, ALL)));
+  t.ok(new Set(plans).size > 15, 'trials differ');
+  t.not(JSON.stringify(planTrial(43, 7, ALL)), JSON.stringify(planTrial(42, 7, ALL)));
+});
+
+t.test('the PRNG is deterministic, in range, and takes large seeds apart', async (t) => {
+  const a = trialRng(1, 2);
+  const b = trialRng(1, 2);
+  const xs = [...Array(100)].map(() => a.next());
+  t.same(
+    xs,
+    [...Array(100)].map(() => b.next()),
+  );
+  t.ok(xs.every((x) => x >= 0 && x < 1));
+  t.not(trialRng(2 ** 40, 0).next(), trialRng(2 ** 40 + 2 ** 32, 0).next(), 'high bits count');
+  t.throws(() => trialRng(1.5, 0), /integers/);
+});
+
+t.test('only the kinds the runner implements are picked, within their ranges', async (t) => {
+  const kinds: FaultKind[] = ['etcd-pause', 'api-path-drop', 'second-cordon'];
+  const seen = new Set<string>();
+  const bad: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    const p = planTrial(9, i, { kinds, windowMs: 5_000 });
+    if (p.faults.length < 1 || p.faults.length > 2) bad.push(`${i}: ${p.faults.length} faults`);
+    if (new Set(p.faults.map((f) => f.kind)).size !== p.faults.length) bad.push(`${i}: a kind twice`);
+    const at = p.faults.map((f) => f.atMs);
+    if (at.some((a, j) => j > 0 && a < (at[j - 1] as number))) bad.push(`${i}: not in time order`);
+    for (const f of p.faults) {
+      seen.add(f.kind);
+      const [lo, hi] = FAULTS[f.kind].durationMs;
+      if (!kinds.includes(f.kind)) bad.push(`${i}: ${f.kind} not implemented`);
+      if (f.durationMs < lo || f.durationMs > hi || f.atMs < 0 || f.atMs > 5_000)
+        bad.push(`${i}: ${f.kind} out of range`);
+      if ((f.direction !== undefined) !== (f.kind === 'api-path-drop'))
+        bad.push(`${i}: direction on ${f.kind}`);
+    }
+  }
+  t.same(bad, []);
+  t.same([...seen].sort(), [...kinds].sort(), 'every implemented kind comes up');
+});
+
+t.test('faults tied to an action or to the HA control plane are picked only there', async (t) => {
+  const bad: string[] = [];
+  const actions = new Set<string>();
+  for (let i = 0; i < 300; i++) {
+    const p = planTrial(3, i, { kinds: FAULT_KINDS, ha: false, maxFaults: 3 });
+    actions.add(p.action);
+    if (p.faults.some((f) => f.kind === 'stale-api-server')) bad.push(`${i}: stale API server without HA`);
+    if (p.faults.some((f) => f.kind === 'uncordon-recordon') && p.action !== 'drain')
+      bad.push(`${i}: uncordon-recordon with ${p.action}`);
+  }
+  t.same(bad, []);
+  t.same([...actions].sort(), [...ACTIONS].sort(), 'every action comes up');
+  t.ok(
+    [...Array(300).keys()].some((i) =>
+      planTrial(3, i, { kinds: FAULT_KINDS, ha: true }).faults.some((f) => f.kind === 'stale-api-server'),
+    ),
+    'the stale API server with HA',
+  );
+  // An action with no fault to pick is never chosen.
+  t.equal(planTrial(1, 1, { kinds: ['uncordon-recordon'] }).action, 'drain');
+  t.throws(() => planTrial(1, 1, { kinds: [] }), /no fault kinds/);
+});
