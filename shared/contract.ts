@@ -54,6 +54,9 @@ export interface SidecarConfig {
   podIPs: string[];
   port: number;
   bindAddress: string;
+  /** A second listener serving /metrics only (hostNetwork pods); 0: none. */
+  metricsPort: number;
+  metricsAddress: string;
   observeOnly: boolean;
   logLevel: LogLevel;
   handoverBudgetSeconds: number;
@@ -166,6 +169,24 @@ export const CONTRACT: readonly VarSpec[] = [
     default: '0.0.0.0',
     description:
       'Listen address; 127.0.0.1 on hostNetwork pods so /prestop is not reachable from the network.',
+  },
+  {
+    env: 'DRAINGUARD_METRICS_PORT',
+    key: 'metricsPort',
+    kind: 'int',
+    min: 0,
+    max: 65535,
+    default: '0',
+    description:
+      'Port of a second listener serving /metrics and nothing else, on DRAINGUARD_METRICS_ADDRESS; 0: none. The webhook sets it on hostNetwork pods, whose main listener is on 127.0.0.1 (pod annotation drainguard.io/metrics-port; default 7490, 7491, 7492, 7493 by profile), and declares it as their container port named drainguard, which a PodMonitor scrapes.',
+  },
+  {
+    env: 'DRAINGUARD_METRICS_ADDRESS',
+    key: 'metricsAddress',
+    kind: 'string',
+    default: '',
+    description:
+      "Address of the /metrics listener: the node's IP (downward API status.hostIP, rendered whenever DRAINGUARD_METRICS_PORT is).",
   },
   {
     env: 'DRAINGUARD_OBSERVE_ONLY',
@@ -453,6 +474,12 @@ export function parseSidecarEnv(env: Record<string, string | undefined>): Sideca
         `DRAINGUARD_DRAIN_TAINTS: ${JSON.stringify(t)} is not a taint; accepted are key or key:Effect with Effect one of ${TAINT_EFFECTS.join(', ')}`,
       );
   }
+  if (cfg.metricsPort !== 0 && cfg.metricsAddress === '')
+    problems.push(
+      "DRAINGUARD_METRICS_ADDRESS is required when DRAINGUARD_METRICS_PORT is set: the node's IP (downward API status.hostIP)",
+    );
+  if (cfg.metricsPort !== 0 && cfg.metricsPort === cfg.port)
+    problems.push(`DRAINGUARD_METRICS_PORT=${cfg.metricsPort} is DRAINGUARD_PORT's; choose another port`);
   if (cfg.features.includes('lease-handover') && cfg.leases.length === 0)
     problems.push('DRAINGUARD_LEASES is required when DRAINGUARD_FEATURES includes lease-handover');
   if (problems.length > 0) throw new ContractError(problems);
@@ -474,12 +501,19 @@ export const DOWNWARD_ENV: readonly EnvVar[] = [
   { name: 'DRAINGUARD_POD_IPS', valueFrom: { fieldRef: { fieldPath: 'status.podIPs' } } },
 ];
 
+/** The /metrics listener's address: the node's IP, which admission cannot know either. */
+export const METRICS_ADDRESS_ENV: EnvVar = {
+  name: 'DRAINGUARD_METRICS_ADDRESS',
+  valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } },
+};
+
 const DOWNWARD_KEYS = new Set<keyof SidecarConfig>([
   'podName',
   'podNamespace',
   'podUid',
   'nodeName',
   'podIPs',
+  'metricsAddress',
 ]);
 
 function renderValue(value: unknown): string {
@@ -489,10 +523,13 @@ function renderValue(value: unknown): string {
 
 /**
  * Renders the environment for the injected container: downward-API identity plus every
- * setting that differs from its default (defaults stay implicit so the pod spec stays short).
+ * setting that differs from its default (defaults stay implicit so the pod spec stays short),
+ * and with a /metrics port the node's IP to bind it to.
  */
 export function renderSidecarEnv(
-  settings: Partial<Omit<SidecarConfig, 'podName' | 'podNamespace' | 'podUid' | 'nodeName' | 'podIPs'>>,
+  settings: Partial<
+    Omit<SidecarConfig, 'podName' | 'podNamespace' | 'podUid' | 'nodeName' | 'podIPs' | 'metricsAddress'>
+  >,
 ): EnvVar[] {
   const env: EnvVar[] = [];
   for (const spec of CONTRACT) {
@@ -503,5 +540,6 @@ export function renderSidecarEnv(
     if (!spec.required && rendered === (spec.default ?? '')) continue;
     env.push({ name: spec.env, value: rendered });
   }
-  return [...env, ...DOWNWARD_ENV.map((e) => structuredClone(e))];
+  const metrics = settings.metricsPort ? [structuredClone(METRICS_ADDRESS_ENV)] : [];
+  return [...env, ...metrics, ...DOWNWARD_ENV.map((e) => structuredClone(e))];
 }

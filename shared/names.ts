@@ -11,6 +11,8 @@ export const ANNOTATIONS = {
   profile: 'drainguard.io/profile',
   sidecarMode: 'drainguard.io/sidecar-mode',
   port: 'drainguard.io/port',
+  /** hostNetwork pods: the port of the /metrics-only listener on the node's IP. */
+  metricsPort: 'drainguard.io/metrics-port',
   leases: 'drainguard.io/leases',
   leaderContainer: 'drainguard.io/leader-container',
   guardedContainer: 'drainguard.io/guarded-container',

@@ -16,11 +16,17 @@ export interface SidecarServerOptions {
   ready: () => boolean;
   /** Undefined for profiles that get no preStop hook: /prestop is not served at all. */
   prestop?: PrestopHandler;
+  /**
+   * `all` (default): the four endpoints. `metrics`: /metrics and nothing else — the listener on a
+   * hostNetwork node's IP, which any pod and host on the network can reach.
+   */
+  serves?: 'all' | 'metrics';
 }
 
 /**
  * The sidecar's four endpoints on plain node:http: it runs on every node, so it carries no
- * web framework (footprint). /prestop is meant for the kubelet on 127.0.0.1 only.
+ * web framework (footprint). /prestop is meant for the kubelet on 127.0.0.1 only; on the host
+ * network a second server, on the node's IP, serves /metrics alone.
  */
 export class SidecarServer {
   private readonly server: Server;
@@ -48,6 +54,10 @@ export class SidecarServer {
     // URL as `http://host:port/` + path: `/prestop` arrives as `//prestop` (lab kubelet 1.20).
     const path = (req.url ?? '/').split('?')[0]?.replace(/^\/+/, '/');
     req.resume();
+    if (this.opts.serves === 'metrics' && path !== '/metrics')
+      return this.send(res, 404, {
+        error: `no route ${path}: only /metrics is served on this address; the other routes are on 127.0.0.1`,
+      });
     switch (path) {
       case '/healthz':
         return this.send(res, 200, { ok: true });

@@ -15,6 +15,8 @@ import { ToolRunner } from './runner.ts';
 export interface RunningSidecar {
   config: SidecarConfig;
   address: { port: number; address: string };
+  /** The /metrics-only listener on the node's IP (hostNetwork pods), when it listens. */
+  metricsAddress?: { port: number; address: string };
   features: Feature[];
   /** Whether start-up finished (false: a stop signal came first; see StartOptions.signal). */
   started: boolean;
@@ -193,9 +195,38 @@ export async function startSidecar(
     ready: () => running,
     ...(PRESTOP_PROFILES.has(config.profile) ? { prestop: hook } : {}),
   });
+  // hostNetwork: the server above is on 127.0.0.1; Prometheus scrapes /metrics, and nothing else,
+  // on the node's IP.
+  const metricsServer =
+    config.metricsPort !== 0
+      ? new SidecarServer({
+          port: config.metricsPort,
+          host: config.metricsAddress,
+          log: logger,
+          metrics,
+          ready: () => running,
+          serves: 'metrics',
+        })
+      : undefined;
   let address = { port: config.port, address: config.bindAddress };
+  let metricsAddress: RunningSidecar['metricsAddress'];
   const startup = (async () => {
     address = await server.listen();
+    // Not scraped is bad, an unguarded speaker worse: a port held by another process is an error
+    // in the log (and a target down in Prometheus), never a sidecar that does not start.
+    metricsAddress = await metricsServer?.listen().catch((e: unknown) => {
+      logger.error(
+        {
+          err: (e as Error).message,
+          address: config.metricsAddress,
+          port: config.metricsPort,
+          check:
+            'what else listens on that port on the node; annotation drainguard.io/metrics-port picks another',
+        },
+        '/metrics cannot listen on the node: not served there',
+      );
+      return undefined;
+    });
     drain.start();
     for (const c of features) {
       if (opts.signal?.aborted) return false;
@@ -216,6 +247,7 @@ export async function startSidecar(
         profile: config.profile,
         features: config.features,
         port: address.port,
+        ...(metricsAddress ? { metrics: `${metricsAddress.address}:${metricsAddress.port}` } : {}),
         observeOnly: config.observeOnly,
       },
       'sidecar running',
@@ -251,12 +283,19 @@ export async function startSidecar(
       // Whatever is still running now (an unfinished start, a retry) has nobody to report to.
       lifetime.abort('shut down');
       await drain.stop();
-      await server.close();
+      await Promise.all([server.close(), metricsServer?.close()]);
       client.close();
     })();
     return stopping;
   };
-  return { config, address, features, started: started === true, shutdown };
+  return {
+    config,
+    address,
+    ...(metricsAddress ? { metricsAddress } : {}),
+    features,
+    started: started === true,
+    shutdown,
+  };
 }
 
 export async function run(argv: string[]): Promise<number> {

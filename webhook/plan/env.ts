@@ -13,12 +13,8 @@ import { PROFILE_SPECS } from './profiles.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';
 
 type EnvSettings = Parameters<typeof renderSidecarEnv>[0];
-/** Stand-ins for the downward-API identity, which the contract requires but admission cannot know. */
-const IDENTITY_ENV: Record<string, string> = {
-  DRAINGUARD_POD_NAME: 'p',
-  DRAINGUARD_POD_NAMESPACE: 'n',
-  DRAINGUARD_NODE_NAME: 'node',
-};
+/** Stands in for a downward-API value (identity, the node's IP), which admission cannot know. */
+const DOWNWARD_STAND_IN = 'from-the-downward-api';
 // Pods of one DaemonSet/Deployment share their settings: render and validate each combination
 // once (rendering clones the downward-API entries; validation walks the whole contract).
 const envCache = new Map<string, EnvVar[] | string>();
@@ -43,8 +39,8 @@ function renderEnvChecked(settings: EnvSettings): EnvVar[] | string {
 }
 
 function envToRecord(env: EnvVar[]): Record<string, string> {
-  const out: Record<string, string> = { ...IDENTITY_ENV };
-  for (const e of env) if (e.value !== undefined) out[e.name] = e.value;
+  const out: Record<string, string> = {};
+  for (const e of env) out[e.name] = e.value ?? DOWNWARD_STAND_IN;
   return out;
 }
 
@@ -91,6 +87,7 @@ export function buildEnv(i: EnvInputs): Step<EnvVar[]> {
     features: [...i.features],
     port: endpoint.port,
     ...(endpoint.host ? { bindAddress: endpoint.host } : {}),
+    ...(endpoint.metricsPort ? { metricsPort: endpoint.metricsPort } : {}),
     ...(guarded ? { guardedContainer: guarded } : {}),
     ...(profile === 'metallb-speaker' && settings.metallbNamespace === undefined && namespace
       ? { metallbNamespace: namespace }

@@ -8,7 +8,7 @@ import { checkMemberlistAnnotation, findGuardedContainer, requireLeases, resolve
 import { buildPatch } from './injection-patch.ts';
 import { chooseMode } from './mode.ts';
 import { chooseProfile, findExclusion, readPod, requireServiceAccountToken } from './pod.ts';
-import { choosePort } from './port.ts';
+import { choosePort, metricsPortWarnings } from './port.ts';
 import { readSettings, resolveFeatures } from './settings.ts';
 import { buildSidecar } from './sidecar.ts';
 import { readSpeakerArgs } from './speaker-args.ts';
@@ -99,6 +99,7 @@ export function plan(req: AdmissionRequestLike, opts: PlannerOptions): Plan {
     ...guard.warnings,
     ...speakerArgs.warnings,
     ...patch.warnings,
+    ...metricsPortWarnings(annotations, endpoint),
     ...(mode.warning ? [mode.warning] : []),
   ];
   return {

@@ -144,6 +144,7 @@ export function buildPatch(i: PatchInputs): PatchResult {
       features: [...features],
       mode: i.native ? 'native' : 'classic',
       port: endpoint.port,
+      ...(endpoint.metricsPort ? { metricsPort: endpoint.metricsPort } : {}),
       container: SIDECAR_NAME,
     }),
   };

@@ -11,6 +11,19 @@ export const DEFAULT_PORTS: Record<Profile, number> = {
   'netfilter-cleanup': 7483,
 };
 
+/**
+ * Default port of the /metrics-only listener that hostNetwork pods get on the node's IP, per
+ * profile (two injected DaemonSets on one node must not meet). Clear of MetalLB's speaker
+ * (metrics 7472, FRR metrics 7473, memberlist 7946), the kubelet (10248, 10250, 10255), kube-proxy
+ * (10249, 10256), node-exporter (9100) and the sidecar's own loopback ports above.
+ */
+export const DEFAULT_METRICS_PORTS: Record<Profile, number> = {
+  'metallb-speaker': 7490,
+  'skupper-router': 7491,
+  lease: 7492,
+  'netfilter-cleanup': 7493,
+};
+
 /** Features that change netfilter and so need NET_ADMIN (and root); everything else drops all capabilities. */
 export const NETFILTER_FEATURES: readonly FeatureName[] = ['l2-handover', 'netfilter-cleanup'];
 

@@ -17,6 +17,12 @@ export const SIDECAR_COMMAND = [
   'sidecar',
 ] as const;
 
+/**
+ * The name of the sidecar's scraped port: the one port of every endpoint off the host network, the
+ * /metrics-only one on it (the chart's PodMonitor scrapes this name, whichever it is).
+ */
+export const SIDECAR_PORT_NAME = 'drainguard';
+
 export interface SidecarInputs {
   image: string;
   env: EnvVar[];
@@ -54,9 +60,23 @@ export function buildSidecar(i: SidecarInputs): Sidecar {
     // The sidecar runs on every node: a small V8 heap keeps its footprint down (see docs/l2-handover.md).
     command: [...SIDECAR_COMMAND],
     env: i.env,
-    ...(i.hostNetwork
-      ? {}
-      : { ports: [{ name: 'drainguard', containerPort: endpoint.port, protocol: 'TCP' }] }),
+    // On the host network the main listener is on 127.0.0.1 (/prestop must not be reachable from
+    // the network) and /metrics alone is also on the node's IP; a hostNetwork pod's hostPort is its
+    // containerPort, and declaring it keeps the scheduler from placing two users of it on one node.
+    ...(!i.hostNetwork
+      ? { ports: [{ name: SIDECAR_PORT_NAME, containerPort: endpoint.port, protocol: 'TCP' }] }
+      : endpoint.metricsPort
+        ? {
+            ports: [
+              {
+                name: SIDECAR_PORT_NAME,
+                containerPort: endpoint.metricsPort,
+                hostPort: endpoint.metricsPort,
+                protocol: 'TCP',
+              },
+            ],
+          }
+        : {}),
     // Readiness is "configured and running", never API health: API trouble must not make the pod NotReady.
     // Every 2 s: a DaemonSet rollout waits for each new pod's readiness, and the kubelet probes at
     // the period's ticks (make bench-rollout; a 5 s period added ~2.5 s per node).

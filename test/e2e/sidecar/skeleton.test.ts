@@ -1,6 +1,7 @@
 // The sidecar process against the real API server: health and readiness
-// never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit, and in a
-// pod (service account, no kubeconfig) it authenticates with the mounted token.
+// never depend on the API, bad configuration is a clear exit 2, SIGTERM is a clean exit, in a
+// pod (service account, no kubeconfig) it authenticates with the mounted token, and on the host
+// network /metrics alone is served on the node's address.
 import t from 'tap';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { type PodAccess, podAccess } from '../../../lab/bed/pod.ts';
@@ -117,3 +118,61 @@ t.test(
     }
   },
 );
+
+/** Status and body of a request to `host:port`, or status 0 when nothing answers. */
+const request = async (host: string, port: number, path: string, method = 'GET') => {
+  try {
+    const r = await fetch(`http://${host}:${port}${path}`, { method });
+    return { status: r.status, body: await r.text() };
+  } catch {
+    return { status: 0, body: '' };
+  }
+};
+
+t.test(
+  "hostNetwork: /metrics alone on the node's address, every other route only on 127.0.0.1",
+  async (t) => {
+    const port = await freePort();
+    const metricsPort = await freePort();
+    // 127.0.0.2 stands for the node's IP (status.hostIP): an address beside the loopback one.
+    const { child, output } = startSidecar(port, {
+      DRAINGUARD_METRICS_PORT: String(metricsPort),
+      DRAINGUARD_METRICS_ADDRESS: '127.0.0.2',
+    });
+    try {
+      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+      const scraped = await request('127.0.0.2', metricsPort, '/metrics');
+      t.equal(scraped.status, 200);
+      t.match(scraped.body, /^# TYPE drainguard_api_view_synced gauge$/m);
+      for (const path of ['/prestop', '/readyz', '/healthz', '/status'])
+        for (const method of ['GET', 'POST'])
+          t.equal((await request('127.0.0.2', metricsPort, path, method)).status, 404, `${method} ${path}`);
+      t.equal((await request('127.0.0.1', metricsPort, '/metrics')).status, 0, 'not on loopback');
+      t.equal((await request('127.0.0.2', port, '/readyz')).status, 0, 'the main listener is not there');
+      t.match(output(), new RegExp(`"metrics":"127\\.0\\.0\\.2:${metricsPort}"`));
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  },
+);
+
+t.test('hostNetwork: a metrics port held by another process is logged; the sidecar runs on', async (t) => {
+  const { createServer } = await import('node:net');
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.2', resolve));
+  const held = (holder.address() as { port: number }).port;
+  const port = await freePort();
+  const { child, output } = startSidecar(port, {
+    DRAINGUARD_METRICS_PORT: String(held),
+    DRAINGUARD_METRICS_ADDRESS: '127.0.0.2',
+  });
+  try {
+    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+    t.match(output(), /"msg":"\/metrics cannot listen on the node: not served there"/);
+    t.match(output(), /EADDRINUSE/);
+    t.equal(await get(port, '/metrics'), 200, 'still served on loopback');
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    holder.close();
+  }
+});

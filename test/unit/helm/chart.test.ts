@@ -49,6 +49,7 @@ for (const [label, name] of Object.entries(HELMS)) {
       [{ 'metallb.speakerServiceAccounts': [] }, /metallb[./]speakerServiceAccounts/],
       [{ 'skupper.siteNamespaces': ['site a'] }, /skupper[./]siteNamespaces/],
       [{ 'netfilterCleanup.port': 70000 }, /netfilterCleanup[./]port/],
+      [{ 'netfilterCleanup.metricsPort': 0 }, /netfilterCleanup[./]metricsPort/],
       [{ 'monitoring.podMonitor.interval': 30 }, /monitoring[./]podMonitor[./]interval/],
       [{ 'tls.certManager.duration': '90 days' }, /tls[./]certManager[./]duration/],
       // A misspelt key is refused, not ignored.

@@ -5,7 +5,15 @@ import { globSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
+import { plan } from '../../../webhook/plan/index.ts';
+import { applyPatch } from '../../../webhook/plan/json-patch.ts';
+import { SIDECAR_PORT_NAME } from '../../../webhook/plan/sidecar.ts';
+import { skupperPod, speakerPod } from '../webhook/fixtures.ts';
+import { baseOptions } from '../webhook/helpers.ts';
 import { CHART, helmTemplate, ROOT, tool } from './render.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: the checks walk arbitrary pod JSON
+type Obj = Record<string, any>;
 
 /** Metric names registered in the product's sources (a quoted 'drainguard_…' is a registration). */
 function exported(): Set<string> {
@@ -110,11 +118,69 @@ t.test('PodMonitor: the webhook over HTTPS with its CA, the sidecars by their dr
   t.strictSame(hook?.tlsConfig?.ca.secret, { name: 'drainguard-webhook-tls', key: 'ca.crt' });
   const sidecars = pm('drainguard-sidecars').spec;
   t.equal(sidecars.namespaceSelector?.any, true);
-  // The port name the webhook gives the injected container (webhook/plan/sidecar.ts).
-  t.equal(sidecars.podMetricsEndpoints[0]?.port, 'drainguard');
-  t.match(
-    readFileSync(join(ROOT, 'webhook', 'plan', 'sidecar.ts'), 'utf8'),
-    /name: 'drainguard', containerPort/,
-  );
+  t.equal(sidecars.podMetricsEndpoints[0]?.port, SIDECAR_PORT_NAME);
   t.ok(objs.some((o) => o.kind === 'ServiceMonitor'));
 });
+
+/** The injected sidecar's declared ports and env, as the planner patches `pod` in. */
+function injected(pod: Obj, namespace: string): { ports: Obj[]; env: Record<string, string> } {
+  const p = plan(
+    { operation: 'CREATE', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace, object: pod },
+    baseOptions(),
+  );
+  if (!p.allowed) throw new Error(p.message);
+  const { spec } = applyPatch(pod, p.patch) as { spec: { initContainers: Obj[] } };
+  const sc = spec.initContainers.find((c) => c.name === 'drainguard') as Obj;
+  return {
+    ports: sc.ports,
+    env: Object.fromEntries(
+      (sc.env as Obj[]).map((e) => [e.name, e.value ?? e.valueFrom.fieldRef.fieldPath]),
+    ),
+  };
+}
+
+t.test(
+  'the PodMonitor reaches every sidecar: the injected ones and the netfilter DaemonSet declare the port it scrapes',
+  async (t) => {
+    // Off the host network: the one listener, on the pod's IP.
+    const skupper = injected(skupperPod(), 'site');
+    t.strictSame(skupper.ports, [{ name: SIDECAR_PORT_NAME, containerPort: 7481, protocol: 'TCP' }]);
+    // hostNetwork (MetalLB's speaker): /metrics alone on the node's IP, the rest on loopback.
+    const speaker = injected(speakerPod(), 'metallb-system');
+    t.strictSame(speaker.ports, [
+      { name: SIDECAR_PORT_NAME, containerPort: 7490, hostPort: 7490, protocol: 'TCP' },
+    ]);
+    t.equal(speaker.env.DRAINGUARD_BIND_ADDRESS, '127.0.0.1');
+    t.equal(speaker.env.DRAINGUARD_METRICS_PORT, '7490');
+    t.equal(speaker.env.DRAINGUARD_METRICS_ADDRESS, 'status.hostIP');
+    // The chart's standalone netfilter DaemonSet (hostNetwork) likewise.
+    const ds = helmTemplate(tool('helm4'), { values: { 'netfilterCleanup.enabled': true } }).find(
+      (o) => o.kind === 'DaemonSet',
+    ) as unknown as { spec: { template: { spec: { hostNetwork: boolean; containers: Obj[] } } } };
+    const [nf] = ds.spec.template.spec.containers as [Obj];
+    t.equal(ds.spec.template.spec.hostNetwork, true);
+    t.strictSame(nf.ports, [
+      { name: SIDECAR_PORT_NAME, containerPort: 7493, hostPort: 7493, protocol: 'TCP' },
+    ]);
+    const env = Object.fromEntries(
+      (nf.env as Obj[]).map((e) => [e.name, e.value ?? e.valueFrom.fieldRef.fieldPath]),
+    );
+    t.strictSame(
+      [
+        env.DRAINGUARD_BIND_ADDRESS,
+        env.DRAINGUARD_PORT,
+        env.DRAINGUARD_METRICS_PORT,
+        env.DRAINGUARD_METRICS_ADDRESS,
+      ],
+      ['127.0.0.1', '7483', '7493', 'status.hostIP'],
+    );
+    t.equal(nf.readinessProbe.httpGet.host, '127.0.0.1', 'probes stay on loopback');
+    t.throws(
+      () =>
+        helmTemplate(tool('helm4'), {
+          values: { 'netfilterCleanup.enabled': true, 'netfilterCleanup.metricsPort': 7483 },
+        }),
+      /netfilterCleanup\.metricsPort \(7483\) must differ from netfilterCleanup\.port/,
+    );
+  },
+);

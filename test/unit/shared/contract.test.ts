@@ -153,3 +153,46 @@ t.test('defaultOf: the parsed default, the one copy of it', async (t) => {
   t.strictSame(defaultOf('drainTaints'), DEFAULT_DRAIN_TAINTS);
   t.equal(defaultOf('profile'), undefined, 'a required variable has none');
 });
+
+t.test("the /metrics-only listener: its port and the node's IP from the downward API", async (t) => {
+  t.equal(parseSidecarEnv(base).metricsPort, 0, 'none unless asked for');
+  const c = parseSidecarEnv({
+    ...base,
+    DRAINGUARD_METRICS_PORT: '7490',
+    DRAINGUARD_METRICS_ADDRESS: '192.0.2.10',
+  });
+  t.equal(c.metricsPort, 7490);
+  t.equal(c.metricsAddress, '192.0.2.10');
+  t.throws(
+    () => parseSidecarEnv({ ...base, DRAINGUARD_METRICS_PORT: '7490' }),
+    /DRAINGUARD_METRICS_ADDRESS is required when DRAINGUARD_METRICS_PORT is set/,
+  );
+  t.throws(
+    () =>
+      parseSidecarEnv({
+        ...base,
+        DRAINGUARD_METRICS_PORT: '7480',
+        DRAINGUARD_METRICS_ADDRESS: '192.0.2.10',
+      }),
+    /DRAINGUARD_METRICS_PORT=7480 is DRAINGUARD_PORT's; choose another port/,
+  );
+  const env = renderSidecarEnv({
+    profile: 'netfilter-cleanup',
+    features: ['netfilter-cleanup'],
+    bindAddress: '127.0.0.1',
+    port: 7483,
+    metricsPort: 7493,
+  });
+  t.strictSame(
+    env.filter((e) => e.name.startsWith('DRAINGUARD_METRICS_')),
+    [
+      { name: 'DRAINGUARD_METRICS_PORT', value: '7493' },
+      { name: 'DRAINGUARD_METRICS_ADDRESS', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } },
+    ],
+  );
+  t.notOk(
+    renderSidecarEnv({ profile: 'lease', features: ['lease-handover'], leases: ['x'] }).some((e) =>
+      e.name.startsWith('DRAINGUARD_METRICS_'),
+    ),
+  );
+});

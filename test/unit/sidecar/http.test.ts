@@ -62,3 +62,41 @@ t.test('profiles without a preStop hook do not serve /prestop (no door for other
     await bare.close();
   }
 });
+
+t.test("the hostNetwork /metrics listener (the node's IP) serves /metrics and nothing else", async (t) => {
+  let prestopped = 0;
+  const metrics = new Registry();
+  metrics.gauge('drainguard_api_view_synced', 'test').set({}, 1);
+  // 127.0.0.2: an address of its own, as the node's IP is beside the main listener's 127.0.0.1.
+  const node = new SidecarServer({
+    port: 0,
+    host: '127.0.0.2',
+    log: createLogger('test', 'silent'),
+    metrics,
+    ready: () => true,
+    prestop: async () => {
+      prestopped++;
+      return { done: true };
+    },
+    serves: 'metrics',
+  });
+  const { port, address } = await node.listen();
+  t.equal(address, '127.0.0.2');
+  try {
+    const m = await fetch(`http://127.0.0.2:${port}/metrics`);
+    t.equal(m.status, 200);
+    t.match(await m.text(), /^drainguard_api_view_synced 1$/m);
+    for (const path of ['/prestop', '//prestop', '/readyz', '/healthz', '/status', '/']) {
+      for (const method of ['GET', 'POST']) {
+        const r = await fetch(`http://127.0.0.2:${port}${path}`, { method });
+        t.equal(r.status, 404, `${method} ${path}`);
+        t.match(await r.text(), /only \/metrics is served on this address/, `${method} ${path}`);
+      }
+    }
+    t.equal(prestopped, 0, 'the preStop work never ran');
+    // Not on loopback: only the address it was given.
+    await t.rejects(fetch(`http://127.0.0.1:${port}/metrics`));
+  } finally {
+    await node.close();
+  }
+});

@@ -40,6 +40,12 @@ const cases: Case[] = [
       t.equal(sc.name, 'drainguard');
       t.equal(sc.restartPolicy, 'Always');
       t.equal(sc.readinessProbe.httpGet.host, '127.0.0.1');
+      // /metrics alone on the node's IP, on a declared port the PodMonitor scrapes; the rest stays on loopback.
+      t.strictSame(sc.ports, [{ name: 'drainguard', containerPort: 7490, hostPort: 7490, protocol: 'TCP' }]);
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_METRICS_PORT'), '7490');
+      t.strictSame(sc.env.find((e: Obj) => e.name === 'DRAINGUARD_METRICS_ADDRESS')?.valueFrom, {
+        fieldRef: { fieldPath: 'status.hostIP' },
+      });
       t.strictSame(sc.securityContext.capabilities.add, ['NET_ADMIN']);
       t.strictSame(patched!.spec.containers[0].lifecycle.preStop.httpGet, {
         path: '/prestop',
@@ -125,6 +131,46 @@ const cases: Case[] = [
     check: ({ patched }, t) => {
       // 7481-7483 are other profiles' defaults: skipped so two injected DaemonSets never meet.
       t.equal(sidecarEnv(patched, 'DRAINGUARD_PORT'), '7484');
+    },
+  },
+  {
+    name: 'metrics-port-annotation-honoured',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.metadata.annotations = { 'drainguard.io/metrics-port': '9101' };
+      }),
+    expect: 'patched',
+    check: ({ patched }, t) => {
+      t.equal(patched!.spec.initContainers[0].ports[0].containerPort, 9101);
+      t.equal(sidecarEnv(patched, 'DRAINGUARD_METRICS_PORT'), '9101');
+    },
+  },
+  {
+    name: 'metrics-port-clash-denied',
+    pod: () =>
+      withMeta(speakerPod(), (p) => {
+        p.metadata.annotations = { 'drainguard.io/metrics-port': '7472' };
+      }),
+    expect: 'denied',
+    check: ({ message }, t) =>
+      t.match(message!, /drainguard\.io\/metrics-port=7472: port 7472 is already used by container speaker/),
+  },
+  {
+    name: 'metrics-port-annotation-off-host-network-warned',
+    pod: () =>
+      withMeta(skupperPod(), (p) => {
+        p.metadata.annotations['drainguard.io/metrics-port'] = '9101';
+      }),
+    request: { namespace: 'site' },
+    expect: 'patched',
+    check: ({ patched, warnings }, t) => {
+      t.strictSame(patched!.spec.initContainers[0].ports, [
+        { name: 'drainguard', containerPort: 7481, protocol: 'TCP' },
+      ]);
+      t.ok(
+        warnings?.some((w) => w.includes('drainguard.io/metrics-port is used on hostNetwork pods only')),
+        String(warnings),
+      );
     },
   },
   {

@@ -25,9 +25,9 @@ import {
   readPod,
   requireServiceAccountToken,
 } from '../../../webhook/plan/pod.ts';
-import { choosePort, declaredPorts } from '../../../webhook/plan/port.ts';
+import { choosePort, declaredPorts, metricsPortWarnings } from '../../../webhook/plan/port.ts';
 import { readSettings, resolveFeatures } from '../../../webhook/plan/settings.ts';
-import { buildSidecar, type SidecarInputs } from '../../../webhook/plan/sidecar.ts';
+import { buildSidecar, SIDECAR_PORT_NAME, type SidecarInputs } from '../../../webhook/plan/sidecar.ts';
 import { type AdmissionRequestLike, isStop } from '../../../webhook/plan/step.ts';
 import { skupperPod, speakerPod } from './fixtures.ts';
 import { baseOptions } from './helpers.ts';
@@ -431,6 +431,7 @@ t.test(
     t.strictSame(choosePort('metallb-speaker', {}, viewOf(t, speakerPod()).containers, true), {
       port: 7480,
       host: '127.0.0.1',
+      metricsPort: 7490,
     });
     // 7482 is taken and 7483 is another profile's default.
     t.strictSame(choosePort('lease', {}, [c('a', { ports: [{ hostPort: 7482 }] })], false), { port: 7484 });
@@ -449,6 +450,65 @@ t.test(
     );
   },
 );
+
+t.test(
+  'choosePort: on the host network a /metrics-only port of its own, annotated or the first free from the profile default',
+  async (t) => {
+    const speaker = viewOf(t, speakerPod()).containers;
+    t.strictSame(
+      choosePort(
+        'netfilter-cleanup',
+        {},
+        [c('a', { ports: [{ containerPort: 7493, hostPort: 7493 }] })],
+        true,
+      ),
+      // 7493 is taken; 7494 is free (the next profiles' defaults are below it).
+      { port: 7483, host: '127.0.0.1', metricsPort: 7494 },
+    );
+    t.strictSame(choosePort('metallb-speaker', { 'drainguard.io/metrics-port': '9101' }, speaker, true), {
+      port: 7480,
+      host: '127.0.0.1',
+      metricsPort: 9101,
+    });
+    // Never the sidecar's own port, though it is bound to another address.
+    t.strictSame(choosePort('lease', { 'drainguard.io/port': '7492' }, [], true), {
+      port: 7492,
+      host: '127.0.0.1',
+      metricsPort: 7494,
+    });
+    t.equal(
+      denied(t, choosePort('metallb-speaker', { 'drainguard.io/metrics-port': '7472' }, speaker, true)),
+      'drainguard.io/metrics-port=7472: port 7472 is already used by container speaker; choose another port',
+    );
+    t.equal(
+      denied(
+        t,
+        choosePort('lease', { 'drainguard.io/port': '9000', 'drainguard.io/metrics-port': '9000' }, [], true),
+      ),
+      "drainguard.io/metrics-port=9000: port 9000 is the sidecar's own port (drainguard.io/port); choose another port",
+    );
+    t.equal(
+      denied(t, choosePort('lease', { 'drainguard.io/metrics-port': 'x' }, [], true)),
+      'drainguard.io/metrics-port="x": accepted is a whole number from 1024 to 65535',
+    );
+    // Off the host network /metrics is on the pod's own IP with everything else: no second port.
+    t.strictSame(choosePort('lease', { 'drainguard.io/metrics-port': '9101' }, [], false), { port: 7482 });
+  },
+);
+
+t.test('metricsPortWarnings: the annotation off the host network is ignored, and says so', async (t) => {
+  t.strictSame(metricsPortWarnings({ 'drainguard.io/metrics-port': '9101' }, { port: 7482 }), [
+    'drainguard: drainguard.io/metrics-port is used on hostNetwork pods only and was ignored: this pod serves /metrics with the rest on its drainguard port 7482',
+  ]);
+  t.strictSame(metricsPortWarnings({}, { port: 7482 }), []);
+  t.strictSame(
+    metricsPortWarnings(
+      { 'drainguard.io/metrics-port': '9101' },
+      { port: 7480, host: '127.0.0.1', metricsPort: 9101 },
+    ),
+    [],
+  );
+});
 
 t.test('choosePort: a bad or used annotated port is denied, and so is a pod with no port left', async (t) => {
   for (const bad of ['80', 'abc', '70000', '9000.5', ''])
@@ -481,7 +541,7 @@ const envInputs = (more: Partial<EnvInputs> = {}): EnvInputs => ({
   profile: 'metallb-speaker',
   features: l2,
   settings: {},
-  endpoint: { port: 7490, host: '127.0.0.1' },
+  endpoint: { port: 7480, host: '127.0.0.1', metricsPort: 7490 },
   guarded: 'speaker',
   leases: undefined,
   namespace: 'lb',
@@ -507,8 +567,15 @@ t.test(
     const env = envValues(t, buildEnv(envInputs({ settings })));
     t.equal(env.DRAINGUARD_PROFILE, 'metallb-speaker');
     t.equal(env.DRAINGUARD_FEATURES, 'l2-handover');
-    t.equal(env.DRAINGUARD_PORT, '7490');
+    t.equal(env.DRAINGUARD_PORT, undefined, '7480, the default');
     t.equal(env.DRAINGUARD_BIND_ADDRESS, '127.0.0.1');
+    t.equal(env.DRAINGUARD_METRICS_PORT, '7490');
+    const raw = buildEnv(envInputs({ settings })) as EnvVar[];
+    t.strictSame(
+      raw.find((e) => e.name === 'DRAINGUARD_METRICS_ADDRESS'),
+      { name: 'DRAINGUARD_METRICS_ADDRESS', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } },
+      "the node's IP, from the downward API",
+    );
     t.equal(env.DRAINGUARD_GUARDED_CONTAINER, 'speaker');
     t.equal(env.DRAINGUARD_MEMBERLIST_PORTS, '7947');
     t.equal(env.DRAINGUARD_METALLB_NAMESPACE, 'lb');
@@ -536,6 +603,8 @@ t.test(
     t.equal(skupper.DRAINGUARD_LEASES, 'skupper-site-leader');
     t.equal(skupper.DRAINGUARD_SUCCESSOR_SELECTOR, 'skupper.io/component=router');
     t.equal(skupper.DRAINGUARD_BIND_ADDRESS, undefined);
+    t.equal('DRAINGUARD_METRICS_PORT' in skupper, false);
+    t.equal('DRAINGUARD_METRICS_ADDRESS' in skupper, false);
     t.equal(skupper.DRAINGUARD_MEMBERLIST_PORTS, undefined);
   },
 );
@@ -579,18 +648,22 @@ t.test(
 );
 
 t.test(
-  'buildSidecar: native on the host network: no port, probes on loopback, NET_ADMIN for netfilter',
+  'buildSidecar: native on the host network: only the /metrics port declared, probes on loopback, NET_ADMIN for netfilter',
   async (t) => {
     const { container: s, volume } = buildSidecar(
       sidecarInputs({
-        endpoint: { port: 7480, host: '127.0.0.1' },
+        endpoint: { port: 7480, host: '127.0.0.1', metricsPort: 7490 },
         hostNetwork: true,
         native: true,
         features: l2,
         volumes: [{ name: 'drainguard-tmp' }, { name: 'drainguard-tmp-1' }],
       }),
     ) as { container: Obj; volume: Obj };
-    t.equal('ports' in s, false);
+    // Named as off the host network, so one PodMonitor endpoint scrapes both; a hostNetwork pod's
+    // hostPort must equal its containerPort.
+    t.strictSame(s.ports, [
+      { name: SIDECAR_PORT_NAME, containerPort: 7490, hostPort: 7490, protocol: 'TCP' },
+    ]);
     t.equal(s.restartPolicy, 'Always');
     t.strictSame(s.readinessProbe.httpGet, {
       path: '/readyz',
