@@ -19,7 +19,7 @@
 //     fenced-confirmed                                           speakers may exist; fence with the
 //                                                                memberlist cut, L2FailsafeFence
 //   awaiting-confirmation               → failsafe-fenced        the peers may be blind: unconfirmed
-//                                                                a settle time after the label while
+//                                                                the grace after the label while
 //                                                                API requests failed since (a stale
 //                                                                API server keeps their watches
 //                                                                silent); as above, L2FailsafeFence
@@ -644,7 +644,8 @@ export function failsafeDue(
 
 /**
  * Why the fail-safe fence goes on though the API answers (undefined: it does not): awaiting
- * confirmation, unconfirmed a settle time after the label (or the fail-safe's new attempt), and
+ * confirmation, unconfirmed the fail-safe's grace after the label (or the fail-safe's new
+ * attempt; a confirmation takes ~1 s), and
  * requests to the API failed since the label. MetalLB's speakers read through the same
  * `kubernetes` Service; an API server whose etcd member is gone keeps their watches open and
  * silent, so peers may never see the label (docs/l2-handover.md, "A stale API server"). A peer
@@ -655,7 +656,7 @@ export function failsafeDue(
 export function peersMayBeBlind(
   memory: L2Memory,
   observation: Pick<L2Observation, 'now' | 'apiFailedAt' | 'statusSource' | 'otherCandidates'>,
-  settings: Pick<L2Settings, 'settleMs'>,
+  settings: Pick<L2Settings, 'failsafeGraceMs'>,
 ): string | undefined {
   if (memory.phase !== 'awaiting-confirmation' || cuts(memory.fence)) return undefined;
   if (observation.statusSource !== 'servicel2status' || memory.services.length === 0) return undefined;
@@ -663,7 +664,7 @@ export function peersMayBeBlind(
   const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
   const failed = observation.apiFailedAt;
   if (started === undefined || failed === undefined || failed < started) return undefined;
-  if (observation.now - started < settings.settleMs) return undefined;
+  if (observation.now - started < settings.failsafeGraceMs) return undefined;
   return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
 }
 
