@@ -4,10 +4,11 @@
 import { Backoff } from '../../shared/backoff.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
-import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
+import { listPaged } from '../../shared/kube/paged-list.ts';
+import type { KubeObject } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
 import type { FeatureContext } from '../feature.ts';
-import { WIDE_READ } from './candidates.ts';
+import { WIDE_PAGE_SIZE, WIDE_READ } from './candidates.ts';
 import type { StatusSource } from './core.ts';
 
 interface ServiceL2Status extends KubeObject {
@@ -69,6 +70,16 @@ export interface MetalLbView {
   /** Services with externalTrafficPolicy: Local (only nodes with a ready endpoint announce them). */
   isLocal(service: string): boolean;
   stop(): Promise<void>;
+}
+
+/** What the fallback reads of a Service: its name, type, traffic policy and addresses. */
+function trimService(o: KubeObject): KubeObject {
+  const svc = o as Service;
+  return {
+    metadata: { name: svc.metadata?.name, namespace: svc.metadata?.namespace },
+    spec: { type: svc.spec?.type, externalTrafficPolicy: svc.spec?.externalTrafficPolicy },
+    status: { loadBalancer: { ingress: svc.status?.loadBalancer?.ingress ?? [] } },
+  } as KubeObject;
 }
 
 const lbIPs = (svc: Service | undefined) =>
@@ -322,8 +333,14 @@ export class MetalLbReader implements MetalLbView {
 
   async readAllServices(): Promise<void> {
     try {
-      const list = await this.ctx.client.get<KubeList<Service>>('/api/v1/services', WIDE_READ);
-      const lbs = (list.items ?? []).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
+      // Paged and trimmed like the handover's other wide reads (candidates.ts): a cluster's
+      // Services are thousands, and only LoadBalancers with an address are kept.
+      const { items } = await listPaged(this.ctx.client, '/api/v1/services', {
+        pageSize: WIDE_PAGE_SIZE,
+        trim: trimService,
+        timeoutMs: WIDE_READ.timeoutMs,
+      });
+      const lbs = (items as Service[]).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
       const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;
       for (const s of lbs) this.noteTrafficPolicy(key(s), s);
       this.allLbServices = lbs.map((s) => ({ service: key(s), ips: lbIPs(s).sort() }));

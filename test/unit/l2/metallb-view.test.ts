@@ -43,15 +43,32 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
   ];
   let push: ((ev: { type: string; object: KubeObject }) => void) | undefined;
   let discoveries = 0;
+  const serviceReads: { limit: unknown; continue: unknown }[] = [];
   const client = {
-    async get(path: string) {
+    async get(
+      path: string,
+      q?: { query?: Record<string, string | number | undefined>; onText?: (c: string) => void },
+    ) {
       if (path === '/apis/metallb.io/v1beta1') {
         discoveries++;
         if (!opts.crd) throw new ApiError('GET', path, 404, 'NotFound', 'no such group');
         return { resources: [{ name: 'servicel2statuses' }] };
       }
       if (path === STATUSES) return { metadata: { resourceVersion: '99' }, items: opts.statuses };
-      if (path === '/api/v1/services') return { items: services };
+      if (path === '/api/v1/services') {
+        // Paged (limit/continue) and streamed when asked to, as the API server and client do.
+        const from = Number(q?.query?.continue ?? 0);
+        const limit = Number(q?.query?.limit ?? services.length);
+        serviceReads.push({ limit: q?.query?.limit, continue: q?.query?.continue });
+        const next = from + limit < services.length ? String(from + limit) : undefined;
+        const text = JSON.stringify({
+          metadata: { resourceVersion: '7', ...(next ? { continue: next } : {}) },
+          items: services.slice(from, from + limit),
+        });
+        if (!q?.onText) return JSON.parse(text);
+        for (let i = 0; i < text.length; i += 61) q.onText(text.slice(i, i + 61));
+        return undefined;
+      }
       const svc = services.find((s) => path === `/api/v1/namespaces/web/services/${s.metadata.name}`);
       if (svc) return svc;
       throw new ApiError('GET', path, 404, 'NotFound', 'no such object');
@@ -84,6 +101,8 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
     changes: () => changes,
     /** How many times the CRD's discovery document was asked for. */
     discoveries: () => discoveries,
+    serviceReads,
+    services,
   };
 }
 
@@ -110,6 +129,21 @@ t.test(
     await w.view.stop();
   },
 );
+
+t.test('the Services fallback reads in pages of 250 (limit/continue), never one unpaged list', async (t) => {
+  const w = metallbApi({ crd: false, statuses: [] });
+  for (let i = 0; i < 600; i++) w.services.push(lb(`s${i}`, `198.51.100.${i % 250}`));
+  await w.view.checkCrd();
+  await w.view.readAllServices();
+  // Before: one GET /api/v1/services with no limit, held and parsed whole.
+  t.strictSame(w.serviceReads, [
+    { limit: 250, continue: undefined },
+    { limit: 250, continue: '250' },
+    { limit: 250, continue: '500' },
+  ]);
+  t.equal(w.view.observe(T0, anyNode).announced.length, 602, 'every LoadBalancer with an address');
+  await w.view.stop();
+});
 
 t.test(
   'ServiceL2Status: own services read; another node confirms only if written after the start and eligible',
