@@ -10,7 +10,7 @@ import { VERSION } from '../shared/names.ts';
 import { NodeVersions } from './node-versions.ts';
 import { SIDECAR_MODES, type SidecarMode } from './plan/step.ts';
 import { createWebhookApp } from './server.ts';
-import type { ServingPair, TlsSource } from './tls.ts';
+import { observeServing, type ServingPair, type TlsSource } from './tls.ts';
 import { CertDirReloader } from './tls-cert-dir.ts';
 import { SelfManagedTls, serviceDnsNames } from './tls-self-managed.ts';
 
@@ -290,7 +290,7 @@ export async function startWebhook(cfg: WebhookConfig, log?: Logger): Promise<Ru
   const sidecarImage = ownImage
     ? await readOwnImage(client as KubeClient, cfg.namespace, cfg.podName ?? '')
     : cfg.sidecarImage;
-  const tls = tlsSource(cfg, client, logger, metrics);
+  const tls = observeServing(tlsSource(cfg, client, logger, metrics), metrics);
   let pair = await tls.load();
   const nodes = client && cfg.sidecarMode === 'auto' ? new NodeVersions(client, logger) : undefined;
   await nodes?.start();

@@ -4,6 +4,8 @@
 // of the webhook's own, kept in a Secret shared by all replicas (tls-self-managed.ts).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
+import type { Registry } from '../shared/metrics.ts';
+import { certNotAfter } from '../shared/pki.ts';
 
 export interface ServingPair {
   cert: string;
@@ -33,4 +35,26 @@ export function checkPair(pair: ServingPair, where: string): void {
   } catch (e) {
     throw new Error(`${where}: unusable certificate/key pair: ${(e as Error).message}`);
   }
+}
+
+/**
+ * The source, exporting the notAfter of the pair it hands out to be served (Unix seconds, label
+ * `source`): in both modes, what clients get, whoever renews it — cert-manager can renew a
+ * Secret that the webhook then fails to load; a self-managed rotation can fail for days.
+ */
+export function observeServing(source: TlsSource, metrics: Registry): TlsSource {
+  const expiry = metrics.gauge(
+    'drainguard_webhook_certificate_expiration_timestamp_seconds',
+    'When the serving certificate this webhook serves expires (Unix seconds), by TLS source (cert-dir, self-managed).',
+  );
+  const served = (pair: ServingPair) => {
+    expiry.set({ source: source.kind }, certNotAfter(pair.cert) / 1000);
+    return pair;
+  };
+  return {
+    kind: source.kind,
+    load: async () => served(await source.load()),
+    start: (apply) => source.start((pair) => apply(served(pair))),
+    stop: () => source.stop(),
+  };
 }

@@ -33,7 +33,7 @@ interface Case {
 
 // Scrape labels the PodMonitor leaves on a sidecar's series (instance and job are aggregated away).
 const SPEAKER =
-  'namespace="metallb-system",pod="speaker-a",node="node-a",instance="198.18.0.5:7480",job="drainguard"';
+  'namespace="metallb-system",pod="speaker-a",node="node-a",instance="198.18.0.5:7490",job="drainguard"';
 const SPEAKER_LABELS = { namespace: 'metallb-system', pod: 'speaker-a', node: 'node-a' };
 const WEBHOOK =
   'namespace="drainguard-system",pod="drainguard-webhook-1",instance="198.18.1.4:8443",job="drainguard"';
@@ -259,17 +259,28 @@ const CASES: Record<string, { fire: Case[]; healthy: Case[] }> = {
     fire: [
       {
         series: {
-          'certmanager_certificate_expiration_timestamp_seconds{namespace="drainguard-system",name="drainguard-webhook",job="cert-manager"}':
+          [`drainguard_webhook_certificate_expiration_timestamp_seconds{${WEBHOOK},source="self-managed"}`]:
             '86400x200',
         },
         at: '2h',
-        fires: { namespace: 'drainguard-system', name: 'drainguard-webhook' },
+        fires: { namespace: 'drainguard-system', pod: 'drainguard-webhook-1', source: 'self-managed' },
+      },
+      {
+        // One replica still serves the old pair (cert-manager renewed it; the reload failed).
+        series: {
+          [`drainguard_webhook_certificate_expiration_timestamp_seconds{${WEBHOOK},source="cert-dir"}`]:
+            '86400x200',
+          'drainguard_webhook_certificate_expiration_timestamp_seconds{namespace="drainguard-system",pod="drainguard-webhook-2",instance="198.18.1.5:8443",job="drainguard",source="cert-dir"}':
+            '7776000x200',
+        },
+        at: '2h',
+        fires: { namespace: 'drainguard-system', pod: 'drainguard-webhook-1', source: 'cert-dir' },
       },
     ],
     healthy: [
       {
         series: {
-          'certmanager_certificate_expiration_timestamp_seconds{namespace="drainguard-system",name="drainguard-webhook",job="cert-manager"}':
+          [`drainguard_webhook_certificate_expiration_timestamp_seconds{${WEBHOOK},source="self-managed"}`]:
             '2592000x200',
           // Another certificate near expiry is not drainguard's.
           'certmanager_certificate_expiration_timestamp_seconds{namespace="other",name="other",job="cert-manager"}':

@@ -1,9 +1,12 @@
 // Self-managed TLS as a TlsSource, against an in-memory API: the caBundle is retried with backoff
-// until the configuration exists, and a rotation check applies a new serving pair.
+// until the configuration exists, a rotation check applies a new serving pair, and the served
+// certificate's expiry is a metric.
 import t from 'tap';
 import type { Clock } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
-import type { ServingPair } from '../../../webhook/tls.ts';
+import { Registry } from '../../../shared/metrics.ts';
+import { certNotAfter } from '../../../shared/pki.ts';
+import { observeServing, type ServingPair } from '../../../webhook/tls.ts';
 import { SelfManagedTls } from '../../../webhook/tls-self-managed.ts';
 import { silent } from './helpers.ts';
 
@@ -114,3 +117,33 @@ t.test('a rotation check applies the serving pair another replica wrote', async 
   for (let i = 0; i < 50 && applied.length === 0; i++) await new Promise((r) => setImmediate(r));
   t.strictSame(applied, [written]);
 });
+
+t.test("the served certificate's expiry is exported, and follows a rotation", async (t) => {
+  const api = fakeApi();
+  api.put(MWC, { metadata: { name: 'drainguard' }, webhooks: [{ clientConfig: {} }] });
+  const { clock, wake } = manualClock();
+  const metrics = new Registry();
+  const tls = observeServing(new SelfManagedTls({ ...options(api.client, clock), servingDays: 30 }), metrics);
+  t.teardown(() => tls.stop());
+  const expiry = () => metrics.gauge(EXPIRY, '').get({ source: 'self-managed' });
+  const first = await tls.load();
+  t.equal(expiry(), certNotAfter(first.cert) / 1000, 'notAfter in Unix seconds, from the first load');
+  t.ok((expiry() as number) - Date.now() / 1000 > 29 * 86_400, 'about 30 days ahead');
+  const applied: ServingPair[] = [];
+  await tls.start((p) => applied.push(p));
+  // Another replica writes new material a day later: the rotation check applies it.
+  api.put(SECRET, { metadata: { name: 'tls' }, data: {} });
+  const dayLater: Clock = { ...clock, now: () => Date.now() + 86_400_000 };
+  const written = await new SelfManagedTls({ ...options(api.client, dayLater), servingDays: 30 }).load();
+  const apart = certNotAfter(written.cert) - certNotAfter(first.cert);
+  t.ok(apart >= 86_400_000 && apart <= 86_405_000, `a day apart (${apart} ms)`);
+  await wake((ms) => ms === ROTATE_MS);
+  for (let i = 0; i < 50 && applied.length === 0; i++) await new Promise((r) => setImmediate(r));
+  t.strictSame(applied, [written], 'the pair is still handed on');
+  t.equal(expiry(), certNotAfter(written.cert) / 1000);
+  t.match(
+    metrics.render(),
+    /^drainguard_webhook_certificate_expiration_timestamp_seconds\{source="self-managed"\} \d+$/m,
+  );
+});
+const EXPIRY = 'drainguard_webhook_certificate_expiration_timestamp_seconds';

@@ -5,7 +5,7 @@ import https from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import { type CertPair, createCA, createServingCert } from '../../../shared/pki.ts';
+import { type CertPair, certNotAfter, createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, startWebhook } from '../../../webhook/main.ts';
 import { review, speakerPod } from './fixtures.ts';
 import { certDirFlags, mountLikeKubelet as mount, silent } from './helpers.ts';
@@ -126,6 +126,14 @@ t.test(
       t.strictSame(failures, []);
       t.ok(ok > 40, `only ${ok} requests made it`);
       t.equal((await call(hook.port, trust, false)).fingerprint, fp(pairs[2]!));
+      // The served certificate's expiry, for the alert (cert-manager renews, the webhook serves).
+      t.match(
+        hook.metrics.render(),
+        new RegExp(
+          `^drainguard_webhook_certificate_expiration_timestamp_seconds\\{source="cert-dir"\\} ${certNotAfter(pairs[2]!.certPem) / 1000}$`,
+          'm',
+        ),
+      );
     } finally {
       await hook.close();
     }
