@@ -38,8 +38,11 @@ export class OwnNode {
         },
       },
       'merge',
-      // Few retries: the reconcile loop tries again, and must not stall the fail-safe.
-      { retries: 2, timeoutMs: 5_000 },
+      // Few retries, short timeouts: the reconcile loop tries again, and must not stall the
+      // fail-safe. A write that reaches an API server whose etcd member is gone hangs until the
+      // timeout; the retry goes out on a new connection (KubeClient.reopenWatches), most likely
+      // to a healthy server. A Node patch takes milliseconds.
+      { retries: 2, timeoutMs: 3_000 },
     );
   }
 
@@ -48,7 +51,10 @@ export class OwnNode {
       this.path,
       { metadata: { annotations: { [L2_STATE_ANNOTATION]: status } } },
       'merge',
-      { retries: 3, timeoutMs: 5_000 },
+      // No retries: awaited at the end of each reconcile, so a write hanging on a stale API
+      // server would hold the next decision (the fail-safe's) for the retries' sum; the next
+      // reconcile writes again (the status is published while the API answers).
+      { timeoutMs: 3_000 },
     );
     if (rv(node) > rv(this.current())) this.patched = node;
   }
