@@ -92,6 +92,10 @@ export interface TrialPlan {
   seed: number;
   trial: number;
   action: Action;
+  /** The node acted on: the one answering for the VIP, or the Lease holder's. */
+  subject: 'vip-owner' | 'lease-holder';
+  /** uncordon-mid-handover: when the uncordon comes (ms after the drain started). */
+  uncordonAtMs?: number;
   faults: PlannedFault[];
 }
 
@@ -139,19 +143,28 @@ export function planTrial(seed: number, trial: number, opts: PlannerOptions): Tr
     if (!picked.includes(k)) picked.push(k);
   }
   const windowMs = opts.windowMs ?? 6_000;
+  const faults = picked.map((k) => faultOf(k, rng, windowMs)).sort((a, b) => a.atMs - b.atMs);
+  const subject =
+    action === 'delete-speaker-pod'
+      ? 'vip-owner'
+      : action === 'delete-leader-pod'
+        ? 'lease-holder'
+        : rng.pick(['vip-owner', 'lease-holder'] as const);
   return {
     seed,
     trial,
     action,
-    faults: picked.map((k) => faultOf(k, rng, windowMs)).sort((a, b) => a.atMs - b.atMs),
+    subject,
+    ...(action === 'uncordon-mid-handover' ? { uncordonAtMs: rng.int(200, 3_000) } : {}),
+    faults,
   };
 }
 
-/** One line for logs and the report: "drain + etcd-pause@1.2s/3.4s + api-path-drop(both)@0.3s/12.0s". */
+/** One line for logs and the report: "drain(vip-owner) + etcd-pause@1.2s/3.4s + api-path-drop(both)@0.3s/12.0s". */
 export function describePlan(p: TrialPlan): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
   return [
-    p.action,
+    `${p.action}(${p.subject}${p.uncordonAtMs === undefined ? '' : `, uncordon@${s(p.uncordonAtMs)}`})`,
     ...p.faults.map(
       (f) =>
         `${f.kind}${f.direction ? `(${f.direction})` : ''}@${s(f.atMs)}${f.durationMs ? `/${s(f.durationMs)}` : ''}`,

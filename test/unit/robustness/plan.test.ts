@@ -58,6 +58,12 @@ t.test('faults tied to an action or to the HA control plane are picked only ther
     if (p.faults.some((f) => f.kind === 'stale-api-server')) bad.push(`${i}: stale API server without HA`);
     if (p.faults.some((f) => f.kind === 'uncordon-recordon') && p.action !== 'drain')
       bad.push(`${i}: uncordon-recordon with ${p.action}`);
+    if ((p.uncordonAtMs !== undefined) !== (p.action === 'uncordon-mid-handover'))
+      bad.push(`${i}: uncordon moment with ${p.action}`);
+    if (p.action === 'delete-leader-pod' && p.subject !== 'lease-holder')
+      bad.push(`${i}: leader pod of ${p.subject}`);
+    if (p.action === 'delete-speaker-pod' && p.subject !== 'vip-owner')
+      bad.push(`${i}: speaker pod of ${p.subject}`);
   }
   t.same(bad, []);
   t.same([...actions].sort(), [...ACTIONS].sort(), 'every action comes up');

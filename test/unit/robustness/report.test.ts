@@ -16,6 +16,7 @@ const result = (trial: number, kinds: string[], over: Partial<TrialResult> = {})
     seed: 7,
     trial,
     action: 'drain',
+    subject: 'vip-owner',
     faults: kinds.map((k, i) => ({ kind: k as 'etcd-pause', atMs: 100 * i, durationMs: 1_000 })),
   },
   drained: true,
@@ -62,7 +63,7 @@ t.test('the last line is JSON with the fields the issue names; each violation ha
     errors: 0,
     failed: [{ trial: 1, replay: 'make robustness SEED=7 TRIAL=1', invariants: ['dark'] }],
   });
-  t.ok(lines.includes('trial 1: drain + etcd-pause@0.0s/1.0s + second-cordon@0.1s/1.0s'));
+  t.ok(lines.includes('trial 1: drain(vip-owner) + etcd-pause@0.0s/1.0s + second-cordon@0.1s/1.0s'));
   t.ok(lines.includes('  ✖ dark at 1.00 s: 10.0.0.100 unanswered 1800 ms'));
   t.ok(lines.includes(`  replay: ${replayCommand(7, 1)}`));
   t.ok(lines.includes('  timeline: /tmp/trial-1.html'));
@@ -99,7 +100,7 @@ t.test("a violating trial's timeline in the demo's HTML format", async (t) => {
     leaseName: 'site/skupper-site-leader',
     startedAt: '2026-11-24T16:00:00Z',
   });
-  t.match(html, /<title>robustness seed 7 trial 1: drain \+ etcd-pause/);
+  t.match(html, /<title>robustness seed 7 trial 1: drain\(vip-owner\) \+ etcd-pause/);
   t.match(html, /<svg/);
   t.match(html, /violation: dark/);
   t.match(html, /fence reported/);

@@ -1,0 +1,7 @@
+# The robustness suite (issue 24; docs/robustness.md): randomized faults during drains on the lab
+# cluster, invariants checked from the outside. Its short fixed-seed run is in make test
+# (test/e2e/cluster/robustness.test.ts).
+.PHONY: robustness
+## make robustness     lab cluster: TRIALS= trials (default 20) of a drain or pod deletion under random faults, invariants checked; SEED= to repeat a run, TRIAL= to replay one trial; last line JSON
+robustness: bootstrap build
+	$(RUN) SEED="$(SEED)" TRIALS="$(TRIALS)" TRIAL="$(TRIAL)" OUT="$(OUT)" node test/robustness/run.ts

@@ -1,0 +1,198 @@
+// The nemesis (I/O): each fault kind the runner implements, injected on the lab cluster and
+// lifted again. A fault returns its "lift", run when its duration is over or, at the latest, when
+// the trial settles; every lift is safe to run twice. The kinds missing here (IMPLEMENTED lists
+// the others) are never planned.
+import { spawn } from 'node:child_process';
+import { openSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { killAndWait, pidAlive } from '../../lab/bed/proc.ts';
+import type { Cluster } from '../../lab/cluster/cluster.ts';
+import type { LabNode } from '../../lab/cluster/node.ts';
+import { SIDECAR_NAME } from '../../shared/names.ts';
+import type { FaultKind, PlannedFault } from './plan.ts';
+import type { PodView } from './scene.ts';
+
+/** The kinds this runner injects; liveness-failure, api-429 and stale-api-server are not (yet). */
+export const IMPLEMENTED: FaultKind[] = [
+  'sidecar-sigkill',
+  'pod-delete',
+  'speaker-restart',
+  'api-server-restart',
+  'api-path-drop',
+  'etcd-pause',
+  'second-cordon',
+  'uncordon-recordon',
+  'kubelet-restart',
+  'webhook-down',
+];
+
+export interface Target {
+  c: Cluster;
+  /** The node the action acts on. */
+  node: string;
+  /** Another node (second cordon). */
+  other: string;
+  /** The pod the action acts on (the speaker answering for the VIP, or the Lease holder's). */
+  pod: () => Promise<PodView | undefined>;
+  /** The speaker pod on the acting node. */
+  speaker: () => Promise<PodView | undefined>;
+  /** "pod/container" the nemesis killed: their restarts are expected. */
+  injectedRestarts: string[];
+  note(line: string): void;
+}
+
+export type Lift = () => Promise<void>;
+const nothing: Lift = async () => {};
+
+/** Kills one container of a pod through its node's containerd (the kubelet then restarts it). */
+async function killContainer(t: Target, pod: PodView | undefined, container: string): Promise<void> {
+  if (!pod?.spec.nodeName) throw new Error(`no pod to kill ${container} in`);
+  const id = pod.status?.containerStatuses
+    ?.find((x) => x.name === container)
+    ?.containerID?.replace(/^\w+:\/\//, '');
+  if (!id) throw new Error(`${pod.metadata.name}: no running ${container} container`);
+  t.injectedRestarts.push(`${pod.metadata.name}/${container}`);
+  const r = await t.c.node(pod.spec.nodeName).ctr(['task', 'kill', '--signal', 'SIGKILL', id]);
+  if (r.code !== 0) t.note(`ctr task kill ${container} of ${pod.metadata.name}: ${r.stderr.trim()}`);
+}
+
+/** The API server's address and port as the nodes reach it (the Service's endpoint). */
+function apiEndpoint(c: Cluster): { ip: string; port: string } {
+  const u = new URL(c.server);
+  return { ip: u.hostname, port: u.port || '443' };
+}
+
+const NFT_TABLE = 'robustness';
+
+/** nft rules in the node's namespace dropping its traffic to and/or from the API server. */
+export function renderPathDrop(ip: string, port: string, direction: 'to-api' | 'from-api' | 'both'): string {
+  const to = direction !== 'from-api' ? [`    ip daddr ${ip} tcp dport ${port} drop`] : [];
+  const from = direction !== 'to-api' ? [`    ip saddr ${ip} tcp sport ${port} drop`] : [];
+  const chain = (name: string, hook: string, rules: string[]) => [
+    `  chain ${name} {`,
+    `    type filter hook ${hook} priority 0;`,
+    ...rules,
+    '  }',
+  ];
+  // Host-network processes (kubelet, speakers) pass output and input; pods' traffic is forwarded.
+  return [
+    `table inet ${NFT_TABLE} {`,
+    ...chain('host_out', 'output', to),
+    ...chain('host_in', 'input', from),
+    ...chain('pods', 'forward', [...to, ...from]),
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** The kubelet of a node: its pid and command line (the lab starts it through nsenter, which execs it). */
+function kubeletOf(n: LabNode): { pid: number; argv: string[] } | undefined {
+  const config = join(n.dir, 'kubelet.json');
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const argv = readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      if (argv[0]?.endsWith('/kubelet') && argv.includes(config)) return { pid: Number(e), argv };
+    } catch {}
+  }
+  return undefined;
+}
+
+/**
+ * Stops the kubelet and starts it again with the same command line after `downMs`, in the node's
+ * namespaces as the lab does (lab/cluster/node.ts). The cluster's teardown finds it by its
+ * directory in its command line.
+ */
+async function restartKubelet(t: Target, downMs: number): Promise<Lift> {
+  const n = t.c.node(t.node);
+  const k = kubeletOf(n);
+  if (!k) throw new Error(`${t.node}: kubelet not found`);
+  await killAndWait(k.pid);
+  let started = false;
+  const start = async () => {
+    if (started) return;
+    started = true;
+    const fd = openSync(join(n.dir, 'kubelet.log'), 'a');
+    const child = spawn(
+      'nsenter',
+      [`--mount=${join(n.dir, 'mnt', 'ns')}`, `--net=/run/netns/${n.netns.ns}`, ...k.argv],
+      { stdio: ['ignore', fd, fd], detached: true },
+    );
+    child.unref();
+    t.note(`${t.node}: kubelet restarted (pid ${child.pid})`);
+  };
+  const timer = setTimeout(() => void start(), downMs);
+  return async () => {
+    clearTimeout(timer);
+    await start();
+  };
+}
+
+/** Injects `f`; returns its lift. */
+export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
+  const c = t.c;
+  switch (f.kind) {
+    case 'sidecar-sigkill':
+      await killContainer(t, await t.pod(), SIDECAR_NAME);
+      return nothing;
+    case 'pod-delete': {
+      const p = await t.pod();
+      if (p) await c.kubectl(['delete', 'pod', '-n', p.metadata.namespace, p.metadata.name, '--wait=false']);
+      return nothing;
+    }
+    case 'speaker-restart':
+      await killContainer(t, await t.speaker(), 'speaker');
+      return nothing;
+    case 'api-server-restart': {
+      await c.cp.stopApiServer();
+      let up = false;
+      return async () => {
+        if (up) return;
+        up = true;
+        await c.cp.startApiServer();
+      };
+    }
+    case 'api-path-drop': {
+      const { ip, port } = apiEndpoint(c);
+      const ns = c.bed.node(t.node);
+      await ns.run(['nft', '-f', '-'], { input: renderPathDrop(ip, port, f.direction ?? 'both') });
+      return async () => {
+        await ns.exec(['nft', 'delete', 'table', 'inet', NFT_TABLE]);
+      };
+    }
+    case 'etcd-pause': {
+      const pid = c.cp.etcdPid;
+      process.kill(pid, 'SIGSTOP');
+      return async () => {
+        if (pidAlive(pid)) process.kill(pid, 'SIGCONT');
+      };
+    }
+    case 'second-cordon':
+      await c.kubectl(['cordon', t.other]);
+      return async () => {
+        await c.kubectl(['uncordon', t.other]);
+      };
+    case 'uncordon-recordon': {
+      await c.kubectl(['uncordon', t.node]);
+      await new Promise((r) => setTimeout(r, f.durationMs));
+      await c.kubectl(['cordon', t.node]);
+      return nothing;
+    }
+    case 'kubelet-restart':
+      return restartKubelet(t, f.durationMs);
+    case 'webhook-down': {
+      await c.kubectl(['scale', '-n', 'drainguard-system', 'deployment/drainguard-webhook', '--replicas=0']);
+      return async () => {
+        await c.kubectl([
+          'scale',
+          '-n',
+          'drainguard-system',
+          'deployment/drainguard-webhook',
+          '--replicas=2',
+        ]);
+      };
+    }
+    default:
+      throw new Error(`fault ${f.kind} is not implemented by this runner`);
+  }
+}

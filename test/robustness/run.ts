@@ -1,0 +1,99 @@
+// make robustness: randomized faults during drains on the lab cluster, invariants checked from
+// the outside, every violation replayable (issue 24; docs/robustness.md).
+//   SEED     the run's seed (default: from the clock, printed)
+//   TRIALS   how many trials (default 20): trials 0..TRIALS-1
+//   TRIAL    replay this one trial of SEED alone
+//   OUT      where the HTML timelines go (default $TMPDIR/drainguard-robustness-<seed>)
+// stdout: the table per fault kind, each violation with its replay command and timeline, the last
+// line JSON {"bench":"robustness", seed, trials, fault_kinds, violations, max_dark_s, max_dual_s, …}.
+// Progress on stderr.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startCluster } from '../../lab/cluster/cluster.ts';
+import { IMPLEMENTED } from './nemesis.ts';
+import { ACTIONS, planTrial } from './plan.ts';
+import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
+import { LEASE, setUpScene, tokens } from './scene.ts';
+import { runTrial } from './trial.ts';
+
+export interface SuiteOptions {
+  seed: number;
+  /** The trial numbers to run. */
+  trials: number[];
+  out: string;
+  note(line: string): void;
+}
+
+export interface SuiteRun {
+  results: TrialResult[];
+  text: string;
+  summary: Summary;
+}
+
+/** Starts a lab cluster with the scene, runs the trials, writes each violating trial's timeline. */
+export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
+  const { seed, note } = opts;
+  mkdirSync(opts.out, { recursive: true });
+  const c = await startCluster({ clients: ['client'], log: (l) => note(`cluster: ${l}`) });
+  const html = new Map<number, string>();
+  const results: TrialResult[] = [];
+  try {
+    const s = await setUpScene(c);
+    note(
+      `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}; faults ${IMPLEMENTED.join(', ')}`,
+    );
+    const ctx = { tokens: await tokens(s), logsSeen: new Map<string, number>(), note };
+    for (const trial of opts.trials) {
+      const plan = planTrial(seed, trial, { kinds: IMPLEMENTED, actions: ACTIONS, ha: false });
+      const { result, observations } = await runTrial(s, plan, ctx);
+      results.push(result);
+      if (result.violations.length > 0 && observations) {
+        const path = join(opts.out, `trial-${trial}.html`);
+        writeFileSync(
+          path,
+          renderTrialHtml(result, observations, {
+            nodes: s.nodes,
+            leaseName: LEASE,
+            startedAt: new Date().toISOString(),
+          }),
+        );
+        html.set(trial, path);
+      }
+    }
+    s.client.close();
+  } finally {
+    await c.stop();
+  }
+  return {
+    results,
+    text: renderText(seed, results, (t) => html.get(t) ?? ''),
+    summary: summary(seed, results),
+  };
+}
+
+if (import.meta.main) {
+  const env = (k: string) => (process.env[k] ?? '').trim();
+  const seed = env('SEED') ? Number(env('SEED')) : Date.now() % 1_000_000;
+  const one = env('TRIAL');
+  const count = env('TRIALS') ? Number(env('TRIALS')) : 20;
+  for (const [k, v] of [
+    ['SEED', seed],
+    ['TRIALS', count],
+    ['TRIAL', one ? Number(one) : 0],
+  ] as const)
+    if (!Number.isSafeInteger(v) || v < 0) {
+      process.stderr.write(`${k}: "${env(k)}" is not a whole number ≥ 0\n`);
+      process.exit(2);
+    }
+  const note = (l: string) => process.stderr.write(`[robustness] ${l}\n`);
+  note(`seed ${seed}${one ? `, trial ${one} alone` : `, ${count} trials`}`);
+  const run = await runSuite({
+    seed,
+    trials: one ? [Number(one)] : [...Array(count).keys()],
+    out: env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`),
+    note,
+  });
+  process.stdout.write(run.text);
+  process.exit(run.summary.violations > 0 || run.summary.errors > 0 ? 1 : 0);
+}

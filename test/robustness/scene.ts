@@ -1,0 +1,270 @@
+// The robustness suite's scene on the lab cluster (I/O): MetalLB's speakers announcing one VIP
+// and a skupper site electing through a Lease, both with drainguard injected, and a client
+// namespace on the switch for ARP probes. Reads of the scene's state for the trials: who answers,
+// who holds the Lease, the pods and their containers, and what drainguard left on the nodes.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { macsIn, probeRounds } from '../../lab/bed/arp-probe.ts';
+import type { Cluster } from '../../lab/cluster/cluster.ts';
+import { installDrainguard, installMetalLbBase } from '../../lab/cluster/install.ts';
+import { installMetalLbL2 } from '../../lab/cluster/metallb.ts';
+import { installSkupperSite, SKUPPER_LEASE } from '../../lab/cluster/skupper.ts';
+import { waitFor } from '../../shared/clock.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import type { Lease } from '../../shared/kube/types.ts';
+import { L2_STATE_ANNOTATION, SIDECAR_NAME } from '../../shared/names.ts';
+import { fenceTablesIn } from '../../shared/net/fence-tables.ts';
+import { leftoversOf } from './observations.ts';
+
+export const SPEAKER_NS = 'metallb-system';
+export const SITE_NS = 'site';
+export const LEASE = `${SITE_NS}/${SKUPPER_LEASE}`;
+/** client-go's RenewDeadline as skupper sets it (lab/sim/lease-candidate.ts). */
+export const RENEW_DEADLINE_MS = 10_000;
+
+export interface PodView {
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    labels?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+  spec: { nodeName?: string };
+  status?: {
+    phase?: string;
+    containerStatuses?: {
+      name: string;
+      ready: boolean;
+      restartCount: number;
+      containerID?: string;
+      lastState?: { terminated?: { reason?: string; exitCode?: number } };
+    }[];
+  };
+}
+interface NodeView {
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: { unschedulable?: boolean };
+}
+
+export interface Scene {
+  c: Cluster;
+  vip: string;
+  nodes: string[];
+  client: KubeClient;
+  nodeOfMac(mac: string): string;
+}
+
+/** Drainguard, MetalLB's speakers with the VIP, and the skupper site, installed and rolled out. */
+export async function setUpScene(c: Cluster): Promise<Scene> {
+  const vip = c.bed.addr4(100);
+  await installMetalLbBase(c);
+  await installDrainguard(c);
+  await installMetalLbL2(c, vip, { inject: true });
+  await installSkupperSite(c, SITE_NS, { inject: true });
+  const byMac = new Map(c.nodes.map((n) => [c.bed.node(n.name).mac.toLowerCase(), n.name]));
+  return {
+    c,
+    vip,
+    nodes: c.nodes.map((n) => n.name),
+    client: c.client(),
+    nodeOfMac: (mac) => byMac.get(mac.toLowerCase()) ?? mac,
+  };
+}
+
+const short = { timeoutMs: 2_000 };
+
+export async function podsIn(s: Scene, ns: string): Promise<PodView[]> {
+  return (await s.client.get<{ items: PodView[] }>(`/api/v1/namespaces/${ns}/pods`, short)).items;
+}
+export async function nodeViews(s: Scene): Promise<NodeView[]> {
+  return (await s.client.get<{ items: NodeView[] }>('/api/v1/nodes', short)).items;
+}
+export async function leaseHolder(s: Scene): Promise<string> {
+  const l = await s.client.get<Lease>(
+    `/apis/coordination.k8s.io/v1/namespaces/${SITE_NS}/leases/${SKUPPER_LEASE}`,
+    short,
+  );
+  return l.spec?.holderIdentity ?? '';
+}
+
+const isRouter = (p: PodView) => p.metadata.labels?.['skupper.io/component'] === 'router';
+const allReady = (p: PodView, containers: number) =>
+  !p.metadata.deletionTimestamp &&
+  (p.status?.containerStatuses ?? []).length === containers &&
+  (p.status?.containerStatuses ?? []).every((x) => x.ready);
+
+/** The VIP's answers over a few rounds, as node names. */
+export async function answering(s: Scene, rounds = 6): Promise<string[]> {
+  return macsIn(await probeRounds(s.c.bed.node('client'), s.vip, rounds, 50)).map(s.nodeOfMac);
+}
+
+/** Nodes whose speaker could announce (its container Ready), from the speaker pods. */
+export function eligibleNodes(speakers: PodView[]): string[] {
+  return speakers
+    .filter(
+      (p) =>
+        !p.metadata.deletionTimestamp &&
+        p.status?.containerStatuses?.find((x) => x.name === 'speaker')?.ready,
+    )
+    .map((p) => p.spec.nodeName as string)
+    .sort();
+}
+
+/** Nodes whose L2 state reports the fence on (and not being lifted). */
+export function fencedNodes(nodes: NodeView[]): string[] {
+  return nodes
+    .filter((n) => {
+      try {
+        const st = JSON.parse(n.metadata.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
+          fenced?: boolean;
+          phase?: string;
+        };
+        // Undoing: the fence is being lifted on purpose (the node is back), a handback follows.
+        return st.fenced === true && st.phase !== 'undoing';
+      } catch {
+        return false;
+      }
+    })
+    .map((n) => n.metadata.name);
+}
+
+export interface Ready {
+  /** The node answering for the VIP. */
+  owner: string;
+  /** The Lease holder's pod and its node. */
+  leader: PodView;
+}
+
+/**
+ * The scene at rest: every node schedulable, three speakers and two routers Ready with their
+ * sidecars, one node alone answering for the VIP, a Lease holder among the routers, and nothing
+ * of drainguard's left on a node. Waits up to timeoutMs; throws with what was missing.
+ */
+export async function sceneReady(s: Scene, timeoutMs: number): Promise<Ready> {
+  let last = 'not read yet' as Ready | string;
+  await waitFor(
+    'the scene at rest',
+    async () => {
+      last = await restState(s).catch((e) => `API: ${(e as Error).message}`);
+      return typeof last !== 'string';
+    },
+    { timeoutMs, intervalMs: 500 },
+  ).catch((e) => {
+    throw new Error(`${(e as Error).message}: ${last as string}`);
+  });
+  return last as Ready;
+}
+
+/** The scene at rest (Ready), or what is still missing. */
+async function restState(s: Scene): Promise<Ready | string> {
+  const nodes = await nodeViews(s);
+  const cordoned = nodes.filter((n) => n.spec?.unschedulable).map((n) => n.metadata.name);
+  if (cordoned.length) return `cordoned: ${cordoned.join(', ')}`;
+  const speakers = await podsIn(s, SPEAKER_NS);
+  if (speakers.filter((p) => allReady(p, 2)).length !== s.nodes.length) return 'speakers not all Ready';
+  const routers = (await podsIn(s, SITE_NS)).filter(isRouter);
+  const ready = routers.filter((p) => allReady(p, 3));
+  if (ready.length !== 2 || routers.length !== 2) return `${ready.length}/${routers.length} routers Ready`;
+  const left = (await leftovers(s)).filter((l) => l.what.length);
+  if (left.length) return `left: ${left.map((l) => `${l.node}: ${l.what.join(', ')}`).join('; ')}`;
+  const holder = await leaseHolder(s);
+  const leader = ready.find((p) => p.metadata.name === holder);
+  if (!leader) return `Lease holder "${holder}" is not a Ready router`;
+  const answers = await answering(s);
+  if (answers.length !== 1) return `VIP answered by [${answers.join(', ')}]`;
+  return { owner: answers[0] as string, leader };
+}
+
+/** What drainguard left on each node: API objects and the fence tables in its namespace. */
+export async function leftovers(s: Scene): Promise<{ node: string; what: string[] }[]> {
+  const nodes = await nodeViews(s);
+  return Promise.all(
+    nodes.map(async (n) => {
+      const r = await s.c.bed.node(n.metadata.name).exec(['nft', '-j', 'list', 'tables']);
+      const tables = r.code === 0 ? fenceTablesIn(r.stdout) : [];
+      return {
+        node: n.metadata.name,
+        what: leftoversOf({
+          name: n.metadata.name,
+          labels: n.metadata.labels ?? {},
+          annotations: n.metadata.annotations ?? {},
+          fenceTables: tables,
+        }),
+      };
+    }),
+  );
+}
+
+/** Every container of the scene's pods, keyed "pod/container", with its restarts. */
+export async function containers(
+  s: Scene,
+): Promise<
+  Map<string, { restarts: number; sidecar: boolean; lastExit?: { reason: string; exitCode: number } }>
+> {
+  const out = new Map<
+    string,
+    { restarts: number; sidecar: boolean; lastExit?: { reason: string; exitCode: number } }
+  >();
+  for (const ns of [SPEAKER_NS, SITE_NS])
+    for (const p of await podsIn(s, ns))
+      for (const x of p.status?.containerStatuses ?? []) {
+        const t = x.lastState?.terminated;
+        out.set(`${p.metadata.name}/${x.name}`, {
+          restarts: x.restartCount,
+          sidecar: x.name === SIDECAR_NAME,
+          ...(t ? { lastExit: { reason: t.reason ?? '', exitCode: t.exitCode ?? -1 } } : {}),
+        });
+      }
+  return out;
+}
+
+/** The service account tokens of the scene's pods (speaker, skupper-router). */
+export async function tokens(s: Scene): Promise<string[]> {
+  const out: string[] = [];
+  for (const ns of [SPEAKER_NS, SITE_NS]) {
+    const list = await s.client.get<{ items: { type?: string; data?: { token?: string } }[] }>(
+      `/api/v1/namespaces/${ns}/secrets`,
+      short,
+    );
+    for (const sec of list.items)
+      if (sec.type === 'kubernetes.io/service-account-token' && sec.data?.token)
+        out.push(Buffer.from(sec.data.token, 'base64').toString('utf8'));
+  }
+  return out;
+}
+
+/** Every container log line the kubelets keep on disk (pod-logs of each node), with its file. */
+export function containerLogLines(c: Cluster): { source: string; line: string }[] {
+  const out: { source: string; line: string }[] = [];
+  for (const n of c.nodes) {
+    const root = join(n.dir, 'pod-logs');
+    let pods: string[] = [];
+    try {
+      pods = readdirSync(root);
+    } catch {
+      continue;
+    }
+    for (const pod of pods)
+      for (const container of safeList(join(root, pod)))
+        for (const f of safeList(join(root, pod, container))) {
+          let text = '';
+          try {
+            text = readFileSync(join(root, pod, container, f), 'utf8');
+          } catch {}
+          for (const line of text.split('\n'))
+            if (line) out.push({ source: `${n.name}/${pod}/${container}/${f}`, line });
+        }
+  }
+  return out;
+}
+
+function safeList(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+export const routersOf = (pods: PodView[]) => pods.filter(isRouter);

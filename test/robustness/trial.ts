@@ -1,0 +1,204 @@
+// One trial on the lab cluster (I/O): the scene at rest → the action and the nemesis's faults at
+// their planned moments → the settle (faults lifted, every node uncordoned, the scene at rest
+// again) → the observations → the checks. Times in the observations are ms from the action.
+import { probeRounds } from '../../lab/bed/arp-probe.ts';
+import { webhookRolledOut } from '../../lab/cluster/install.ts';
+import { waitFor } from '../../shared/clock.ts';
+import { checkAll, trialFigures } from './checks.ts';
+import { inject, type Lift, type Target } from './nemesis.ts';
+import type { ContainerRecord, LogLine, TrialObservations } from './observations.ts';
+import { record } from './observe.ts';
+import { describePlan, type TrialPlan } from './plan.ts';
+import type { TrialResult } from './report.ts';
+import {
+  containerLogLines,
+  containers,
+  leftovers,
+  podsIn,
+  RENEW_DEADLINE_MS,
+  type Scene,
+  SITE_NS,
+  SPEAKER_NS,
+  sceneReady,
+} from './scene.ts';
+
+export interface TrialContext {
+  tokens: string[];
+  /** Log lines already checked, per log file (each trial checks only what is new). */
+  logsSeen: Map<string, number>;
+  note(line: string): void;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function newLogLines(s: Scene, seen: Map<string, number>): LogLine[] {
+  const byFile = new Map<string, LogLine[]>();
+  for (const l of containerLogLines(s.c)) byFile.set(l.source, [...(byFile.get(l.source) ?? []), l]);
+  const out: LogLine[] = [];
+  for (const [file, lines] of byFile) {
+    out.push(...lines.slice(seen.get(file) ?? 0));
+    seen.set(file, lines.length);
+  }
+  return out;
+}
+
+export async function runTrial(
+  s: Scene,
+  plan: TrialPlan,
+  ctx: TrialContext,
+): Promise<{ result: TrialResult; observations?: TrialObservations }> {
+  const { c } = s;
+  const note = (l: string) => ctx.note(`trial ${plan.trial}: ${l}`);
+  const drained = plan.action === 'drain' || plan.action === 'uncordon-mid-handover';
+  const base = { plan, drained, darkMs: 0, dualMs: 0, violations: [] };
+  note(describePlan(plan));
+  let ready: Awaited<ReturnType<typeof sceneReady>>;
+  try {
+    ready = await sceneReady(s, 180_000);
+  } catch (e) {
+    return {
+      result: { ...base, error: `the scene was not at rest before the trial: ${(e as Error).message}` },
+    };
+  }
+  // Log lines of earlier trials are theirs.
+  newLogLines(s, ctx.logsSeen);
+  const node = plan.subject === 'vip-owner' ? ready.owner : (ready.leader.spec.nodeName as string);
+  const other = s.nodes.find((n) => n !== node) as string;
+  const leaderName = ready.leader.metadata.name;
+  const speaker = async () =>
+    (await podsIn(s, SPEAKER_NS)).find((p) => p.spec.nodeName === node && !p.metadata.deletionTimestamp);
+  const leaderPod = async () => (await podsIn(s, SITE_NS)).find((p) => p.metadata.name === leaderName);
+  const actingPod =
+    plan.action === 'delete-leader-pod' || plan.subject === 'lease-holder' ? leaderPod : speaker;
+  const injectedRestarts: string[] = [];
+  const target: Target = { c, node, other, pod: actingPod, speaker, injectedRestarts, note };
+  const before = await containers(s);
+  note(
+    `acting on ${node} (VIP on ${ready.owner}, Lease held by ${leaderName} on ${ready.leader.spec.nodeName})`,
+  );
+
+  const rec = record(s);
+  await waitFor('a second of probes', () => rec.arp.length >= 20, { timeoutMs: 30_000, intervalMs: 100 });
+  const t0 = Date.now();
+  const rel = (t: number) => t - t0;
+  const marks: { t: number; label: string }[] = [];
+  const mark = (label: string) => marks.push({ t: rel(Date.now()), label });
+  const errors: string[] = [];
+  /** When the runner uncordoned a node: its fence is lifted on purpose from then on. */
+  const uncordons: { node: string; t: number }[] = [];
+  const uncordoned = (nodes: string[]) => {
+    for (const n of nodes) uncordons.push({ node: n, t: rel(Date.now()) });
+  };
+  const lifts: Lift[] = [];
+  const pending: Promise<unknown>[] = [];
+
+  mark(plan.action);
+  if (drained) {
+    pending.push(
+      c.kubectl(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--force', '--timeout=90s']),
+    );
+    if (plan.uncordonAtMs !== undefined)
+      pending.push(
+        sleep(plan.uncordonAtMs).then(async () => {
+          mark('uncordon');
+          uncordoned([node]);
+          await c.kubectl(['uncordon', node]);
+        }),
+      );
+  } else {
+    const p = await actingPod();
+    if (!p) errors.push(`no pod to delete for ${plan.action}`);
+    else
+      pending.push(c.kubectl(['delete', 'pod', '-n', p.metadata.namespace, p.metadata.name, '--wait=false']));
+  }
+  for (const f of plan.faults)
+    pending.push(
+      sleep(f.atMs).then(async () => {
+        mark(f.kind);
+        if (f.kind === 'uncordon-recordon') uncordoned([node]);
+        try {
+          const lift = await inject(f, target);
+          lifts.push(lift);
+          if (f.durationMs > 0 && f.kind !== 'uncordon-recordon') {
+            await sleep(Math.max(0, f.atMs + f.durationMs - rel(Date.now())));
+            await lift();
+            mark(`${f.kind} lifted`);
+          }
+        } catch (e) {
+          errors.push(`${f.kind}: ${(e as Error).message}`);
+        }
+      }),
+    );
+  await Promise.allSettled(pending);
+
+  // The settle: every fault lifted, every node uncordoned (retried: the API may just be back).
+  for (const lift of lifts) await lift().catch((e) => errors.push(`lift: ${(e as Error).message}`));
+  await waitFor('every node uncordoned', async () => (await c.kubectl(['uncordon', ...s.nodes])).code === 0, {
+    timeoutMs: 120_000,
+    intervalMs: 1_000,
+  }).catch((e) => errors.push((e as Error).message));
+  const settledT = rel(Date.now());
+  mark('uncordoned, faults lifted');
+  await webhookRolledOut(c).catch((e) => errors.push((e as Error).message));
+  const atRest = await sceneReady(s, 120_000).then(
+    () => '',
+    (e) => (e as Error).message,
+  );
+  if (atRest) note(`not at rest 120 s after the settle: ${atRest}`);
+  await rec.stop();
+  const settledRounds = await probeRounds(c.bed.node('client'), s.vip, 10, 50);
+  const after = await containers(s);
+  const containerRecords: ContainerRecord[] = [...after].map(([key, a]) => {
+    const [pod, container] = key.split('/') as [string, string];
+    return {
+      pod,
+      container,
+      sidecar: a.sidecar,
+      restartsBefore: before.get(key)?.restarts ?? 0,
+      restartsAfter: a.restarts,
+      ...(a.lastExit ? { lastExit: a.lastExit } : {}),
+    };
+  });
+  const endT = rel(Date.now());
+  const o: TrialObservations = {
+    endT,
+    settledT,
+    arp: { [s.vip]: rec.arp.map((r) => ({ t: rel(r.t), nodes: r.nodes })) },
+    eligible: rec.eligible.map((e) => ({ t: rel(e.t), nodes: e.nodes })),
+    fences: rec.fences.map((f) => {
+      // Lifted when the poll saw it go, or when the runner uncordoned the node, whichever first.
+      const lifted = [
+        ...(f.liftedT === undefined ? [] : [rel(f.liftedT)]),
+        ...uncordons.filter((u) => u.node === f.node && u.t >= rel(f.t)).map((u) => u.t),
+      ];
+      return { node: f.node, t: rel(f.t), ...(lifted.length ? { liftedT: Math.min(...lifted) } : {}) };
+    }),
+    holders: rec.holders.map((h) => ({ t: rel(h.t), holder: h.holder })),
+    leaderEvents: rec.leaderEvents.map((e) => ({ ...e, t: rel(e.t) })),
+    renewDeadlineMs: RENEW_DEADLINE_MS,
+    // The scene has no pods with netfilter rules of their own yet (see docs/robustness.md).
+    netfilter: [],
+    leftovers: await leftovers(s),
+    settledArp: { [s.vip]: settledRounds.map((r) => ({ t: rel(r.t), nodes: r.macs.map(s.nodeOfMac) })) },
+    containers: containerRecords,
+    injectedRestarts,
+    logs: newLogLines(s, ctx.logsSeen),
+    tokens: ctx.tokens,
+    marks,
+  };
+  const violations = checkAll(o);
+  const figures = trialFigures(o);
+  note(
+    `dark ${figures.darkMs} ms, dual ${figures.dualMs} ms, ${violations.length} violation(s)${errors.length ? `; errors: ${errors.join('; ')}` : ''}`,
+  );
+  return {
+    result: {
+      ...base,
+      darkMs: figures.darkMs,
+      dualMs: figures.dualMs,
+      violations,
+      ...(errors.length ? { error: errors.join('; ') } : {}),
+    },
+    observations: o,
+  };
+}
