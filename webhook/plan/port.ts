@@ -57,11 +57,16 @@ export function choosePort(
   if (!hostNetwork) return { port };
   // hostNetwork: /prestop withdraws the node's VIPs and must not be reachable from the network.
   const own = new Map([[port, `the sidecar's own port (${ANNOTATIONS.port})`]]);
-  const metricsPort = freePort(ANNOTATIONS.metricsPort, annotations[ANNOTATIONS.metricsPort], used, {
+  // "0" turns it off: on the host network a declared port is a hostPort, and a DaemonSet rolling
+  // out with maxSurge cannot place its new pod beside an old one that holds it.
+  const requested = annotations[ANNOTATIONS.metricsPort];
+  if (requested === '0') return { port, host: '127.0.0.1' };
+  const metricsPort = freePort(ANNOTATIONS.metricsPort, requested, used, {
     from: DEFAULT_METRICS_PORTS[profile],
     skip: othersDefaults(profile, DEFAULT_METRICS_PORTS),
     own,
     none: "no free port for the sidecar's /metrics listener",
+    accepted: '0 (no /metrics listener on the node) or a whole number from 1024 to 65535',
   });
   if (typeof metricsPort === 'string') return denial(metricsPort);
   return { port, host: '127.0.0.1', metricsPort };
@@ -69,7 +74,9 @@ export function choosePort(
 
 /** What the pod's author is told about a metrics port annotation the planner did not use. */
 export function metricsPortWarnings(annotations: Record<string, string>, endpoint: Endpoint): string[] {
-  if (annotations[ANNOTATIONS.metricsPort] === undefined || endpoint.metricsPort !== undefined) return [];
+  const requested = annotations[ANNOTATIONS.metricsPort];
+  // On the host network it was used, or "0" turned the listener off.
+  if (requested === undefined || endpoint.host !== undefined) return [];
   return [
     `drainguard: ${ANNOTATIONS.metricsPort} is used on hostNetwork pods only and was ignored: this pod serves /metrics with the rest on its drainguard port ${endpoint.port}`,
   ];
@@ -80,13 +87,13 @@ function freePort(
   annotation: string,
   requested: string | undefined,
   used: Map<number, string>,
-  defaults: { from: number; skip: Set<number>; own?: Map<number, string>; none: string },
+  defaults: { from: number; skip: Set<number>; own?: Map<number, string>; none: string; accepted?: string },
 ): number | string {
   const own = defaults.own ?? new Map<number, string>();
   if (requested !== undefined) {
     const n = /^\d+$/.test(requested) ? Number(requested) : Number.NaN;
     if (!Number.isInteger(n) || n < 1024 || n > 65535)
-      return `${annotation}=${JSON.stringify(requested)}: accepted is a whole number from 1024 to 65535`;
+      return `${annotation}=${JSON.stringify(requested)}: accepted is ${defaults.accepted ?? 'a whole number from 1024 to 65535'}`;
     const owner = used.get(n);
     if (owner !== undefined)
       return `${annotation}=${n}: port ${n} is already used by container ${owner}; choose another port`;

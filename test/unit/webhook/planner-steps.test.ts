@@ -489,8 +489,13 @@ t.test(
     );
     t.equal(
       denied(t, choosePort('lease', { 'drainguard.io/metrics-port': 'x' }, [], true)),
-      'drainguard.io/metrics-port="x": accepted is a whole number from 1024 to 65535',
+      'drainguard.io/metrics-port="x": accepted is 0 (no /metrics listener on the node) or a whole number from 1024 to 65535',
     );
+    // "0": no listener on the node, so no hostPort (a DaemonSet rolling out with maxSurge needs that).
+    t.strictSame(choosePort('netfilter-cleanup', { 'drainguard.io/metrics-port': '0' }, [], true), {
+      port: 7483,
+      host: '127.0.0.1',
+    });
     // Off the host network /metrics is on the pod's own IP with everything else: no second port.
     t.strictSame(choosePort('lease', { 'drainguard.io/metrics-port': '9101' }, [], false), { port: 7482 });
   },
@@ -506,6 +511,10 @@ t.test('metricsPortWarnings: the annotation off the host network is ignored, and
       { 'drainguard.io/metrics-port': '9101' },
       { port: 7480, host: '127.0.0.1', metricsPort: 9101 },
     ),
+    [],
+  );
+  t.strictSame(
+    metricsPortWarnings({ 'drainguard.io/metrics-port': '0' }, { port: 7483, host: '127.0.0.1' }),
     [],
   );
 });
