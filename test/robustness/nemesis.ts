@@ -10,13 +10,14 @@ import type { Cluster } from '../../lab/cluster/cluster.ts';
 import type { LabNode } from '../../lab/cluster/node.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
-import type { PodView } from './scene.ts';
+import { LIVENESS_FAIL_FILE, type PodView } from './scene.ts';
 
-/** The kinds this runner injects; liveness-failure, api-429 and stale-api-server are not (yet). */
+/** The kinds this runner injects; api-429 and stale-api-server are not (yet). */
 export const IMPLEMENTED: FaultKind[] = [
   'sidecar-sigkill',
   'pod-delete',
   'speaker-restart',
+  'liveness-failure',
   'api-server-restart',
   'api-path-drop',
   'etcd-pause',
@@ -143,6 +144,26 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
     case 'speaker-restart':
       await killContainer(t, await t.speaker(), 'speaker');
       return nothing;
+    case 'liveness-failure': {
+      // The probe fails once: the restarted container starts without the file.
+      const p = await t.speaker();
+      if (!p) throw new Error(`no speaker pod on ${t.node}`);
+      t.injectedRestarts.push(`${p.metadata.name}/speaker`);
+      const r = await c.kubectl([
+        'exec',
+        '-n',
+        p.metadata.namespace,
+        p.metadata.name,
+        '-c',
+        'speaker',
+        '--',
+        'touch',
+        LIVENESS_FAIL_FILE,
+      ]);
+      if (r.code !== 0)
+        throw new Error(`touch ${LIVENESS_FAIL_FILE} in ${p.metadata.name}: ${r.stderr.trim()}`);
+      return nothing;
+    }
     case 'api-server-restart': {
       await c.cp.stopApiServer();
       let up = false;

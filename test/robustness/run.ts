@@ -39,13 +39,18 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   const html = new Map<number, string>();
   const results: TrialResult[] = [];
   try {
-    const s = await setUpScene(c);
+    const plans = opts.trials.map((trial) =>
+      planTrial(seed, trial, { kinds: IMPLEMENTED, actions: ACTIONS, ha: false }),
+    );
+    const s = await setUpScene(c, {
+      liveness: plans.some((p) => p.faults.some((f) => f.kind === 'liveness-failure')),
+    });
     note(
       `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}; faults ${IMPLEMENTED.join(', ')}`,
     );
     const ctx = { tokens: await tokens(s), logsSeen: new Map<string, number>(), note };
-    for (const trial of opts.trials) {
-      const plan = planTrial(seed, trial, { kinds: IMPLEMENTED, actions: ACTIONS, ha: false });
+    for (const plan of plans) {
+      const trial = plan.trial;
       const { result, observations } = await runTrial(s, plan, ctx);
       results.push(result);
       if (result.violations.length > 0 && observations) {

@@ -55,12 +55,37 @@ export interface Scene {
   nodeOfMac(mac: string): string;
 }
 
-/** Drainguard, MetalLB's speakers with the VIP, and the skupper site, installed and rolled out. */
-export async function setUpScene(c: Cluster): Promise<Scene> {
+/** The file whose presence fails the speaker's liveness probe (the liveness-failure fault). */
+export const LIVENESS_FAIL_FILE = '/tmp/fail-liveness';
+
+/**
+ * Drainguard, MetalLB's speakers with the VIP, and the skupper site, installed and rolled out.
+ * `liveness`: the speaker (the guarded container) gets a liveness probe the nemesis can fail —
+ * only when a trial needs it, since adding it rolls every speaker once more.
+ */
+export async function setUpScene(c: Cluster, opts: { liveness?: boolean } = {}): Promise<Scene> {
   const vip = c.bed.addr4(100);
   await installMetalLbBase(c);
   await installDrainguard(c);
   await installMetalLbL2(c, vip, { inject: true });
+  if (opts.liveness) {
+    const probe = {
+      exec: { command: ['sh', '-c', `test ! -e ${LIVENESS_FAIL_FILE}`] },
+      periodSeconds: 1,
+      failureThreshold: 1,
+    };
+    await c.k([
+      'patch',
+      'daemonset',
+      '-n',
+      SPEAKER_NS,
+      'speaker',
+      '--type=json',
+      '-p',
+      JSON.stringify([{ op: 'add', path: '/spec/template/spec/containers/0/livenessProbe', value: probe }]),
+    ]);
+    await c.k(['rollout', 'status', '-n', SPEAKER_NS, 'daemonset/speaker', '--timeout=300s']);
+  }
   await installSkupperSite(c, SITE_NS, { inject: true });
   const byMac = new Map(c.nodes.map((n) => [c.bed.node(n.name).mac.toLowerCase(), n.name]));
   return {

@@ -36,12 +36,12 @@ t.test('the path drop: host traffic on output/input, pod traffic on forward, per
   t.match(renderPathDrop('10.1.2.3', '6443', 'both'), /^table inet robustness \{/);
 });
 
-t.test('the runner implements ten kinds; the planner picks among them only', async (t) => {
-  t.equal(IMPLEMENTED.length, 10);
+t.test('the runner implements eleven kinds; the planner picks among them only', async (t) => {
+  t.equal(IMPLEMENTED.length, 11);
   t.ok(IMPLEMENTED.every((k) => FAULT_KINDS.includes(k)));
   t.same(
     FAULT_KINDS.filter((k) => !IMPLEMENTED.includes(k)),
-    ['liveness-failure', 'api-429', 'stale-api-server'],
+    ['api-429', 'stale-api-server'],
   );
   t.notOk(
     IMPLEMENTED.some((k) => (FAULTS[k] as { ha?: boolean }).ha),
