@@ -3,12 +3,17 @@
 //   helm install with the locally built drainguard:dev (imagePullPolicy Never: nothing is pulled);
 //   a speaker DaemonSet under the service account the chart was NOT told about (`speaker`, with
 //   metallb.speakerServiceAccounts=[metallb-speaker]) is injected by namespace label and rollout
-//   restart, and its sidecar is refused by the API server: Debian's Prometheus, scraping that
-//   sidecar on its node and the webhook over HTTPS and evaluating the chart's alerts file, fires
-//   DrainguardSidecarForbidden, then DrainguardWebhookDenials once the webhook refuses pods;
+//   restart, and its sidecars are refused by the API server: Debian's Prometheus, scraping every
+//   speaker's sidecar as the chart's PodMonitor does (the container port named drainguard on the
+//   pod's IP: on the host network /metrics alone on the node's IP, /prestop not there) and the
+//   webhook over HTTPS, and evaluating the chart's alerts file, fires DrainguardSidecarForbidden
+//   on every node, then DrainguardWebhookDenials once the webhook refuses pods;
 //   helm upgrade with the value fixed (and the image spelt differently, so the webhook rolls) under
-//   steady admissions fails none, and the sidecars' view syncs;
+//   steady admissions fails none, and the sidecars of the speakers, now MetalLB's (the lab's
+//   simulator), sync their view; a Local Service whose only endpoint is on node-a, node-a cordoned:
+//   its sidecar refuses the handover and the real Prometheus fires DrainguardL2HandoverRefused;
 //   helm uninstall leaves nothing of the chart behind and pods are admitted again without the webhook.
+// helm 3: install, upgrade (the webhook rolls), uninstall after deleting the webhook configuration.
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +22,8 @@ import YAML from 'yaml';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installMetalLbCrds } from '../../../lab/cluster/install.ts';
 import { IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
+import { installSpeakers, LAB_POOL_HOSTS } from '../../../lab/cluster/metallb.ts';
+import { putLoadBalancer } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { CHART, parseDocs, releaseObjects, run, tool } from '../../unit/helm/render.ts';
 import { withLogs } from './logs.ts';
@@ -25,10 +32,27 @@ const LAB_IMAGE = 'drainguard-lab:dev';
 const T = { timeoutMs: 180_000, intervalMs: 500 };
 const NS = 'drainguard-system';
 
+interface Container {
+  name: string;
+  ports?: { name?: string; containerPort: number; hostPort?: number }[];
+}
 interface Pod {
   metadata: { name: string; uid: string };
-  spec: { nodeName?: string; containers: { name: string }[] };
-  status?: { containerStatuses?: { name: string; ready: boolean; state?: { running?: object } }[] };
+  spec: { nodeName?: string; containers: Container[]; initContainers?: Container[] };
+  status?: {
+    podIP?: string;
+    containerStatuses?: { name: string; ready: boolean; state?: { running?: object } }[];
+  };
+}
+
+/** What the chart's PodMonitor scrapes on a pod: the container port named drainguard, on the pod's IP. */
+function scrapeTarget(p: Pod): string {
+  const port = [...(p.spec.initContainers ?? []), ...p.spec.containers]
+    .flatMap((c) => c.ports ?? [])
+    .find((x) => x.name === 'drainguard')?.containerPort;
+  if (port === undefined || !p.status?.podIP)
+    throw new Error(`${p.metadata.name}: no port named drainguard or no pod IP`);
+  return `${p.status.podIP}:${port}`;
 }
 
 let c: Cluster;
@@ -98,6 +122,120 @@ async function sidecarMetrics(node: string): Promise<string> {
   return r.code === 0 ? r.stdout : '';
 }
 
+/**
+ * helm upgrade with `--set` values, the image spelt in full (the same local image) so the webhook
+ * Deployment rolls; resolves once every old replica is gone (each drains 15 s, --drain-seconds).
+ */
+async function upgradeRollingWebhook(name: 'helm4' | 'helm3', values: string[]) {
+  const webhookPods = () => pods(NS, 'app.kubernetes.io/component=webhook');
+  const before = await webhookPods();
+  const upgrade = helm(name, [
+    'upgrade',
+    'drainguard',
+    CHART,
+    '-n',
+    NS,
+    '--reuse-values',
+    ...['image.repository=docker.io/library/drainguard', ...values].flatMap((v) => ['--set', v]),
+  ]);
+  if (upgrade.code !== 0) return upgrade;
+  await rollout(NS, 'deployment/drainguard-webhook');
+  await waitFor(
+    'the old webhook replicas gone',
+    async () => {
+      const now = await webhookPods();
+      return now.length > 0 && now.every((p) => !before.some((b) => b.metadata.uid === p.metadata.uid));
+    },
+    T,
+  );
+  return upgrade;
+}
+
+type Alert = { labels: Record<string, string>; state: string };
+
+/**
+ * Debian's Prometheus on node-a, evaluating the chart's alerts file, scraping what the chart's
+ * PodMonitors would: each speaker's sidecar on its port named drainguard (on the host network, the
+ * node's IP), and the webhook replicas over HTTPS with the CA from drainguard-webhook-tls; targets
+ * labelled as the PodMonitors label them. `name` keeps each instance's files and port apart.
+ */
+async function startPrometheus(
+  name: string,
+  speakers: Pod[],
+  port: number,
+): Promise<{ alerts: () => Promise<Alert[]>; stop: () => void }> {
+  const dir = join(c.dir, name);
+  mkdirSync(dir, { recursive: true });
+  const ca = await c.k([
+    'get',
+    'secret',
+    '-n',
+    NS,
+    'drainguard-webhook-tls',
+    '-o',
+    'jsonpath={.data.ca\\.crt}',
+  ]);
+  writeFileSync(join(dir, 'ca.crt'), Buffer.from(ca, 'base64'));
+  const webhooks = (
+    await json<{ items: { metadata: { name: string }; status: { podIP: string } }[] }>([
+      'get',
+      'pods',
+      '-n',
+      NS,
+      '-l',
+      'app.kubernetes.io/component=webhook',
+    ])
+  ).items;
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    YAML.stringify({
+      global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      rule_files: [join(CHART, 'files', 'alerts.yaml')],
+      scrape_configs: [
+        {
+          job_name: 'drainguard-sidecars',
+          static_configs: speakers.map((p) => ({
+            targets: [scrapeTarget(p)],
+            labels: { namespace: 'metallb-system', pod: p.metadata.name, node: p.spec.nodeName },
+          })),
+        },
+        {
+          job_name: 'drainguard-webhook',
+          scheme: 'https',
+          tls_config: { ca_file: join(dir, 'ca.crt'), server_name: `drainguard-webhook.${NS}.svc` },
+          static_configs: webhooks.map((w) => ({
+            targets: [`${w.status.podIP}:8443`],
+            labels: { namespace: NS, pod: w.metadata.name },
+          })),
+        },
+      ],
+    }),
+  );
+  const prometheus: ChildProcess = c.bed
+    .node('node-a')
+    .spawn(
+      [
+        tool('prometheus'),
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+      ],
+      { stdio: 'ignore' },
+    );
+  const alerts = async (): Promise<Alert[]> => {
+    const r = await c.bed
+      .node('node-a')
+      .exec([
+        process.execPath,
+        '-e',
+        `fetch('http://127.0.0.1:${port}/api/v1/alerts').then(r => r.text()).then(t => process.stdout.write(t))`,
+      ]);
+    if (r.code !== 0) return [];
+    return (JSON.parse(r.stdout) as { data: { alerts: Alert[] } }).data.alerts;
+  };
+  return { alerts, stop: () => prometheus.kill('SIGTERM') };
+}
+
 t.before(async () => {
   c = await startCluster({ log: (l) => process.stdout.write(`# cluster: ${l}\n`) });
   // MetalLB's side as its Helm chart leaves it: namespace, CRDs, both service-account names exist.
@@ -141,97 +279,50 @@ t.test(
       await c.k(['rollout', 'restart', '-n', 'metallb-system', 'daemonset/speaker']);
       await rollout('metallb-system', 'daemonset/speaker');
       const refused = await injectedSpeakers(plain);
-      const onA = refused.find((p) => p.spec.nodeName === 'node-a');
-      if (!onA) throw new Error('no speaker pod on node-a');
-
-      // Debian's Prometheus on node-a scrapes that sidecar and the webhook replicas (HTTPS, the CA
-      // from the Secret the PodMonitor names; labelled as the PodMonitors would) and evaluates the
-      // chart's alerts file.
-      const dir = join(c.dir, 'prometheus');
-      mkdirSync(dir, { recursive: true });
-      const ca = await c.k([
-        'get',
-        'secret',
-        '-n',
-        NS,
-        'drainguard-webhook-tls',
-        '-o',
-        'jsonpath={.data.ca\\.crt}',
-      ]);
-      writeFileSync(join(dir, 'ca.crt'), Buffer.from(ca, 'base64'));
-      const webhooks = (
-        await json<{ items: { metadata: { name: string }; status: { podIP: string } }[] }>([
-          'get',
-          'pods',
-          '-n',
-          NS,
-          '-l',
-          'app.kubernetes.io/component=webhook',
-        ])
-      ).items;
-      writeFileSync(
-        join(dir, 'prometheus.yml'),
-        YAML.stringify({
-          global: { scrape_interval: '1s', evaluation_interval: '1s' },
-          rule_files: [join(CHART, 'files', 'alerts.yaml')],
-          scrape_configs: [
-            {
-              job_name: 'drainguard-sidecars',
-              static_configs: [
-                {
-                  targets: ['127.0.0.1:7480'],
-                  labels: { namespace: 'metallb-system', pod: onA.metadata.name, node: 'node-a' },
-                },
-              ],
-            },
-            {
-              job_name: 'drainguard-webhook',
-              scheme: 'https',
-              tls_config: { ca_file: join(dir, 'ca.crt'), server_name: `drainguard-webhook.${NS}.svc` },
-              static_configs: webhooks.map((w) => ({
-                targets: [`${w.status.podIP}:8443`],
-                labels: { namespace: NS, pod: w.metadata.name },
-              })),
-            },
-          ],
-        }),
+      // hostNetwork: the sidecar declares one port, /metrics alone on the node's IP (the pod's IP).
+      const targets = new Map(refused.map((p) => [p.spec.nodeName as string, scrapeTarget(p)]));
+      t.strictSame(
+        [...new Set([...targets.values()].map((x) => x.split(':')[1]))],
+        ['7490'],
+        "the speaker profile's metrics port on every node",
       );
-      const prometheus: ChildProcess = c.bed
-        .node('node-a')
-        .spawn(
-          [
-            tool('prometheus'),
-            `--config.file=${join(dir, 'prometheus.yml')}`,
-            `--storage.tsdb.path=${join(dir, 'data')}`,
-            '--web.listen-address=127.0.0.1:19090',
-          ],
-          { stdio: 'ignore' },
-        );
+      const fromA = async (url: string) => {
+        const r = await c.bed
+          .node('node-a')
+          .exec([
+            process.execPath,
+            '-e',
+            `fetch(${JSON.stringify(url)}, { method: 'POST' }).then(r => process.stdout.write(String(r.status)), e => process.stdout.write('refused'))`,
+          ]);
+        return r.stdout;
+      };
+      const onB = targets.get('node-b') as string;
+      const nodeB = onB.split(':')[0] as string;
+      t.equal(await fromA(`http://${onB}/prestop`), '404', "node-b's /prestop is not served on its IP");
+      t.equal(await fromA(`http://${nodeB}:7480/readyz`), 'refused', 'its main listener is on loopback only');
+
+      // Debian's Prometheus on node-a scrapes every speaker's sidecar across the network and the
+      // webhook replicas, and evaluates the chart's alerts file.
+      const prometheus = await startPrometheus('prometheus', refused, 19090);
       try {
-        const alerts = async () => {
-          const r = await c.bed
-            .node('node-a')
-            .exec([
-              process.execPath,
-              '-e',
-              "fetch('http://127.0.0.1:19090/api/v1/alerts').then(r => r.text()).then(t => process.stdout.write(t))",
-            ]);
-          if (r.code !== 0) return [];
-          return (
-            JSON.parse(r.stdout) as { data: { alerts: { labels: Record<string, string>; state: string }[] } }
-          ).data.alerts;
-        };
+        const { alerts } = prometheus;
         const fired = await waitFor(
-          'DrainguardSidecarForbidden firing in Prometheus',
-          async () =>
-            (await alerts()).find(
+          'DrainguardSidecarForbidden firing in Prometheus for the sidecar on every node',
+          async () => {
+            const firing = (await alerts()).filter(
               (a) => a.labels.alertname === 'DrainguardSidecarForbidden' && a.state === 'firing',
-            ),
+            );
+            return firing.length === refused.length ? firing : undefined;
+          },
           T,
         );
         t.strictSame(
-          { pod: fired.labels.pod, node: fired.labels.node, severity: fired.labels.severity },
-          { pod: onA.metadata.name, node: 'node-a', severity: 'warning' },
+          fired
+            .map((a) => ({ pod: a.labels.pod, node: a.labels.node, severity: a.labels.severity }))
+            .sort((x, y) => String(x.node).localeCompare(String(y.node))),
+          refused
+            .map((p) => ({ pod: p.metadata.name, node: p.spec.nodeName, severity: 'warning' }))
+            .sort((x, y) => String(x.node).localeCompare(String(y.node))),
         );
         t.notOk(
           (await alerts()).some((a) => a.labels.alertname === 'DrainguardL2HandoverRefused'),
@@ -266,7 +357,7 @@ t.test(
         );
         t.equal(denial.labels.namespace, NS);
       } finally {
-        prometheus.kill('SIGTERM');
+        prometheus.stop();
       }
 
       // helm upgrade: the value fixed, the image spelt in full (the same local image: the webhook
@@ -279,7 +370,6 @@ t.test(
         metadata: { generateName: 'admit-', namespace: 'admit-load' },
         spec: { containers: [{ name: 'main', image: LAB_IMAGE, args: IDLE_ARGS }] },
       });
-      const before = await pods(NS, 'app.kubernetes.io/component=webhook');
       let stop = false;
       let ok = 0;
       const failed: string[] = [];
@@ -292,28 +382,11 @@ t.test(
       })();
       try {
         await waitFor('admissions flowing', () => ok >= 5, T);
-        const upgrade = helm('helm4', [
-          'upgrade',
-          'drainguard',
-          CHART,
-          '-n',
-          NS,
-          '--reuse-values',
-          '--set',
-          'image.repository=docker.io/library/drainguard',
-          '--set',
+        // The value fixed, and the webhook rolls.
+        const upgrade = await upgradeRollingWebhook('helm4', [
           'metallb.speakerServiceAccounts={speaker,metallb-speaker}',
         ]);
         t.equal(upgrade.code, 0, upgrade.stderr);
-        await rollout(NS, 'deployment/drainguard-webhook');
-        await waitFor(
-          'the old webhook replicas gone',
-          async () =>
-            (await pods(NS, 'app.kubernetes.io/component=webhook')).every(
-              (p) => !before.some((b) => b.metadata.uid === p.metadata.uid),
-            ),
-          T,
-        );
         const at = ok;
         await waitFor('admissions by the new replicas', () => ok >= at + 5, T);
       } finally {
@@ -327,16 +400,106 @@ t.test(
       );
       process.stdout.write(`# helm upgrade: ${ok} admissions, 0 failed\n`);
 
-      // Granted now: restarted speakers' sidecars read their Node.
+      // Granted now: the speakers, rolled out again as MetalLB's (the lab's speaker simulator, its
+      // configuration and grants), get sidecars that read their Node.
       const refusedPods = await pods('metallb-system', 'component=speaker');
-      await c.k(['rollout', 'restart', '-n', 'metallb-system', 'daemonset/speaker']);
-      await rollout('metallb-system', 'daemonset/speaker');
-      for (const p of await injectedSpeakers(refusedPods))
+      // Deleted first: apply over it would merge the simulator's TCP and UDP 7946 ports by
+      // containerPort; its pods must be gone before new ones can take their host ports.
+      await c.k([
+        'delete',
+        'daemonset',
+        '-n',
+        'metallb-system',
+        'speaker',
+        '--cascade=foreground',
+        '--wait=true',
+        '--timeout=120s',
+      ]);
+      await installSpeakers(c, { inject: false });
+      const speakers = await injectedSpeakers(refusedPods);
+      for (const p of speakers)
         await waitFor(
           `${p.spec.nodeName}: the sidecar's API view synced`,
           async () => /^drainguard_api_view_synced 1$/m.test(await sidecarMetrics(p.spec.nodeName as string)),
           T,
         );
+
+      // A drain whose VIP has nowhere to go: an externalTrafficPolicy Local Service whose only
+      // ready endpoint is on node-a. node-a's sidecar refuses the handover (never strand a VIP),
+      // its drainguard_l2_handover_impossible turns 1, and the real Prometheus fires the alert.
+      const vip = c.bed.addr4(LAB_POOL_HOSTS[0] + 50);
+      await c.k(['create', 'namespace', 'web']);
+      const client = c.client();
+      try {
+        await putLoadBalancer(client, {
+          name: 'local',
+          namespace: 'web',
+          vip,
+          local: true,
+          endpoints: [{ node: 'node-a', ip: c.bed.node('node-a').ipv4 }],
+        });
+      } finally {
+        client.close();
+      }
+      await waitFor(
+        "node-a's speaker announces the Local VIP (its ServiceL2Status)",
+        async () =>
+          (
+            await json<{ items: { status?: { node?: string; serviceName?: string } }[] }>([
+              'get',
+              'servicel2statuses.metallb.io',
+              '-n',
+              'metallb-system',
+            ])
+          ).items.some((x) => x.status?.node === 'node-a' && x.status.serviceName === 'local'),
+        T,
+      );
+      const refusing = await startPrometheus('prometheus-refused', speakers, 19091);
+      const onA = speakers.find((p) => p.spec.nodeName === 'node-a') as Pod;
+      try {
+        await c.k(['cordon', 'node-a']);
+        const started = Date.now();
+        // The rule holds for 1 m before it fires.
+        const refusedAlert = await waitFor(
+          'DrainguardL2HandoverRefused firing in Prometheus for node-a',
+          async () =>
+            (await refusing.alerts()).find(
+              (a) => a.labels.alertname === 'DrainguardL2HandoverRefused' && a.state === 'firing',
+            ),
+          { ...T, intervalMs: 2_000 },
+        );
+        t.strictSame(
+          {
+            pod: refusedAlert.labels.pod,
+            node: refusedAlert.labels.node,
+            namespace: refusedAlert.labels.namespace,
+          },
+          { pod: onA.metadata.name, node: 'node-a', namespace: 'metallb-system' },
+        );
+        process.stdout.write(
+          `# DrainguardL2HandoverRefused fired ${((Date.now() - started) / 1000).toFixed(1)} s after the cordon (rule: for 1m)\n`,
+        );
+        const event = await c.k([
+          'get',
+          'events',
+          '-n',
+          'default',
+          '--field-selector',
+          'reason=L2HandoverImpossible,involvedObject.name=node-a',
+          '-o',
+          'jsonpath={.items[*].message}',
+        ]);
+        t.match(event, /web\/local/, 'the Event on node-a names the service');
+        t.notMatch(
+          await c.k(['get', 'node', 'node-a', '-o', 'jsonpath={.metadata.labels}']),
+          /exclude-from-external-load-balancers/,
+          'node-a not labelled: its VIP keeps being announced',
+        );
+      } finally {
+        refusing.stop();
+        await c.k(['uncordon', 'node-a']);
+        await c.kubectl(['delete', 'namespace', 'web', '--wait=false']);
+      }
 
       // helm uninstall: nothing of the chart left, and pods are admitted without the webhook.
       const uninstall = helm('helm4', ['uninstall', 'drainguard', '-n', NS]);
@@ -362,7 +525,7 @@ t.test(
 );
 
 t.test(
-  'helm 3: install, webhook Ready, uninstall after deleting the webhook configuration (README)',
+  'helm 3: install, webhook Ready, upgrade (the webhook rolls), uninstall after deleting the webhook configuration (README)',
   async (t) =>
     withLogs(c, async () => {
       const install = helm('helm3', [
@@ -377,6 +540,22 @@ t.test(
       await rollout(NS, 'deployment/drainguard-webhook');
       const manifest = parseDocs(helm('helm3', ['get', 'manifest', 'drainguard', '-n', NS]).stdout);
       t.equal(manifest.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+      // helm 3 upgrade: the webhook rolls.
+      const upgrade = await upgradeRollingWebhook('helm3', []);
+      t.equal(upgrade.code, 0, upgrade.stderr);
+      t.equal(
+        await c.k([
+          'get',
+          'deployment',
+          '-n',
+          NS,
+          'drainguard-webhook',
+          '-o',
+          'jsonpath={.spec.template.spec.containers[0].image}',
+        ]),
+        'docker.io/library/drainguard:dev',
+      );
+      t.match(helm('helm3', ['history', 'drainguard', '-n', NS]).stdout, /^2\s.*deployed/m);
       await c.k(['delete', 'mutatingwebhookconfiguration', 'drainguard']);
       const uninstall = helm('helm3', ['uninstall', 'drainguard', '-n', NS]);
       t.equal(uninstall.code, 0, uninstall.stderr);
