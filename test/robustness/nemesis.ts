@@ -43,15 +43,18 @@ export interface Target {
 }
 
 export type Lift = () => Promise<void>;
+
+/** The fault found nothing to strike (its pod already gone or its container stopped): not injected. */
+export class NotInjected extends Error {}
 const nothing: Lift = async () => {};
 
 /** Kills one container of a pod through its node's containerd (the kubelet then restarts it). */
 async function killContainer(t: Target, pod: PodView | undefined, container: string): Promise<void> {
-  if (!pod?.spec.nodeName) throw new Error(`no pod to kill ${container} in`);
-  const id = pod.status?.containerStatuses
-    ?.find((x) => x.name === container)
-    ?.containerID?.replace(/^\w+:\/\//, '');
-  if (!id) throw new Error(`${pod.metadata.name}: no running ${container} container`);
+  if (!pod?.spec.nodeName) throw new NotInjected(`no pod to kill ${container} in`);
+  const status = pod.status?.containerStatuses?.find((x) => x.name === container);
+  const id = status?.containerID?.replace(/^\w+:\/\//, '');
+  if (!id || !status?.state?.running || pod.metadata.deletionTimestamp)
+    throw new NotInjected(`${pod.metadata.name}: its ${container} container is not running`);
   t.injectedRestarts.push(`${pod.metadata.name}/${container}`);
   const r = await t.c.node(pod.spec.nodeName).ctr(['task', 'kill', '--signal', 'SIGKILL', id]);
   if (r.code !== 0) t.note(`ctr task kill ${container} of ${pod.metadata.name}: ${r.stderr.trim()}`);
@@ -147,7 +150,7 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
     case 'liveness-failure': {
       // The probe fails once: the restarted container starts without the file.
       const p = await t.speaker();
-      if (!p) throw new Error(`no speaker pod on ${t.node}`);
+      if (!p) throw new NotInjected(`no speaker pod on ${t.node}`);
       t.injectedRestarts.push(`${p.metadata.name}/speaker`);
       const r = await c.kubectl([
         'exec',

@@ -17,6 +17,8 @@ export interface TrialResult {
   violations: Violation[];
   /** The runner could not carry the trial out (not a verdict on drainguard). */
   error?: string;
+  /** Faults that found nothing to strike (their pod or container already gone): not injected. */
+  skipped?: string[];
 }
 
 export const replayCommand = (seed: number, trial: number) => `make robustness SEED=${seed} TRIAL=${trial}`;
@@ -68,6 +70,8 @@ export interface Summary {
   max_dark_s: number;
   max_dual_s: number;
   errors: number;
+  /** Faults planned but not injected (nothing left to strike). */
+  not_injected: number;
   /** Each violating trial and how to replay it. */
   failed: { trial: number; replay: string; invariants: string[] }[];
 }
@@ -83,6 +87,7 @@ export function summary(seed: number, results: TrialResult[]): Summary {
     max_dark_s: Number(s(all.darkMs)),
     max_dual_s: Number(s(all.dualMs)),
     errors: results.filter((r) => r.error !== undefined).length,
+    not_injected: results.reduce((n, r) => n + (r.skipped?.length ?? 0), 0),
     failed: results
       .filter((r) => r.violations.length > 0)
       .map((r) => ({
@@ -97,11 +102,12 @@ export function summary(seed: number, results: TrialResult[]): Summary {
 export function renderText(seed: number, results: TrialResult[], htmlOf?: (trial: number) => string): string {
   const lines = [faultTable(results), ''];
   for (const r of results) {
-    if (r.violations.length === 0 && r.error === undefined) continue;
+    if (r.violations.length === 0 && r.error === undefined && !r.skipped?.length) continue;
     lines.push(`trial ${r.plan.trial}: ${describePlan(r.plan)}`);
     for (const v of r.violations)
       lines.push(`  ✖ ${v.invariant}${v.t === undefined ? '' : ` at ${s(v.t)} s`}: ${v.detail}`);
     if (r.error !== undefined) lines.push(`  ! not carried out: ${r.error}`);
+    for (const k of r.skipped ?? []) lines.push(`  – not injected: ${k}`);
     lines.push(`  replay: ${replayCommand(seed, r.plan.trial)}`);
     const html = r.violations.length > 0 ? htmlOf?.(r.plan.trial) : undefined;
     if (html) lines.push(`  timeline: ${html}`);

@@ -38,6 +38,7 @@ export interface PodView {
       ready: boolean;
       restartCount: number;
       containerID?: string;
+      state?: { running?: unknown };
       lastState?: { terminated?: { reason?: string; exitCode?: number } };
     }[];
   };

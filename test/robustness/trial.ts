@@ -5,7 +5,7 @@ import { probeRounds } from '../../lab/bed/arp-probe.ts';
 import { webhookRolledOut } from '../../lab/cluster/install.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { checkAll, trialFigures } from './checks.ts';
-import { inject, type Lift, type Target } from './nemesis.ts';
+import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
 import type { ContainerRecord, LogLine, TrialObservations } from './observations.ts';
 import { record } from './observe.ts';
 import { describePlan, type TrialPlan } from './plan.ts';
@@ -42,6 +42,19 @@ function newLogLines(s: Scene, seen: Map<string, number>): LogLine[] {
   return out;
 }
 
+/** fn's answer once the API gives one (within 60 s: the longest an injected outage lasts, and more). */
+async function untilAnswered<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await sleep(500);
+    }
+  }
+}
+
 export async function runTrial(
   s: Scene,
   plan: TrialPlan,
@@ -65,9 +78,13 @@ export async function runTrial(
   const node = plan.subject === 'vip-owner' ? ready.owner : (ready.leader.spec.nodeName as string);
   const other = s.nodes.find((n) => n !== node) as string;
   const leaderName = ready.leader.metadata.name;
-  const speaker = async () =>
-    (await podsIn(s, SPEAKER_NS)).find((p) => p.spec.nodeName === node && !p.metadata.deletionTimestamp);
-  const leaderPod = async () => (await podsIn(s, SITE_NS)).find((p) => p.metadata.name === leaderName);
+  // Looked up when a fault strikes, maybe while another fault keeps the API away: retried.
+  const speaker = () =>
+    untilAnswered(async () =>
+      (await podsIn(s, SPEAKER_NS)).find((p) => p.spec.nodeName === node && !p.metadata.deletionTimestamp),
+    );
+  const leaderPod = () =>
+    untilAnswered(async () => (await podsIn(s, SITE_NS)).find((p) => p.metadata.name === leaderName));
   const actingPod =
     plan.action === 'delete-leader-pod' || plan.subject === 'lease-holder' ? leaderPod : speaker;
   const injectedRestarts: string[] = [];
@@ -84,6 +101,8 @@ export async function runTrial(
   const marks: { t: number; label: string }[] = [];
   const mark = (label: string) => marks.push({ t: rel(Date.now()), label });
   const errors: string[] = [];
+  /** Faults that found nothing to strike (the action had already taken their target away). */
+  const skipped: string[] = [];
   /** When the runner uncordoned a node: its fence is lifted on purpose from then on. */
   const uncordons: { node: string; t: number }[] = [];
   const uncordoned = (nodes: string[]) => {
@@ -125,7 +144,8 @@ export async function runTrial(
             mark(`${f.kind} lifted`);
           }
         } catch (e) {
-          errors.push(`${f.kind}: ${(e as Error).message}`);
+          if (e instanceof NotInjected) skipped.push(`${f.kind}: ${e.message}`);
+          else errors.push(`${f.kind}: ${(e as Error).message}`);
         }
       }),
     );
@@ -189,7 +209,7 @@ export async function runTrial(
   const violations = checkAll(o);
   const figures = trialFigures(o);
   note(
-    `dark ${figures.darkMs} ms, dual ${figures.dualMs} ms, ${violations.length} violation(s)${errors.length ? `; errors: ${errors.join('; ')}` : ''}`,
+    `dark ${figures.darkMs} ms, dual ${figures.dualMs} ms, ${violations.length} violation(s)${errors.length ? `; errors: ${errors.join('; ')}` : ''}${skipped.length ? `; not injected: ${skipped.join('; ')}` : ''}`,
   );
   return {
     result: {
@@ -198,6 +218,7 @@ export async function runTrial(
       dualMs: figures.dualMs,
       violations,
       ...(errors.length ? { error: errors.join('; ') } : {}),
+      ...(skipped.length ? { skipped } : {}),
     },
     observations: o,
   };

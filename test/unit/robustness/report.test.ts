@@ -79,6 +79,22 @@ t.test('a trial the runner could not carry out is listed as an error, not a viol
   );
 });
 
+t.test(
+  'a fault with nothing left to strike is counted as not injected, neither error nor violation',
+  async (t) => {
+    const r = [
+      result(0, ['sidecar-sigkill'], {
+        skipped: ['sidecar-sigkill: pod-x: its drainguard container is not running'],
+      }),
+    ];
+    t.match(summary(7, r), { violations: 0, errors: 0, not_injected: 1 });
+    t.match(
+      renderText(7, r),
+      /^ {2}– not injected: sidecar-sigkill: pod-x: its drainguard container is not running$/m,
+    );
+  },
+);
+
 t.test("a violating trial's timeline in the demo's HTML format", async (t) => {
   const o = {
     endT: 3_000,
