@@ -1,0 +1,28 @@
+// The robustness suite's short run in make test (issue 24; docs/robustness.md): a fixed seed, a
+// few trials on a lab cluster of its own — drains and pod deletions under the nemesis's faults —
+// and no invariant may be violated. A failure prints each violation with the command that replays
+// its trial (`make robustness SEED=… TRIAL=…`) and the path of its timeline.
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { runSuite } from '../../robustness/run.ts';
+
+/**
+ * Its first three trials: a sidecar SIGKILL while a drain is undone mid-handover; a drain with the
+ * kubelet and the speaker restarted; a drain undone mid-handover with the acting pod deleted and a
+ * second node cordoned (docs/robustness.md).
+ */
+const SEED = 3;
+const TRIALS = 3;
+
+t.test(`robustness: seed ${SEED}, ${TRIALS} trials, no violation`, { timeout: 600_000 }, async (t) => {
+  const run = await runSuite({
+    seed: SEED,
+    trials: [...Array(TRIALS).keys()],
+    out: join(tmpdir(), `drainguard-robustness-${SEED}`),
+    note: (l) => t.comment(l),
+  });
+  for (const line of run.text.trimEnd().split('\n')) t.comment(line);
+  t.equal(run.summary.errors, 0, 'every trial was carried out', { report: run.text });
+  t.equal(run.summary.violations, 0, 'no invariant violated', { failed: run.summary.failed });
+});
