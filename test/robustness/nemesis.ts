@@ -137,12 +137,7 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
   const c = t.c;
   switch (f.kind) {
     case 'sidecar-sigkill':
-      // The acting pod's sidecar may be done already (a Lease holder's ends with its handover);
-      // the speaker's on the same node runs as long as the drain.
-      await killContainer(t, await t.pod(), SIDECAR_NAME).catch(async (e) => {
-        if (!(e instanceof NotInjected)) throw e;
-        await killContainer(t, await t.speaker(), SIDECAR_NAME);
-      });
+      await killContainer(t, await t.pod(), SIDECAR_NAME);
       return nothing;
     case 'pod-delete': {
       const p = await t.pod();
