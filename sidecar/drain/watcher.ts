@@ -297,6 +297,9 @@ export class DrainWatcher {
     }
     if (sameDrainState(prev, next)) return;
     this.state = next;
+    // Only the time of the last failure moved (every failed request while the API is down):
+    // recorded, nobody woken for it (the L2 loop reads it on its next tick).
+    if (sameDrainState(prev, { ...next, apiFailedAt: prev.apiFailedAt })) return;
     if (
       prev.draining !== next.draining ||
       prev.terminating !== next.terminating ||

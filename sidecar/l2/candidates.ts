@@ -185,6 +185,11 @@ export class CandidateReader implements CandidateView {
     this.nodes = undefined;
     this.pods = undefined;
     this.narrow = undefined;
+    // Unwatched, the view is no longer known: a reconcile that finds a handover wanted after
+    // the release (a preStop during it) must not take the last handover's "nobody else" as now.
+    this.others = undefined;
+    this.perService = undefined;
+    this.computedFor = '';
     this.dirty = true;
     await Promise.all(stopping.map((w) => w?.informer.stop()));
   }

@@ -164,6 +164,10 @@ t.test('candidates: other speakers, and per Local service only nodes with a read
   const slices = (v: string) => api.calls.filter((c) => c.includes(`/apis/discovery.k8s.io/${v}/`)).length;
   t.equal(slices('v1'), 1);
   await candidates.release();
+  // Released, nothing is known: a handover wanted after the release (a preStop arriving during
+  // the reconcile that released it) must not act on the last handover's view. Before: kept.
+  t.equal(candidates.others, undefined, 'released: not known');
+  t.equal(candidates.perService, undefined);
   await candidates.refresh(true, [www, local], isLocal);
   t.equal(slices('v1'), 1);
   t.equal(slices('v1beta1'), 2);
