@@ -26,8 +26,14 @@ import {
   trimPod,
 } from './eligibility.ts';
 
-/** The narrow reads around a handover: a couple of retries, and a bound so a step never hangs. */
+/** How long a handover about to start waits for the wide lists' first pages. */
 export const WIDE_READ = { retries: 2, timeoutMs: 10_000 };
+/**
+ * The narrow reads around a handover (pools, L2Advertisements, EndpointSlices: small): a couple
+ * of retries and a short bound. One that reaches an API server whose etcd member is gone hangs
+ * until its timeout, and the handover's start waits for it; the retry goes out on a new connection.
+ */
+export const NARROW_READ = { retries: 2, timeoutMs: 3_000 };
 
 /**
  * Nodes (or pods) per page of the wide lists: ~3 MiB of realistic Nodes, so the one page held at
@@ -361,7 +367,7 @@ export class CandidateReader implements CandidateView {
     const get = (v: string) =>
       this.ctx.client.get<KubeList<KubeObject>>(
         `/apis/discovery.k8s.io/${v}/namespaces/${ns}/endpointslices?${q}`,
-        WIDE_READ,
+        NARROW_READ,
       );
     let list: KubeList<KubeObject>;
     try {
@@ -403,8 +409,8 @@ export class CandidateReader implements CandidateView {
     const base = `/apis/metallb.io/v1beta1/namespaces/${this.ctx.config.metallbNamespace}`;
     try {
       const [pools, ads] = await Promise.all([
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, WIDE_READ),
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, WIDE_READ),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, NARROW_READ),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, NARROW_READ),
       ]);
       const config = metallbConfigFrom(pools.items ?? [], ads.items ?? []);
       this.pools = config.pools.flatMap((p) => p.addresses);

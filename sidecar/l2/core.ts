@@ -663,7 +663,9 @@ export function peersMayBeBlind(
   if (observation.otherCandidates === undefined || observation.otherCandidates.length === 0) return undefined;
   const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
   const failed = observation.apiFailedAt;
-  if (started === undefined || failed === undefined || failed < started) return undefined;
+  // Failed while the handover ran, or while it was being prepared (its reads can be what failed).
+  if (started === undefined || failed === undefined || failed < started - settings.failsafeGraceMs)
+    return undefined;
   if (observation.now - started < settings.failsafeGraceMs) return undefined;
   return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
 }

@@ -89,6 +89,7 @@ export class L2Handover implements Feature {
   private lastCheck = 0;
   private lastPoolsRead = 0;
   private lastProbe = 0;
+  private lastUnconfirmedCheck = 0;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
   /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
@@ -239,6 +240,23 @@ export class L2Handover implements Feature {
         this.lastProbe = clock.now();
         await this.ctx.client
           .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
+          .catch(() => undefined);
+      }
+      // Awaiting a confirmation longer than the fail-safe's grace (one takes ~1 s): the watch it
+      // arrives on may sit silent on an API server whose etcd member is gone. Re-open the watches
+      // on new connections and read the own Node consistently: a healthy server replays what the
+      // watch missed; a stale one fails the read, which counts toward peersMayBeBlind.
+      const started = this.memory.attemptStartedAt ?? this.memory.handoverStartedAt;
+      if (
+        this.memory.phase === 'awaiting-confirmation' &&
+        started !== undefined &&
+        clock.now() - started >= this.settings.failsafeGraceMs &&
+        clock.now() - this.lastUnconfirmedCheck >= this.settings.failsafeGraceMs
+      ) {
+        this.lastUnconfirmedCheck = clock.now();
+        this.ctx.client.reopenWatches?.('no confirmation within the fail-safe grace');
+        await this.ctx.client
+          .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 3_000 })
           .catch(() => undefined);
       }
       if (clock.now() - this.lastCheck > 30_000) {

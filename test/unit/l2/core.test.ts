@@ -745,10 +745,15 @@ t.test(
   async (t) => {
     const quiet = new World(obs());
     quiet.run({ draining: true });
-    quiet.run({ now: T0 + 200, apiFailedAt: T0 - 1 }); // failed before the handover began
+    quiet.run({ now: T0 + 200, apiFailedAt: T0 - 5_001 }); // failed well before the handover began
     t.strictSame(quiet.run({ now: T0 + 5_000 }), []);
     t.strictSame(quiet.run({ now: T0 + 10_000 }), []);
     t.equal(quiet.status.phase, 'awaiting-confirmation');
+    // A failure while the handover was being prepared (its reads hung on a stale server) counts.
+    const preparing = new World(obs());
+    preparing.run({ draining: true });
+    preparing.run({ now: T0 + 200, apiFailedAt: T0 - 100 });
+    t.strictSame(events(preparing.run({ now: T0 + 5_000 })), ['L2FailsafeFence']);
     const noStatus = new World(obs({ statusSource: 'services' }));
     noStatus.run({ draining: true });
     noStatus.run({ now: T0 + 200, apiFailedAt: T0 + 100 });
