@@ -176,7 +176,11 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
         timeoutMs: 10_000,
       });
     t.equal((await mk(h, 'before')).answer.outcome, 'ok');
-    const watch = holdWatch(s, CM);
+    // On a client of its own: drainguard's client re-opens its watches when a consistent read or
+    // a write on it fails (shared/kube/client.ts), and this watch is to show the server's side.
+    const watchClient = stale.client();
+    t.teardown(() => watchClient.close());
+    const watch = holdWatch(watchClient, CM);
     const sidecarClient = stale.client(apiResult);
     const drain = new DrainWatcher({
       client: sidecarClient,
