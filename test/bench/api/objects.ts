@@ -191,6 +191,8 @@ export function injectedPod(profile: BenchProfile, name: string, nodeName: strin
     'metadata.uid': view.uid,
     'spec.nodeName': nodeName,
     'status.podIPs': view.podIPs.join(','),
+    // hostNetwork: the pod's IP is the node's.
+    'status.hostIP': view.podIPs[0] ?? '',
   });
   return {
     pod: patched,
@@ -203,6 +205,9 @@ export function injectedPod(profile: BenchProfile, name: string, nodeName: strin
         const path = e.valueFrom?.fieldRef.fieldPath;
         out[e.name] = path === undefined ? (e.value ?? '') : (f[path] ?? '');
       }
+      // No /metrics listener on the node's IP: the bed has no such address, and many sidecars
+      // share one process here (what is measured is their API traffic).
+      if (out.DRAINGUARD_METRICS_PORT !== undefined) out.DRAINGUARD_METRICS_PORT = '0';
       return out;
     },
   };

@@ -166,9 +166,12 @@ t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) =
           );
           const firstB = rounds.find((r) => r.t >= started && r.macs.includes(mac(b)));
           if (!firstB) throw new Error(`${b} did not answer`);
+          // A round is stamped when its request goes out (every 50 ms): the hold ends on b's
+          // ServiceL2Status, written as b starts to answer, so b's first answer can fall in the
+          // round sent just after the release. Within one round of it is "before".
           t.ok(
-            firstB.t < (sigterm.t as number),
-            `${b} answered (${firstB.t - started} ms) before the speaker on ${a} was stopped (${(sigterm.t as number) - started} ms)`,
+            firstB.t < (sigterm.t as number) + 50,
+            `${b} answered (${firstB.t - started} ms) before the speaker on ${a} was stopped (${(sigterm.t as number) - started} ms), within one 50 ms probe round`,
           );
           process.stdout.write(
             `# delete pod: ${b} answered ${firstB.t - started} ms after the delete; the speaker was held until ` +
