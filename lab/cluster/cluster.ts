@@ -359,7 +359,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
             } catch {}
             const fatal = all
               .split('\n')
-              .filter((l) => /^(F\d{4}|panic:)/.test(l))
+              .filter((l) => /^(F\d{4}|panic:|fatal error:)/.test(l))
               .slice(0, 5)
               .join('\n');
             return `--- ${name} (${p})\n${fatal ? `${fatal}\n...\n` : ''}${text}`;

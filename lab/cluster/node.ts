@@ -6,7 +6,7 @@
 // hard-codes /var/log/pods, and its container GC deletes every pod log directory there that is not
 // one of its own pods' — with one shared directory the three kubelets deleted each other's logs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { TestNode } from '../bed/netns.ts';
@@ -83,7 +83,10 @@ async function makeMountNamespace(dir: string): Promise<void> {
   }
 }
 
-function startLogged(spec: NodeSpec, name: string, cmd: string[]): ChildProcess {
+/** A crashed process is started again at most this many times (systemd's Restart= on a node). */
+const CRASH_RESTARTS = 2;
+
+function startLogged(spec: NodeSpec, name: string, cmd: string[], restarts = 0): ChildProcess {
   const log = join(spec.dir, `${name}.log`);
   const fd = openSync(log, 'a');
   const [bin, ...args] = [...nsenter(spec), ...cmd] as [string, ...string[]];
@@ -91,6 +94,15 @@ function startLogged(spec: NodeSpec, name: string, cmd: string[]): ChildProcess 
   const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached: true });
   child.unref();
   if (child.pid) spec.onPid(child.pid);
+  // A real node runs its kubelet under systemd with Restart=always: one that exits on its own (a
+  // Go runtime fatal error was seen once under load, leaving a node never Ready) is started again.
+  // Stopped by a signal (teardown, a test's restart), it is not.
+  if (name === 'kubelet')
+    child.on('exit', (code, signal) => {
+      if (signal !== null || code === 0 || restarts >= CRASH_RESTARTS) return;
+      appendFileSync(log, `\n--- lab: ${name} exited with code ${code}; started again ---\n`);
+      startLogged(spec, name, cmd, restarts + 1);
+    });
   return child;
 }
 
