@@ -2,32 +2,15 @@
 // or failing — a transport error, a timeout, 5xx, 429 — never an answer that refuses one request
 // (403 on a watch the role does not allow, 404 for a missing CRD). Those are configuration errors:
 // logged, each once in a while, and the API stays "up".
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type http from 'node:http';
 import t from 'tap';
-import { ApiError, countsAsApiDown, KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError, countsAsApiDown } from '../../../shared/kube/client.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { apiHealthReporter } from '../../../sidecar/main.ts';
+import { fakeApiServer as fakeApi } from './fake-api-server.ts';
 
-async function fakeApiServer(handler: http.RequestListener, onResult: (ok: boolean, err?: ApiError) => void) {
-  const server = http.createServer(handler);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const agent = new http.Agent();
-  const client = new KubeClient(
-    {
-      server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      apply: async () => ({ agent, headers: {} }),
-      close: () => agent.destroy(),
-    },
-    { onResult },
-  );
-  t.teardown(() => {
-    client.close();
-    server.closeAllConnections();
-    server.close();
-  });
-  return client;
-}
+const fakeApiServer = (handler: http.RequestListener, onResult: (ok: boolean, err?: ApiError) => void) =>
+  fakeApi(handler, { onResult });
 
 const status = (code: number, reason: string, message: string) =>
   JSON.stringify({ kind: 'Status', code, reason, message });

@@ -2,11 +2,10 @@
 // once, with old data, and opens watches that stay silent, while consistent reads and writes time
 // out. So only consistent reads and writes tell "the API is up"; a cached answer must not clear
 // the "API down" that the failed writes set (the L2 fail-safe counts its grace from it).
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import { KubeClient, REOPEN_WATCHES_MS, servedFromCache, WatchIdle } from '../../../shared/kube/client.ts';
+import { REOPEN_WATCHES_MS, servedFromCache, WatchIdle } from '../../../shared/kube/client.ts';
+import { fakeApiServer } from './fake-api-server.ts';
 
 t.test('servedFromCache: GETs with resourceVersion=0 only', async (t) => {
   t.ok(servedFromCache({ query: { resourceVersion: '0' } }));
@@ -23,32 +22,20 @@ t.test(
   'a stale server: cached lists and watch opens report nothing; consistent reads report up',
   async (t) => {
     const results: boolean[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (url.searchParams.get('watch') === '1') {
-        // Open and silent, as a stale server's watch is.
+    const client = await fakeApiServer(
+      (req, res) => {
+        const url = new URL(req.url ?? '/', 'http://x');
+        if (url.searchParams.get('watch') === '1') {
+          // Open and silent, as a stale server's watch is.
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.flushHeaders();
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.flushHeaders();
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ metadata: { resourceVersion: '5' }, items: [] }));
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const agent = new http.Agent();
-    const client = new KubeClient(
-      {
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        apply: async () => ({ agent, headers: {} }),
-        close: () => agent.destroy(),
+        res.end(JSON.stringify({ metadata: { resourceVersion: '5' }, items: [] }));
       },
       { onResult: (ok) => results.push(ok) },
     );
-    t.teardown(() => {
-      client.close();
-      server.closeAllConnections();
-      server.close();
-    });
     await client.get('/api/v1/nodes', { query: { resourceVersion: '0', fieldSelector: 'metadata.name=a' } });
     t.strictSame(results, [], 'a list from the watch cache proves nothing');
     const stop = new AbortController();
@@ -75,33 +62,21 @@ t.test(
     // A stale API server behind the `kubernetes` Service: its watches stay open and silent, its
     // consistent reads never answer. Each new connection may land on a healthy server instead.
     const watchSockets: number[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      if (url.searchParams.get('watch') === '1') {
-        watchSockets.push(req.socket.remotePort ?? 0);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.flushHeaders();
-        return;
-      }
-      // A consistent read: no answer (the client's timeout ends it).
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const agent = new http.Agent({ keepAlive: true });
     let now = 0;
     const clock = { now: () => now, sleep: async () => {} };
-    const client = new KubeClient(
-      {
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        apply: async () => ({ agent, headers: {} }),
-        close: () => agent.destroy(),
+    const client = await fakeApiServer(
+      (req, res) => {
+        const url = new URL(req.url ?? '/', 'http://x');
+        if (url.searchParams.get('watch') === '1') {
+          watchSockets.push(req.socket.remotePort ?? 0);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.flushHeaders();
+          return;
+        }
+        // A consistent read: no answer (the client's timeout ends it).
       },
-      { clock: clock as never },
+      { clock: clock as never, keepAlive: true },
     );
-    t.teardown(() => {
-      client.close();
-      server.closeAllConnections();
-      server.close();
-    });
     const stop = new AbortController();
     t.teardown(() => stop.abort());
     let opened = 0;
@@ -138,24 +113,15 @@ t.test(
   'a watch that ends normally is re-opened on a new connection (its socket is not kept alive)',
   async (t) => {
     const watchSockets: number[] = [];
-    const server = http.createServer((req, res) => {
-      watchSockets.push(req.socket.remotePort ?? 0);
-      // The server's timeoutSeconds ran out: an empty, ended stream.
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const agent = new http.Agent({ keepAlive: true });
-    const client = new KubeClient({
-      server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      apply: async () => ({ agent, headers: {} }),
-      close: () => agent.destroy(),
-    });
-    t.teardown(() => {
-      client.close();
-      server.closeAllConnections();
-      server.close();
-    });
+    const client = await fakeApiServer(
+      (req, res) => {
+        watchSockets.push(req.socket.remotePort ?? 0);
+        // The server's timeoutSeconds ran out: an empty, ended stream.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end();
+      },
+      { keepAlive: true },
+    );
     const stop = new AbortController();
     await client.watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal);
     await client.watch('/api/v1/nodes', { resourceVersion: '5' }, () => {}, stop.signal);

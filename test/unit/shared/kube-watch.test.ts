@@ -1,26 +1,6 @@
-// KubeClient.watch against a local HTTP server playing the API server: what it asks for, when it
-// reports the watch open, and how a refused or failed watch reads.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { KubeClient, WATCH_IDLE_MS, type WatchEvent } from '../../../shared/kube/client.ts';
-
-async function fakeApiServer(handler: http.RequestListener) {
-  const server = http.createServer(handler);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const agent = new http.Agent();
-  const client = new KubeClient({
-    server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    apply: async () => ({ agent, headers: {} }),
-    close: () => agent.destroy(),
-  });
-  t.teardown(() => {
-    client.close();
-    server.closeAllConnections();
-    server.close();
-  });
-  return client;
-}
+import { WATCH_IDLE_MS, type WatchEvent } from '../../../shared/kube/client.ts';
+import { fakeApiServer } from './fake-api-server.ts';
 
 t.test(
   'the idle limit is above the 1.20 bookmark period (60 s) and notices a dead stream within 2 min',
