@@ -15,7 +15,7 @@ import { installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { installSpeakers } from '../../../lab/cluster/metallb.ts';
 import { ask, holdWatch } from '../../../lab/cluster/stale-api.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
-import type { ApiError, KubeClient } from '../../../shared/kube/client.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
 import { apiHealthReporter } from '../../../sidecar/main.ts';
@@ -181,24 +181,26 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
     const watchClient = stale.client();
     t.teardown(() => watchClient.close());
     const watch = holdWatch(watchClient, CM);
-    const sidecarClient = stale.client(apiResult);
-    const drain = new DrainWatcher({
-      client: sidecarClient,
-      nodeName: stale.name,
-      podName: 'api-via-service',
-      podNamespace: NS,
-      drainTaints: [],
-      log: createLogger('drain-view', 'warn'),
-      clock: systemClock,
-    });
-    function apiResult(ok: boolean, err?: ApiError) {
-      health(ok, err);
-    }
-    const health = apiHealthReporter({
-      log: createLogger('api-health', 'warn'),
-      apiResult: (ok) => drain.apiResult(ok),
-      now: () => Date.now(),
-    });
+    /** A sidecar's view of its node (the drain watcher fed every request's outcome, as main.ts does) through `stale`. */
+    const startSidecarView = (name: string) => {
+      const client = stale.client((ok, err) => health(ok, err));
+      const view = new DrainWatcher({
+        client,
+        nodeName: stale.name,
+        podName: 'api-via-service',
+        podNamespace: NS,
+        drainTaints: [],
+        log: createLogger(name, 'warn'),
+        clock: systemClock,
+      });
+      const health = apiHealthReporter({
+        log: createLogger(`${name}-api-health`, 'warn'),
+        apiResult: (ok) => view.apiResult(ok),
+        now: () => Date.now(),
+      });
+      return { client, view };
+    };
+    const { client: sidecarClient, view: drain } = startSidecarView('drain-view');
     drain.start();
     await waitFor('the sidecar’s view synced', () => drain.current.synced, T);
     await waitFor(
@@ -235,24 +237,7 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
     // A sidecar (re)started now, its connection on the stale server: the lists answer at once
     // from the watch cache, but nothing is taken as true until the own Node is read consistently
     // (sidecar/drain/watcher.ts verify()), which never answers here: never synced, "API down".
-    const lateClient = stale.client(lateResult);
-    const late = new DrainWatcher({
-      client: lateClient,
-      nodeName: stale.name,
-      podName: 'api-via-service',
-      podNamespace: NS,
-      drainTaints: [],
-      log: createLogger('drain-view-late', 'warn'),
-      clock: systemClock,
-    });
-    const lateHealth = apiHealthReporter({
-      log: createLogger('api-health-late', 'warn'),
-      apiResult: (ok) => late.apiResult(ok),
-      now: () => Date.now(),
-    });
-    function lateResult(ok: boolean, err?: ApiError) {
-      lateHealth(ok, err);
-    }
+    const { client: lateClient, view: late } = startSidecarView('drain-view-late');
     const lateStarted = Date.now();
     late.start();
     await waitFor('the late sidecar’s API down', () => late.current.apiDownSince !== undefined, {
