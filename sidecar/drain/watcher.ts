@@ -183,7 +183,7 @@ export class DrainWatcher {
     const { client, nodeName, log } = this.opts;
     void client
       .get<Node>(`/api/v1/nodes/${nodeName}`, { timeoutMs: 5_000, signal: this.stopped.signal })
-      .then((fresh) => this.verified_(fresh))
+      .then((fresh) => this.onVerified(fresh))
       .catch((e: unknown) => {
         if (this.stopped.signal.aborted || this.verifyFailed) return;
         this.verifyFailed = true;
@@ -197,7 +197,7 @@ export class DrainWatcher {
       });
   }
 
-  private verified_(fresh: Node | undefined): void {
+  private onVerified(fresh: Node | undefined): void {
     const seen = this.node?.metadata?.resourceVersion;
     const now = fresh?.metadata?.resourceVersion;
     if (fresh?.metadata && seen !== undefined && now !== undefined && newer(now, seen)) {
