@@ -34,6 +34,7 @@ import type { FenceSpec } from './fence.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
+import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
 
 /** What the feature reads the world through; `changed` asks for a reconcile. */
@@ -395,7 +396,8 @@ export class L2Handover implements Feature {
       return observation;
     }
     // The fail-safe fence is due: it needs the node's own addresses (never a VIP), and covers VIPs
-    // this node never announced, so the default route's link joins the VIPs' links.
+    // this node never announced (or does not know: a view emptied by a relist), so the links that
+    // reach MetalLB's pools and the default route's link join the VIPs' links.
     const failsafe =
       failsafeDue(this.memory, observation, this.settings) ||
       peersMayBeBlind(this.memory, observation, this.settings) !== undefined;
@@ -404,7 +406,13 @@ export class L2Handover implements Feature {
     const poolsKnown = (this.candidates.pools?.length ?? 0) > 0 || (this.memory.pools?.length ?? 0) > 0;
     const own = failsafe && !poolsKnown ? await this.host.ownAddresses(vips) : undefined;
     const withOwn = own ? { ...observation, ownAddresses: own } : observation;
-    const links = await this.host.fenceLinks(observation.interfaces, failsafe ? [...vips, 'default'] : vips);
+    const poolRangesKnown = this.candidates.pools?.length
+      ? poolRanges(this.candidates.pools)
+      : (this.memory.pools ?? []);
+    const links = await this.host.fenceLinks(
+      observation.interfaces,
+      failsafe ? [...vips, ...rangeStarts(poolRangesKnown), 'default'] : vips,
+    );
     this.noteMissingInterfaces(links.missing, links.interfaces);
     return { ...withOwn, interfaces: [...links.interfaces].sort() };
   }

@@ -64,3 +64,14 @@ export function poolRanges(entries: readonly string[]): string[] {
   }
   return merged.map((r) => `${fromBig(r.family, r.first)}-${fromBig(r.family, r.last)}`);
 }
+
+/**
+ * The first address of each merged range (poolRanges' "first-last"), at most `limit` of them: a
+ * route lookup for each finds the links MetalLB's pools are reached on.
+ */
+export function rangeStarts(ranges: readonly string[], limit = 16): string[] {
+  return ranges
+    .map((r) => r.slice(0, r.indexOf('-')))
+    .filter((a) => isIP(a) !== 0)
+    .slice(0, limit);
+}

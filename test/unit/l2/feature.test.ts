@@ -89,7 +89,10 @@ class FakeHost implements L2Host {
   }
   /** The node's links: named ones not among them are missing (the VIP route's link is eth0). */
   links = ['eth0'];
-  async fenceLinks(named: readonly string[]) {
+  /** The route targets of the last fenceLinks call. */
+  targets: readonly string[] = [];
+  async fenceLinks(named: readonly string[], targets: readonly string[]) {
+    this.targets = targets;
     const present = named.filter((n) => this.links.includes(n));
     const missing = named.filter((n) => !this.links.includes(n));
     return { interfaces: present.length > 0 ? present : ['eth0'], missing };
@@ -301,6 +304,28 @@ t.test('Events while the API is down are kept and written once it answers', asyn
   t.strictSame(w.reasons('Pod'), [L2_EVENT_REASONS.failsafeFence]);
   t.match(w.api.status(), { phase: 'failsafe-fenced', failsafe: true });
 });
+
+t.test(
+  "a fail-safe with no VIP known here looks up the links that reach MetalLB's pools, not only the default route's",
+  async (t) => {
+    // A sidecar whose ServiceL2Status view is empty (started or relisting while the API went
+    // away): the pools' links are where a speaker cut off from memberlist would answer ARP, and a
+    // node may have no default route, or one on another link than the VIPs' subnet.
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.metallb.announced = [];
+    w.api.down = true;
+    w.candidates.others = undefined;
+    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    await w.cap.idle();
+    t.match(w.host.installed, { pools: ['192.0.2.100-192.0.2.120'] }, 'the fail-safe fence is on');
+    t.strictSame(
+      [...w.host.targets],
+      ['192.0.2.100', 'default'],
+      "the pool's first address, then the default route",
+    );
+  },
+);
 
 t.test('no other node: refused, published as idle with stranded, said once', async (t) => {
   const w = await started();
