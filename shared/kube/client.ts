@@ -145,6 +145,13 @@ export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>):
   return (opts.method ?? 'GET') === 'GET' && String(opts.query?.resourceVersion) === '0';
 }
 
+/**
+ * hedgeAfterMs for the small reads and writes a handover waits on: a Node GET or merge patch, a
+ * list of a few MetalLB objects take milliseconds on a healthy API server; past this, the
+ * connection may be on one whose etcd member is gone, and a copy goes out on a new one.
+ */
+export const HEDGE_AFTER_MS = 750;
+
 /** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
 export const REOPEN_WATCHES_MS = 5_000;
 
@@ -167,6 +174,14 @@ export interface RequestOptions {
   /** Retry retryable failures (not conflicts) this many times with capped backoff; default 0. */
   retries?: number;
   signal?: AbortSignal;
+  /**
+   * After this long without an answer a second copy goes out on a new connection, and the first
+   * answer wins (the other is abandoned). Behind the `kubernetes` Service each connection lands on
+   * one API server; one whose etcd member is gone hangs a consistent read or a write until its
+   * timeout, and the copy most likely reaches a healthy one. Only for requests that may be sent
+   * twice (reads, a merge patch of fixed values); not with onText.
+   */
+  hedgeAfterMs?: number;
   /** Return the body as text instead of parsing JSON (/readyz, /version-like endpoints). */
   text?: boolean;
   /**
@@ -283,7 +298,7 @@ export class KubeClient {
     for (let attempt = 0; ; attempt++) {
       if (this.lifetime?.aborted) throw this.abandoned(opts.method ?? 'GET', path);
       try {
-        const result = await this.once<T>(path, opts);
+        const result = await this.attempt<T>(path, opts);
         if (!servedFromCache(opts)) this.onResult?.(true);
         return result;
       } catch (e) {
@@ -307,7 +322,74 @@ export class KubeClient {
     }
   }
 
-  private async once<T>(path: string, opts: RequestOptions): Promise<T> {
+  /** One attempt: once, or hedged (RequestOptions.hedgeAfterMs). */
+  private attempt<T>(path: string, opts: RequestOptions): Promise<T> {
+    const after = opts.hedgeAfterMs;
+    if (after === undefined || opts.onText) return this.once<T>(path, opts);
+    const first = new AbortController();
+    const second = new AbortController();
+    const hedgeTimer = new AbortController();
+    const withSignal = (own: AbortController): RequestOptions => ({
+      ...opts,
+      signal: opts.signal ? AbortSignal.any([opts.signal, own.signal]) : own.signal,
+    });
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      let running = 1;
+      let hedging = true;
+      const win = (value: T, loser: AbortController) => {
+        if (settled) return;
+        settled = true;
+        hedgeTimer.abort();
+        loser.abort();
+        resolve(value);
+      };
+      const lose = (e: unknown) => {
+        running--;
+        if (settled || running > 0 || hedging) return;
+        settled = true;
+        reject(e);
+      };
+      this.once<T>(path, withSignal(first)).then(
+        (v) => win(v, second),
+        (e: unknown) => {
+          // Failed before the copy went out: no copy, the caller's retries decide.
+          if (hedging) {
+            hedging = false;
+            hedgeTimer.abort();
+          }
+          lose(e);
+        },
+      );
+      this.clock.sleep(after, hedgeTimer.signal).then(
+        () => {
+          if (settled || !hedging) return;
+          hedging = false;
+          running++;
+          // A new connection: the first copy holds its socket; idle ones may reach the same server.
+          this.dropIdleSockets();
+          this.once<T>(path, { ...withSignal(second), fresh: true }).then(
+            (v) => {
+              if (!settled)
+                this.reopenWatches(
+                  `${opts.method ?? 'GET'} ${path} answered on a new connection after ${after} ms without an answer`,
+                );
+              win(v, first);
+            },
+            (e: unknown) => lose(e),
+          );
+        },
+        () => {},
+      );
+    });
+  }
+
+  private dropIdleSockets(): void {
+    for (const sockets of Object.values(this.lastAgent?.freeSockets ?? {}))
+      for (const s of sockets ?? []) s.destroy();
+  }
+
+  private async once<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
     const method = opts.method ?? 'GET';
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const url = this.url(path, opts.query);
@@ -322,6 +404,7 @@ export class KubeClient {
           agent: conn.agent,
           headers: {
             ...conn.headers,
+            ...(opts.fresh ? { connection: 'close' } : {}),
             // Node sends a DELETE body unframed unless its length is given; the server then sees garbage.
             ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
           },
@@ -548,8 +631,7 @@ export class KubeClient {
     const now = this.clock.now();
     if (now - this.lastReopen < REOPEN_WATCHES_MS) return;
     this.lastReopen = now;
-    for (const sockets of Object.values(this.lastAgent?.freeSockets ?? {}))
-      for (const s of sockets ?? []) s.destroy();
+    this.dropIdleSockets();
     const reason = `${why}: watch re-opened on a new connection (the API server it was open on may be stale)`;
     for (const end of [...this.openWatches]) end(reason);
   }

@@ -1,6 +1,6 @@
 import type { Clock } from '../../shared/clock.ts';
 import type { DrainSignal } from '../../shared/contract.ts';
-import type { KubeClient } from '../../shared/kube/client.ts';
+import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
 import type { Logger } from '../../shared/log.ts';
@@ -149,7 +149,7 @@ export class DrainWatcher {
     try {
       const pod = await this.opts.client.get<Pod>(
         `/api/v1/namespaces/${this.opts.podNamespace}/pods/${this.opts.podName}`,
-        { timeoutMs: 2_000 },
+        { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS },
       );
       if (this.isOther(pod)) return { going: true, why: REPLACED };
       return podTerminating(pod)
@@ -182,7 +182,11 @@ export class DrainWatcher {
     this.verifying = true;
     const { client, nodeName, log } = this.opts;
     void client
-      .get<Node>(`/api/v1/nodes/${nodeName}`, { timeoutMs: 5_000, signal: this.stopped.signal })
+      .get<Node>(`/api/v1/nodes/${nodeName}`, {
+        timeoutMs: 5_000,
+        hedgeAfterMs: HEDGE_AFTER_MS,
+        signal: this.stopped.signal,
+      })
       .then((fresh) => this.onVerified(fresh))
       .catch((e: unknown) => {
         if (this.stopped.signal.aborted || this.verifyFailed) return;

@@ -11,7 +11,7 @@
 // fence — 127.5 MiB peak at 300 Nodes (a 128 Mi container's limit), OOM-killed from 1,000; now
 // 68.2 MiB at 5,000 (81.7 when nobody confirms for 30 s), one list (make bench-api's drain).
 import { Backoff } from '../../shared/backoff.ts';
-import { isApiError } from '../../shared/kube/client.ts';
+import { HEDGE_AFTER_MS, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
@@ -31,9 +31,10 @@ export const WIDE_READ = { retries: 2, timeoutMs: 10_000 };
 /**
  * The narrow reads around a handover (pools, L2Advertisements, EndpointSlices: small): a couple
  * of retries and a short bound. One that reaches an API server whose etcd member is gone hangs
- * until its timeout, and the handover's start waits for it; the retry goes out on a new connection.
+ * until its timeout: after HEDGE_AFTER_MS a copy goes out on a new connection (most likely to a
+ * healthy server), and a retry after a failure on a new one too.
  */
-export const NARROW_READ = { retries: 2, timeoutMs: 3_000 };
+export const NARROW_READ = { retries: 2, timeoutMs: 3_000, hedgeAfterMs: HEDGE_AFTER_MS };
 
 /**
  * Nodes (or pods) per page of the wide lists: ~3 MiB of realistic Nodes, so the one page held at

@@ -129,3 +129,47 @@ t.test(
     t.not(watchSockets[1], watchSockets[0], 'each watch on its own connection');
   },
 );
+
+t.test(
+  'a hedged read: the copy sent on a new connection after hedgeAfterMs answers while the first hangs on a stale server',
+  async (t) => {
+    // The first connection reaches a server whose etcd member is gone: the consistent read hangs.
+    // Any later connection reaches a healthy one.
+    const sockets: number[] = [];
+    let stale: number | undefined;
+    const results: boolean[] = [];
+    const client = await fakeApiServer(
+      (req, res) => {
+        const port = req.socket.remotePort ?? 0;
+        sockets.push(port);
+        stale ??= port;
+        if (port === stale) return; // never answers
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ metadata: { name: 'a', resourceVersion: '9' } }));
+      },
+      { keepAlive: true, onResult: (ok) => results.push(ok) },
+    );
+    const started = Date.now();
+    const node = await client.get<{ metadata: { resourceVersion: string } }>('/api/v1/nodes/a', {
+      timeoutMs: 10_000,
+      hedgeAfterMs: 100,
+    });
+    t.equal(node.metadata.resourceVersion, '9', 'the healthy server answered');
+    t.ok(Date.now() - started < 5_000, 'well before the first copy would time out');
+    t.equal(sockets.length, 2);
+    t.not(sockets[1], sockets[0], 'the copy on a new connection');
+    t.strictSame(results, [true], 'one answer counted: the abandoned copy is no API failure');
+    // Not hedged: a request that fails fast is not copied (the caller's retries decide).
+    let hits = 0;
+    const failing = await fakeApiServer(
+      (_req, res) => {
+        hits++;
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"kind":"Status","reason":"InternalError","message":"boom"}');
+      },
+      { keepAlive: true },
+    );
+    await t.rejects(failing.get('/api/v1/nodes/a', { hedgeAfterMs: 300 }), /500 InternalError/);
+    t.equal(hits, 1, 'a fast failure is not sent again');
+  },
+);
