@@ -92,6 +92,16 @@ export interface L2Settings {
 export const REJOIN_MS = 10_000;
 
 /**
+ * At the drain's end after an API outage, the exclude label stays for twice the outage (at most
+ * this long) after the API answered again. This node's speaker lost its watches in the same
+ * outage and re-opens them on an exponential backoff (client-go's reflector: 0.8 s doubling, up
+ * to 30 s, jittered), so its next try comes up to about twice the outage after it began. Had the
+ * label gone at once, the new owner's speaker, seeing it go, withdrew while this node's speaker
+ * still saw the label: nobody announced (robustness SEED=5 TRIAL=2, dark 1.1 s).
+ */
+export const SPEAKER_CATCH_UP_MAX_MS = 30_000;
+
+/**
  * Why a fail-safe fence is kept after the handover is confirmed (status `failsafeKept`, Events):
  * lifting the memberlist cut is safe only once every peer sees the exclude label, and nothing
  * proves that (a confirmation written after the label may come from a peer still processing an
@@ -196,6 +206,8 @@ export interface L2Memory {
   cutLiftedAt?: number;
   /** MetalLB's address pools as merged ranges (pool-ranges.ts), remembered from the last read. */
   pools?: string[];
+  /** The last API outage seen: when it began and, once over, when the API answered again. */
+  apiOutage?: { since: number; backAt?: number };
 }
 
 /** Reasons of the Events the handover records on its Node and pod. */
@@ -310,8 +322,27 @@ export function step(
   // Pools are remembered: a read that fails later leaves the last known ones.
   const read = observation.pools && observation.pools.length > 0 ? poolRanges(observation.pools) : [];
   const pools = read.length > 0 ? read : memory.pools;
-  const next = decide(pools ? { ...memory, pools } : memory, turn);
-  return { memory: pools ? { ...next, pools } : next, actions: turn.actions };
+  // Remembered across phases like the pools: the handback waits on it (SPEAKER_CATCH_UP_MAX_MS).
+  const apiOutage = outageAfter(memory.apiOutage, observation);
+  const kept = { ...(pools ? { pools } : {}), ...(apiOutage ? { apiOutage } : {}) };
+  const next = decide({ ...memory, ...kept }, turn);
+  return { memory: { ...next, ...kept }, actions: turn.actions };
+}
+
+function outageAfter(
+  last: L2Memory['apiOutage'],
+  observation: Pick<L2Observation, 'now' | 'apiDownSince'>,
+): L2Memory['apiOutage'] {
+  if (observation.apiDownSince !== undefined) return { since: observation.apiDownSince };
+  if (last && last.backAt === undefined) return { since: last.since, backAt: observation.now };
+  return last;
+}
+
+/** Until when the label stays at the drain's end after an outage (SPEAKER_CATCH_UP_MAX_MS). */
+function speakerCatchUpUntil(memory: L2Memory): number {
+  const o = memory.apiOutage;
+  if (o?.backAt === undefined) return Number.NEGATIVE_INFINITY;
+  return o.backAt + Math.min(2 * (o.backAt - o.since), SPEAKER_CATCH_UP_MAX_MS);
 }
 
 function decide(memory: L2Memory, turn: Turn): L2Memory {
@@ -368,6 +399,7 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   }
   if (ownLabel) {
     if (memory.cutLiftedAt !== undefined && now - memory.cutLiftedAt < REJOIN_MS) return undoing;
+    if (now < speakerCatchUpUntil(memory)) return undoing;
     if (apiUp) turn.actions.push({ kind: 'unlabel' });
     return undoing;
   }
@@ -744,7 +776,8 @@ export function needsTick(
     memory.phase === 'labelled' ||
     memory.phase === 'awaiting-confirmation' ||
     memory.phase === 'overdue' ||
-    (memory.phase === 'undoing' && memory.cutLiftedAt !== undefined)
+    (memory.phase === 'undoing' &&
+      (memory.cutLiftedAt !== undefined || memory.apiOutage?.backAt !== undefined))
   );
 }
 

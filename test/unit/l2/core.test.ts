@@ -6,6 +6,7 @@ import {
   type L2Memory,
   type L2Observation,
   type L2Settings,
+  needsTick,
   REJOIN_MS,
   resume,
   settled,
@@ -257,9 +258,49 @@ t.test(
     t.strictSame(w.run({ now: T0 + 6_000, draining: false }), []);
     t.strictSame(kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined })), ['unfence']);
     t.strictSame(kinds(w.run({ now: T0 + 7_100 })), [], 'the label stays while memberlist rejoins');
-    t.strictSame(kinds(w.run({ now: T0 + 7_000 + REJOIN_MS })), ['unlabel']);
+    // And, after the 6.5 s outage, for twice that (the speaker's watches catch up).
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 + REJOIN_MS })), []);
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 + 13_000 })), ['unlabel']);
   },
 );
+
+t.test(
+  "handback after an API outage: the label stays until this node's speaker has had time to see the API again (robustness SEED=5 TRIAL=2: dark 1.1 s)",
+  async (t) => {
+    // The node's path to the API dropped 5.0–12.2 s into the drain; the handover to node-b was
+    // done before. The uncordon is seen when the path is back; unlabelled at once, node-b's
+    // speaker withdrew while this node's speaker, its watch still in its backoff, saw the label
+    // go 1.1 s later: nobody answered meanwhile.
+    const w = new World(obs());
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
+    t.equal(w.status.phase, 'fenced');
+    w.run({ now: T0 + 5_000, apiDownSince: T0 + 5_000 });
+    w.run({ now: T0 + 9_000 });
+    t.equal(w.status.phase, 'fenced', 'confirmed before the outage: no fail-safe');
+    const back = T0 + 12_200;
+    t.strictSame(kinds(w.run({ now: back, apiDownSince: undefined, draining: false })), ['unfence']);
+    t.strictSame(kinds(w.run({ now: back + 100 })), [], 'the label stays');
+    t.ok(needsTick(w.memory, w.o), 'the edge ticks while the label is held');
+    t.strictSame(kinds(w.run({ now: back + 2 * 7_200 - 100 })), [], 'for twice the outage');
+    t.strictSame(kinds(w.run({ now: back + 2 * 7_200 })), ['unlabel']);
+    t.strictSame(events(w.run({ now: back + 2 * 7_200 + 100 })), ['L2HandoverUndone']);
+    t.equal(w.status.phase, 'idle');
+    t.notOk(needsTick(w.memory, w.o));
+  },
+);
+
+t.test('handback with the API up all along (or an outage long ago): unlabelled at once', async (t) => {
+  const w = new World(obs());
+  w.run({ now: T0 - 600_000, apiDownSince: T0 - 600_000 });
+  w.run({ now: T0 - 590_000, apiDownSince: undefined });
+  w.run({ now: T0, draining: true, drainReason: 'cordoned' });
+  w.run({ now: T0 + 100 });
+  w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
+  t.strictSame(kinds(w.run({ now: T0 + 1_000, draining: false })), ['unfence']);
+  t.strictSame(kinds(w.run({ now: T0 + 1_100 })), ['unlabel']);
+});
 
 t.test(
   'fail-safe fence covers every foreign ARP/NA when the own addresses are known (the cut-off speaker announces every VIP)',
