@@ -280,8 +280,11 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
       await w.startSidecar(a, { PATH: `${dir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` });
       try {
         await w.cordon(a, true);
+        // The confirmation comes first: after the previous test's API outage node-b's speaker may
+        // see the label only when its Node watch is re-opened (its backoff: up to 10 s), and six
+        // attempts take 9 s more. In one CI run (both lanes busy) 20 s were not enough.
         await waitFor('six refused fence attempts', async () => stamps().length >= 6, {
-          ...T,
+          timeoutMs: 60_000,
           intervalMs: 50,
         });
         const attempts = stamps();
