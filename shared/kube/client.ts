@@ -376,7 +376,16 @@ export class KubeClient {
                 );
               win(v, first);
             },
-            (e: unknown) => lose(e),
+            // The copy failed (an answer, or its own timeout) while the first still hangs: the
+            // attempt fails now, so the caller's retry goes out instead of waiting for the first
+            // to time out (an etcd leader election fails the copy at once; the first may sit on
+            // a server whose etcd member is gone).
+            (e: unknown) => {
+              if (settled) return;
+              settled = true;
+              first.abort();
+              reject(e);
+            },
           );
         },
         () => {},

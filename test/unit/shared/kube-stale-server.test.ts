@@ -173,3 +173,28 @@ t.test(
     t.equal(hits, 1, 'a fast failure is not sent again');
   },
 );
+
+t.test(
+  "a hedged read whose copy fails while the first still hangs fails then, not at the first's timeout (the retry goes out sooner)",
+  async (t) => {
+    // The first connection sits on a stale server; the copy meets an etcd leader election.
+    let stale: number | undefined;
+    const client = await fakeApiServer(
+      (req, res) => {
+        const port = req.socket.remotePort ?? 0;
+        stale ??= port;
+        if (port === stale) return; // never answers
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"kind":"Status","reason":"InternalError","message":"etcdserver: leader changed"}');
+      },
+      { keepAlive: true },
+    );
+    const started = Date.now();
+    await t.rejects(
+      client.get('/api/v1/nodes/a', { timeoutMs: 10_000, hedgeAfterMs: 100 }),
+      /leader changed/,
+      "the copy's answer",
+    );
+    t.ok(Date.now() - started < 5_000, `failed ${Date.now() - started} ms in, not at the 10 s timeout`);
+  },
+);
