@@ -335,7 +335,7 @@ export class KubeClient {
     });
     return new Promise<T>((resolve, reject) => {
       let settled = false;
-      let running = 1;
+      /** True until the copy goes out; once it is out, a failure of the first is left to it. */
       let hedging = true;
       const win = (value: T, loser: AbortController) => {
         if (settled) return;
@@ -344,28 +344,27 @@ export class KubeClient {
         loser.abort();
         resolve(value);
       };
-      const lose = (e: unknown) => {
-        running--;
-        if (settled || running > 0 || hedging) return;
+      const fail = (e: unknown, other: AbortController) => {
+        if (settled) return;
         settled = true;
+        hedgeTimer.abort();
+        other.abort();
         reject(e);
       };
       this.once<T>(path, withSignal(first)).then(
         (v) => win(v, second),
         (e: unknown) => {
-          // Failed before the copy went out: no copy, the caller's retries decide.
-          if (hedging) {
-            hedging = false;
-            hedgeTimer.abort();
-          }
-          lose(e);
+          // Failed before the copy went out: no copy, the caller's retries decide. Once the copy
+          // is out, it decides.
+          if (!hedging) return;
+          hedging = false;
+          fail(e, second);
         },
       );
       this.clock.sleep(after, hedgeTimer.signal).then(
         () => {
           if (settled || !hedging) return;
           hedging = false;
-          running++;
           // A new connection: the first copy holds its socket; idle ones may reach the same server.
           this.dropIdleSockets();
           this.once<T>(path, { ...withSignal(second), fresh: true }).then(
@@ -380,12 +379,7 @@ export class KubeClient {
             // attempt fails now, so the caller's retry goes out instead of waiting for the first
             // to time out (an etcd leader election fails the copy at once; the first may sit on
             // a server whose etcd member is gone).
-            (e: unknown) => {
-              if (settled) return;
-              settled = true;
-              first.abort();
-              reject(e);
-            },
+            (e: unknown) => fail(e, first),
           );
         },
         () => {},

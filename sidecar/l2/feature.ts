@@ -406,15 +406,18 @@ export class L2Handover implements Feature {
     const poolsKnown = (this.candidates.pools?.length ?? 0) > 0 || (this.memory.pools?.length ?? 0) > 0;
     const own = failsafe && !poolsKnown ? await this.host.ownAddresses(vips) : undefined;
     const withOwn = own ? { ...observation, ownAddresses: own } : observation;
-    const poolRangesKnown = this.candidates.pools?.length
-      ? poolRanges(this.candidates.pools)
-      : (this.memory.pools ?? []);
     const links = await this.host.fenceLinks(
       observation.interfaces,
-      failsafe ? [...vips, ...rangeStarts(poolRangesKnown), 'default'] : vips,
+      failsafe ? [...vips, ...rangeStarts(this.knownPoolRanges()), 'default'] : vips,
     );
     this.noteMissingInterfaces(links.missing, links.interfaces);
     return { ...withOwn, interfaces: [...links.interfaces].sort() };
+  }
+
+  /** MetalLB's pools as merged ranges: from the last read, else as remembered by the core. */
+  private knownPoolRanges(): string[] {
+    const read = this.candidates.pools ?? [];
+    return read.length > 0 ? poolRanges(read) : (this.memory.pools ?? []);
   }
 
   /** After a fail-safe, with the API back: the services it covered that were deleted meanwhile. */
