@@ -26,6 +26,10 @@ export interface FaultSpec {
   actions?: readonly Action[];
   /** Needs the HA control plane (CONTROL_PLANES=3). */
   ha?: boolean;
+  /** The runner injects it through the API (kubectl): it cannot strike while the API is down. */
+  needsApi?: boolean;
+  /** The runner's own API is down (or hangs) while it lasts. */
+  apiOutage?: boolean;
 }
 
 /** Every fault kind issue 24 lists. */
@@ -34,15 +38,24 @@ export const FAULTS = {
     what: 'the drainguard container of the acting pod killed (SIGKILL through its pid), mid-handover',
     durationMs: [0, 0],
   },
-  'pod-delete': { what: 'the acting pod deleted as a whole (kubectl delete pod)', durationMs: [0, 0] },
+  'pod-delete': {
+    what: 'the acting pod deleted as a whole (kubectl delete pod)',
+    durationMs: [0, 0],
+    needsApi: true,
+  },
   'speaker-restart': {
     what: 'the speaker container on the acting node killed (SIGKILL); the kubelet restarts it',
     durationMs: [0, 0],
   },
-  'liveness-failure': { what: 'the guarded container fails its liveness probe', durationMs: [0, 0] },
+  'liveness-failure': {
+    what: 'the guarded container fails its liveness probe',
+    durationMs: [0, 0],
+    needsApi: true,
+  },
   'api-server-restart': {
     what: 'kube-apiserver stopped, started again after the duration',
     durationMs: [1_000, 20_000],
+    apiOutage: true,
   },
   'api-429': {
     what: "the API server answers 429 (API Priority and Fairness) to the sidecars' users",
@@ -55,20 +68,24 @@ export const FAULTS = {
   'etcd-pause': {
     what: 'etcd paused (SIGSTOP), resumed (SIGCONT) after the duration',
     durationMs: [500, 10_000],
+    apiOutage: true,
   },
   'second-cordon': {
     what: 'a second node cordoned at the same time (uncordoned when the trial settles)',
     durationMs: [0, 0],
+    needsApi: true,
   },
   'uncordon-recordon': {
     what: 'the drained node uncordoned mid-handover and cordoned again right after',
     durationMs: [0, 2_000],
     actions: ['drain'],
+    needsApi: true,
   },
   'kubelet-restart': { what: 'the kubelet on the acting node restarted', durationMs: [0, 5_000] },
   'webhook-down': {
     what: 'both webhook replicas down while pods are re-created (failurePolicy)',
     durationMs: [5_000, 30_000],
+    needsApi: true,
   },
   'stale-api-server': {
     what: "the acting node's local API server made stale (its etcd member removed)",
@@ -108,7 +125,10 @@ export interface PlannerOptions {
   ha?: boolean;
   /** At most this many faults per trial (default 2). */
   maxFaults?: number;
-  /** Faults start within this long after the action, ms (default 6000: while the handover runs). */
+  /**
+   * Faults start within this long after the action, ms (default 6000: while the handover runs);
+   * one injected through the API may be moved past an API outage of the same trial.
+   */
   windowMs?: number;
 }
 
@@ -118,6 +138,33 @@ export function eligibleKinds(action: Action, opts: PlannerOptions): FaultKind[]
     const spec: FaultSpec = FAULTS[k];
     if (spec.ha && !opts.ha) return false;
     return spec.actions === undefined || spec.actions.includes(action);
+  });
+}
+
+/** How long after an outage's end the API is taken to answer again (a restarted server's start-up). */
+export const API_RECOVERY_MS = 3_000;
+/** How long a strike through the API takes (`kubectl exec` included): one planned this close before an outage may still be running into it. */
+export const API_STRIKE_MS = 2_000;
+
+/**
+ * A fault the runner injects through the API, planned inside another fault's API outage, would
+ * fail to strike (SEED=13 TRIAL=43: a liveness failure's `kubectl exec` planned 47 ms before an
+ * API server restart, still running when the server stopped). One planned inside an outage, or
+ * too close before it to finish, is moved to after the outage (and the API's recovery); the runner
+ * also waits for the outage's lift before striking it.
+ */
+function outsideApiOutages(faults: PlannedFault[]): PlannedFault[] {
+  const outages = faults.filter((f) => (FAULTS[f.kind] as FaultSpec).apiOutage);
+  // Outages in time order: a moved fault may land in a later one and move again.
+  outages.sort((a, b) => a.atMs - b.atMs);
+  return faults.map((f) => {
+    if (!(FAULTS[f.kind] as FaultSpec).needsApi) return f;
+    let atMs = f.atMs;
+    for (const o of outages) {
+      const end = o.atMs + o.durationMs + API_RECOVERY_MS;
+      if (atMs >= o.atMs - API_STRIKE_MS && atMs < end) atMs = end;
+    }
+    return atMs === f.atMs ? f : { ...f, atMs };
   });
 }
 
@@ -143,7 +190,9 @@ export function planTrial(seed: number, trial: number, opts: PlannerOptions): Tr
     if (!picked.includes(k)) picked.push(k);
   }
   const windowMs = opts.windowMs ?? 6_000;
-  const faults = picked.map((k) => faultOf(k, rng, windowMs)).sort((a, b) => a.atMs - b.atMs);
+  const faults = outsideApiOutages(picked.map((k) => faultOf(k, rng, windowMs))).sort(
+    (a, b) => a.atMs - b.atMs,
+  );
   const subject =
     action === 'delete-speaker-pod'
       ? 'vip-owner'

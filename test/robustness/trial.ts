@@ -8,7 +8,7 @@ import { checkAll, trialFigures } from './checks.ts';
 import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
 import type { ContainerRecord, LogLine, TrialObservations } from './observations.ts';
 import { record } from './observe.ts';
-import { describePlan, type TrialPlan } from './plan.ts';
+import { describePlan, FAULTS, type FaultSpec, type TrialPlan } from './plan.ts';
 import type { TrialResult } from './report.ts';
 import {
   containerLogLines,
@@ -110,6 +110,23 @@ export async function runTrial(
   };
   const lifts: Lift[] = [];
   const pending: Promise<unknown>[] = [];
+  /** The API outages injected and not yet lifted: each settles when its lift has run. */
+  const outages = new Set<Promise<void>>();
+  const trackOutage = (lift: Lift): Lift => {
+    let over!: () => void;
+    const p = new Promise<void>((r) => {
+      over = r;
+    });
+    outages.add(p);
+    return async () => {
+      try {
+        await lift();
+      } finally {
+        outages.delete(p);
+        over();
+      }
+    };
+  };
 
   mark(plan.action);
   if (drained) {
@@ -136,7 +153,10 @@ export async function runTrial(
         mark(f.kind);
         if (f.kind === 'uncordon-recordon') uncordoned([node]);
         try {
-          const lift = await inject(f, target);
+          // Struck through the API: not while another fault of this trial keeps it away.
+          if ((FAULTS[f.kind] as FaultSpec).needsApi) await Promise.all([...outages]);
+          let lift = await inject(f, target);
+          if ((FAULTS[f.kind] as FaultSpec).apiOutage) lift = trackOutage(lift);
           lifts.push(lift);
           if (f.durationMs > 0 && f.kind !== 'uncordon-recordon') {
             await sleep(Math.max(0, f.atMs + f.durationMs - rel(Date.now())));

@@ -1,6 +1,14 @@
 // The robustness suite's planner (test/robustness/plan.ts): a plan is a function of seed and trial.
 import t from 'tap';
-import { ACTIONS, FAULT_KINDS, FAULTS, type FaultKind, planTrial } from '../../robustness/plan.ts';
+import {
+  ACTIONS,
+  describePlan,
+  FAULT_KINDS,
+  FAULTS,
+  type FaultKind,
+  type FaultSpec,
+  planTrial,
+} from '../../robustness/plan.ts';
 import { trialRng } from '../../robustness/prng.ts';
 
 const ALL = { kinds: FAULT_KINDS, ha: true };
@@ -39,7 +47,9 @@ t.test('only the kinds the runner implements are picked, within their ranges', a
       seen.add(f.kind);
       const [lo, hi] = FAULTS[f.kind].durationMs;
       if (!kinds.includes(f.kind)) bad.push(`${i}: ${f.kind} not implemented`);
-      if (f.durationMs < lo || f.durationMs > hi || f.atMs < 0 || f.atMs > 5_000)
+      // Past the window only when moved after an API outage (second-cordon after an etcd pause).
+      const moved = f.kind === 'second-cordon' && p.faults.some((o) => o.kind === 'etcd-pause');
+      if (f.durationMs < lo || f.durationMs > hi || f.atMs < 0 || (f.atMs > 5_000 && !moved))
         bad.push(`${i}: ${f.kind} out of range`);
       if ((f.direction !== undefined) !== (f.kind === 'api-path-drop'))
         bad.push(`${i}: direction on ${f.kind}`);
@@ -76,4 +86,30 @@ t.test('faults tied to an action or to the HA control plane are picked only ther
   // An action with no fault to pick is never chosen.
   t.equal(planTrial(1, 1, { kinds: ['uncordon-recordon'] }).action, 'drain');
   t.throws(() => planTrial(1, 1, { kinds: [] }), /no fault kinds/);
+});
+
+t.test('a fault struck through the API is planned after the API outages of its trial', async (t) => {
+  // SEED=13 TRIAL=43 found it: a liveness failure's `kubectl exec` inside an API server restart.
+  const kinds = FAULT_KINDS.filter((k) => k !== 'api-429' && k !== 'stale-api-server');
+  const p = planTrial(13, 43, { kinds });
+  const outage = p.faults.find((f) => f.kind === 'api-server-restart');
+  const liveness = p.faults.find((f) => f.kind === 'liveness-failure');
+  t.ok(outage && liveness, 'the trial that found it still plans both');
+  t.ok(
+    liveness!.atMs >= outage!.atMs + outage!.durationMs,
+    `liveness failure at ${liveness!.atMs} ms, after the restart's ${outage!.atMs}+${outage!.durationMs} ms`,
+  );
+  const bad: string[] = [];
+  for (let i = 0; i < 500; i++) {
+    const q = planTrial(21, i, { kinds, maxFaults: 3 });
+    const spec = (k: FaultKind): FaultSpec => FAULTS[k];
+    const downs = q.faults.filter((f) => spec(f.kind).apiOutage === true);
+    for (const f of q.faults.filter((f) => spec(f.kind).needsApi === true))
+      // Two seconds before: a strike (kubectl exec) still running when the outage starts.
+      for (const o of downs)
+        if (f.atMs >= o.atMs - 2_000 && f.atMs < o.atMs + o.durationMs) bad.push(`${i}: ${describePlan(q)}`);
+    const at = q.faults.map((f) => f.atMs);
+    if (at.some((a, j) => j > 0 && a < (at[j - 1] as number))) bad.push(`${i}: not in time order`);
+  }
+  t.same(bad, []);
 });
