@@ -9,16 +9,18 @@ import { killAndWait, pidAlive } from '../../lab/bed/proc.ts';
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import type { LabNode } from '../../lab/cluster/node.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
+import { apiProxy } from '../e2e/bed/api-proxy.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
 import { LIVENESS_FAIL_FILE, type PodView } from './scene.ts';
 
-/** The kinds this runner injects; api-429 and stale-api-server are not (yet). */
+/** The kinds this runner injects; stale-api-server is not (yet). */
 export const IMPLEMENTED: FaultKind[] = [
   'sidecar-sigkill',
   'pod-delete',
   'speaker-restart',
   'liveness-failure',
   'api-server-restart',
+  'api-429',
   'api-path-drop',
   'etcd-pause',
   'second-cordon',
@@ -87,6 +89,84 @@ export function renderPathDrop(ip: string, port: string, direction: 'to-api' | '
     '}',
     '',
   ].join('\n');
+}
+
+/** The `kubernetes` Service's ClusterIP and port: what pods (and host-network pods) dial. */
+const KUBERNETES_SERVICE = { ip: '10.96.0.1', port: '443' };
+const NFT_429_TABLE = 'robustness_429';
+
+/**
+ * nft NAT rules in a node's namespace sending new connections to the `kubernetes` Service to the
+ * throttling proxy instead of the API server. Priority -101: before kube-proxy's DNAT (-100), and
+ * a connection's first NAT decides (later NAT chains of the hook are skipped). Pods' traffic
+ * passes prerouting; host-network pods' (the speakers') passes output.
+ */
+export function renderApiRedirect(proxyIp: string, proxyPort: number): string {
+  const rule = `    ip daddr ${KUBERNETES_SERVICE.ip} tcp dport ${KUBERNETES_SERVICE.port} dnat to ${proxyIp}:${proxyPort}`;
+  const chain = (name: string, hook: string) => [
+    `  chain ${name} {`,
+    `    type nat hook ${hook} priority -101;`,
+    rule,
+    '  }',
+  ];
+  return [
+    `table ip ${NFT_429_TABLE} {`,
+    ...chain('pods', 'prerouting'),
+    ...chain('host', 'output'),
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** Whose requests the API-429 fault refuses: the sidecars' (their user agent, sidecar/main.ts). */
+export const isSidecarRequest = (headers: Record<string, string | string[] | undefined>): boolean =>
+  String(headers['user-agent'] ?? '').startsWith('drainguard-sidecar/');
+
+/**
+ * The API server answering 429 to the sidecars: a TLS proxy holding the API server's certificate
+ * on the host's switch address, every node's connections to the `kubernetes` Service redirected to
+ * it, and their open connections to the Service forgotten by conntrack (a client's next packet on
+ * one is reset, so it dials again, through the proxy). Only the sidecars' requests are refused
+ * (Retry-After: 1); the speaker simulator's pass, so what is tested is drainguard's behaviour.
+ * The lift removes the redirect, forgets the proxied connections and closes the proxy.
+ */
+async function answer429(t: Target): Promise<Lift> {
+  const c = t.c;
+  const proxy = await apiProxy(c.cp, { host: apiEndpoint(c).ip });
+  proxy.refuseWhere((req) => isSidecarRequest(req.headers), 1);
+  const forget = (n: LabNode) =>
+    n.netns.exec([
+      'conntrack',
+      '-D',
+      '-p',
+      'tcp',
+      '--orig-dst',
+      KUBERNETES_SERVICE.ip,
+      '--orig-port-dst',
+      KUBERNETES_SERVICE.port,
+    ]);
+  const nodes = c.nodes;
+  for (const n of nodes) {
+    await n.netns.run(['nft', '-f', '-'], { input: renderApiRedirect(proxy.host, proxy.port) });
+    await forget(n);
+  }
+  let lifted = false;
+  return async () => {
+    if (lifted) return;
+    lifted = true;
+    proxy.stopRefusing();
+    for (const n of nodes) {
+      await n.netns.exec(['nft', 'delete', 'table', 'ip', NFT_429_TABLE]);
+      await forget(n);
+    }
+    await proxy.close();
+    const refused = proxy.calls.filter((x) => x.status === 429);
+    const passed = proxy.calls.length - refused.length;
+    const paths = [...new Set(refused.map((x) => `${x.verb} ${x.url.split('?')[0]}`))].slice(0, 6);
+    t.note(
+      `api-429: ${refused.length} sidecar requests answered 429 (${paths.join(', ')}), ${passed} passed`,
+    );
+  };
 }
 
 /** The kubelet of a node: its pid and command line (the lab starts it through nsenter, which execs it). */
@@ -176,6 +256,8 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
         await c.cp.startApiServer();
       };
     }
+    case 'api-429':
+      return answer429(t);
     case 'api-path-drop': {
       const { ip, port } = apiEndpoint(c);
       const ns = c.bed.node(t.node);

@@ -3,7 +3,8 @@
 // (what the API server is asked is what the cluster pays for), reads every watch stream
 // (bookmarks, 410 ERROR events), and can misbehave as a network does: cut the watches (a dropped
 // connection), black-hole every connection (sockets open, nothing forwarded: a NAT entry or load
-// balancer flow gone without a FIN), or answer 429 with Retry-After.
+// balancer flow gone without a FIN), or answer 429 with Retry-After (the next n requests, or every
+// request of a kind until told to stop: the robustness suite's api-429 fault).
 import { readFileSync } from 'node:fs';
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
@@ -35,6 +36,8 @@ export interface ApiProxyOptions {
    * it is forwarded without it; any other is answered 404.
    */
   pathPrefix?: string;
+  /** Listen on this address (default 127.0.0.1): a lab node's namespace reaches the host's switch address. */
+  host?: string;
 }
 
 export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
@@ -45,6 +48,7 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
   const upstreams = new Set<ClientRequest>();
   const blackholes = new Set<() => void>();
   let throttle: { left: number; retryAfter: string; path?: string } | undefined;
+  let refusing: { match: (req: IncomingMessage) => boolean; retryAfter: string } | undefined;
 
   const refuse = (req: IncomingMessage, res: ServerResponse, retryAfter: string) => {
     req.resume();
@@ -104,6 +108,11 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       refuse(req, res, throttle.retryAfter);
       return;
     }
+    if (refusing?.match(req)) {
+      call.status = 429;
+      refuse(req, res, refusing.retryAfter);
+      return;
+    }
     const up = https.request(
       {
         host: upstream.hostname,
@@ -138,12 +147,15 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
     { cert: readFileSync(join(cp.dir, 'apiserver.crt')), key: readFileSync(join(cp.dir, 'apiserver.key')) },
     forward,
   );
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((r) => server.listen(0, host, r));
   const port = (server.address() as AddressInfo).port;
   const sum = (verb: ProxiedCall['verb'], f: (c: ProxiedCall) => number) =>
     calls.filter((c) => c.verb === verb).reduce((n, c) => n + f(c), 0);
-  const proxyServer = `https://127.0.0.1:${port}${prefix}`;
+  const proxyServer = `https://${host}:${port}${prefix}`;
   return {
+    host,
+    port,
     calls,
     /** The proxy's URL, with the path prefix when there is one. */
     server: proxyServer,
@@ -171,6 +183,13 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
      */
     throttleNext(n: number, retryAfterSeconds: number, path?: string) {
       throttle = { left: n, retryAfter: String(retryAfterSeconds), ...(path ? { path } : {}) };
+    },
+    /** Answers every request that `match` picks itself, 429 with Retry-After, until `stopRefusing`. */
+    refuseWhere(match: (req: IncomingMessage) => boolean, retryAfterSeconds: number) {
+      refusing = { match, retryAfter: String(retryAfterSeconds) };
+    },
+    stopRefusing() {
+      refusing = undefined;
     },
     close: () =>
       new Promise<void>((r) => {
