@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
 import { IMPLEMENTED } from './nemesis.ts';
+import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
 import { LEASE, setUpScene, tokens } from './scene.ts';
@@ -45,8 +46,9 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
     const s = await setUpScene(c, {
       liveness: plans.some((p) => p.faults.some((f) => f.kind === 'liveness-failure')),
     });
+    await setUpNetfilter(c);
     note(
-      `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}; faults ${IMPLEMENTED.join(', ')}`,
+      `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}, netfilter cleanup and live pods on every node; faults ${IMPLEMENTED.join(', ')}`,
     );
     const ctx = { tokens: await tokens(s), logsSeen: new Map<string, number>(), note };
     for (const plan of plans) {

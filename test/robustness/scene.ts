@@ -18,6 +18,9 @@ import { leftoversOf } from './observations.ts';
 
 export const SPEAKER_NS = 'metallb-system';
 export const SITE_NS = 'site';
+/** drainguard's netfilter-cleanup DaemonSet (as its overlay installs it) and the live pods it must spare (netfilter.ts). */
+export const CLEANUP_NS = 'drainguard-netfilter';
+export const LIVE_NS = 'nf-live';
 export const LEASE = `${SITE_NS}/${SKUPPER_LEASE}`;
 /** client-go's RenewDeadline as skupper sets it (lab/sim/lease-candidate.ts). */
 export const RENEW_DEADLINE_MS = 10_000;
@@ -33,6 +36,7 @@ export interface PodView {
   spec: { nodeName?: string };
   status?: {
     phase?: string;
+    podIP?: string;
     containerStatuses?: {
       name: string;
       ready: boolean;
@@ -232,7 +236,7 @@ export async function containers(
     string,
     { restarts: number; sidecar: boolean; lastExit?: { reason: string; exitCode: number } }
   >();
-  for (const ns of [SPEAKER_NS, SITE_NS])
+  for (const ns of [SPEAKER_NS, SITE_NS, CLEANUP_NS, LIVE_NS])
     for (const p of await podsIn(s, ns))
       for (const x of p.status?.containerStatuses ?? []) {
         const t = x.lastState?.terminated;
@@ -245,10 +249,10 @@ export async function containers(
   return out;
 }
 
-/** The service account tokens of the scene's pods (speaker, skupper-router). */
+/** The service account tokens of the scene's pods (speaker, skupper-router, netfilter cleanup). */
 export async function tokens(s: Scene): Promise<string[]> {
   const out: string[] = [];
-  for (const ns of [SPEAKER_NS, SITE_NS]) {
+  for (const ns of [SPEAKER_NS, SITE_NS, CLEANUP_NS]) {
     const list = await s.client.get<{ items: { type?: string; data?: { token?: string } }[] }>(
       `/api/v1/namespaces/${ns}/secrets`,
       short,

@@ -6,6 +6,7 @@ import { webhookRolledOut } from '../../lab/cluster/install.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { checkAll, trialFigures } from './checks.ts';
 import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
+import { type Planted, plantRules, rulesAfter } from './netfilter.ts';
 import type { ContainerRecord, LogLine, TrialObservations } from './observations.ts';
 import { record } from './observe.ts';
 import { describePlan, FAULTS, type FaultSpec, type TrialPlan } from './plan.ts';
@@ -26,6 +27,8 @@ export interface TrialContext {
   tokens: string[];
   /** Log lines already checked, per log file (each trial checks only what is new). */
   logsSeen: Map<string, number>;
+  /** The live pods' rules the previous trial planted (checked again before this one plants). */
+  planted?: Planted[];
   note(line: string): void;
 }
 
@@ -90,6 +93,11 @@ export async function runTrial(
   const injectedRestarts: string[] = [];
   const target: Target = { c, node, other, pod: actingPod, speaker, injectedRestarts, note };
   const before = await containers(s);
+  const { planted, between, goneCleaned } = await plantRules(s, ctx.planted);
+  note(
+    `netfilter: per-pod rules of ${planted.length} live pod(s), and of a gone pod on every node${ctx.planted ? ` (the cleanup had removed the last ones on ${goneCleaned} of ${s.nodes.length})` : ''}`,
+  );
+  ctx.planted = planted;
   note(
     `acting on ${node} (VIP on ${ready.owner}, Lease held by ${leaderName} on ${ready.leader.spec.nodeName})`,
   );
@@ -216,8 +224,7 @@ export async function runTrial(
     holders: rec.holders.map((h) => ({ t: rel(h.t), holder: h.holder })),
     leaderEvents: rec.leaderEvents.map((e) => ({ ...e, t: rel(e.t) })),
     renewDeadlineMs: RENEW_DEADLINE_MS,
-    // The scene has no pods with netfilter rules of their own yet (see docs/robustness.md).
-    netfilter: [],
+    netfilter: [...between, ...(await rulesAfter(s, planted))],
     leftovers: await leftovers(s),
     settledArp: { [s.vip]: settledRounds.map((r) => ({ t: rel(r.t), nodes: r.macs.map(s.nodeOfMac) })) },
     containers: containerRecords,

@@ -1,8 +1,14 @@
-// The robustness runner's pure parts: the nft path drop it loads into a node's namespace, the
-// kinds it implements, and how it reads eligibility and fences from the API's objects.
+// The robustness runner's pure parts: the nft path drop and the 429 redirect it loads into a node's
+// namespace, whose requests the 429 fault refuses, the kinds it implements, and how it reads eligibility and fences from the API's objects.
 import t from 'tap';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
-import { IMPLEMENTED, renderPathDrop } from '../../robustness/nemesis.ts';
+import {
+  IMPLEMENTED,
+  isSidecarRequest,
+  renderApiRedirect,
+  renderPathDrop,
+} from '../../robustness/nemesis.ts';
+import { goneRules, perPodRules } from '../../robustness/netfilter.ts';
 import { FAULT_KINDS, FAULTS, planTrial } from '../../robustness/plan.ts';
 import { eligibleNodes, fencedNodes, type PodView } from '../../robustness/scene.ts';
 
@@ -36,12 +42,40 @@ t.test('the path drop: host traffic on output/input, pod traffic on forward, per
   t.match(renderPathDrop('10.1.2.3', '6443', 'both'), /^table inet robustness \{/);
 });
 
-t.test('the runner implements eleven kinds; the planner picks among them only', async (t) => {
-  t.equal(IMPLEMENTED.length, 11);
+t.test(
+  'the 429 redirect: new connections to the kubernetes Service go to the proxy, before kube-proxy',
+  async (t) => {
+    const text = renderApiRedirect('198.51.100.254', 40123);
+    const rule = 'ip daddr 10.96.0.1 tcp dport 443 dnat to 198.51.100.254:40123';
+    const hooks = [...text.matchAll(/type nat hook (\w+) priority (-?\d+);\n {4}(.*)\n/g)].map((m) => [
+      m[1],
+      Number(m[2]),
+      m[3],
+    ]);
+    // Pods' connections pass prerouting, host-network pods' (the speakers' sidecars) output; -101
+    // comes before kube-proxy's DNAT (-100), and a connection's first NAT decides.
+    t.same(hooks, [
+      ['prerouting', -101, rule],
+      ['output', -101, rule],
+    ]);
+    t.match(text, /^table ip robustness_429 \{/);
+  },
+);
+
+t.test("the 429 fault refuses the sidecars' requests only", async (t) => {
+  t.ok(isSidecarRequest({ 'user-agent': 'drainguard-sidecar/node-a' }));
+  t.notOk(isSidecarRequest({ 'user-agent': 'speaker-sim/node-a' }), 'the speaker simulator');
+  t.notOk(isSidecarRequest({ 'user-agent': 'lease-candidate/skupper-router-1' }), 'the Lease candidates');
+  t.notOk(isSidecarRequest({ 'user-agent': 'kubelet/v1.20.15' }));
+  t.notOk(isSidecarRequest({}));
+});
+
+t.test('the runner implements twelve kinds; the planner picks among them only', async (t) => {
+  t.equal(IMPLEMENTED.length, 12);
   t.ok(IMPLEMENTED.every((k) => FAULT_KINDS.includes(k)));
   t.same(
     FAULT_KINDS.filter((k) => !IMPLEMENTED.includes(k)),
-    ['api-429', 'stale-api-server'],
+    ['stale-api-server'],
   );
   t.notOk(
     IMPLEMENTED.some((k) => (FAULTS[k] as { ha?: boolean }).ha),
@@ -97,3 +131,17 @@ t.test('fenced: nodes whose L2 state says the fence is on', async (t) => {
     ['a'],
   );
 });
+
+t.test(
+  "the netfilter scene's rules: azure-vnet's per-pod shapes, a gone pod's address in the node's subnet",
+  async (t) => {
+    t.strictSame(perPodRules('10.244.1.7', '0a:58:0a:f4:01:07'), [
+      '-p ARP --arp-op Request --arp-ip-dst 10.244.1.7 -j arpreply --arpreply-mac 0a:58:0a:f4:01:07',
+      '-p IPv4 -i eth0 --ip-dst 10.244.1.7 -j dnat --to-dst 0a:58:0a:f4:01:07 --dnat-target ACCEPT',
+    ]);
+    t.match(
+      goneRules('10.244.2.0/24')[0],
+      /--arp-ip-dst 10\.244\.2\.250 -j arpreply --arpreply-mac 02:aa:00:00:00:fa$/,
+    );
+  },
+);

@@ -104,8 +104,8 @@ t.test('a fault struck through the API is planned after the API outages of its t
     const q = planTrial(21, i, { kinds, maxFaults: 3 });
     const spec = (k: FaultKind): FaultSpec => FAULTS[k];
     const downs = q.faults.filter((f) => spec(f.kind).apiOutage === true);
+    // Two seconds before: a strike (kubectl exec) still running when the outage starts.
     for (const f of q.faults.filter((f) => spec(f.kind).needsApi === true))
-      // Two seconds before: a strike (kubectl exec) still running when the outage starts.
       for (const o of downs)
         if (f.atMs >= o.atMs - 2_000 && f.atMs < o.atMs + o.durationMs) bad.push(`${i}: ${describePlan(q)}`);
     const at = q.faults.map((f) => f.atMs);
