@@ -22,3 +22,18 @@ export function deployment(
     spec: { replicas, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: podSpec } },
   };
 }
+
+/** An apps/v1 DaemonSet whose selector is its pod labels. */
+export function daemonSet(
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  podSpec: Record<string, unknown>,
+): object {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name, namespace },
+    spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: podSpec } },
+  };
+}

@@ -7,6 +7,7 @@
 // live-rule-deleted invariant.
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { installNetfilterCleanup } from '../../lab/cluster/install.ts';
+import { daemonSet } from '../../lab/cluster/manifests.ts';
 import type { PodRules } from './observations.ts';
 import { LIVE_NS, podsIn, type Scene } from './scene.ts';
 
@@ -26,31 +27,24 @@ export const goneRules = (podCIDR: string): string[] =>
 /** The live pods: an HTTP server each, probed by the kubelet every 2 s (its MAC stays known). */
 function liveDaemonSet(): object {
   const server = `process.on('SIGTERM', () => process.exit(0)); require('node:http').createServer((q, r) => r.end('ok')).listen(8080);`;
-  const labels = { app: 'nf-live' };
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'DaemonSet',
-    metadata: { name: 'nf-live', namespace: LIVE_NS },
-    spec: {
-      selector: { matchLabels: labels },
-      template: {
-        metadata: { labels },
-        spec: {
-          terminationGracePeriodSeconds: 1,
-          tolerations: [{ operator: 'Exists' }],
-          containers: [
-            {
-              name: 'main',
-              image: 'drainguard-lab:dev',
-              imagePullPolicy: 'Never',
-              args: ['-e', server],
-              readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
-            },
-          ],
+  return daemonSet(
+    'nf-live',
+    LIVE_NS,
+    { app: 'nf-live' },
+    {
+      terminationGracePeriodSeconds: 1,
+      tolerations: [{ operator: 'Exists' }],
+      containers: [
+        {
+          name: 'main',
+          image: 'drainguard-lab:dev',
+          imagePullPolicy: 'Never',
+          args: ['-e', server],
+          readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
         },
-      },
+      ],
     },
-  };
+  );
 }
 
 /** The cleanup DaemonSet as a user applies it, and the live pods, rolled out. */
