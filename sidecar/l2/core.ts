@@ -702,6 +702,30 @@ export function peersMayBeBlind(
   return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
 }
 
+/** How often MetalLB's statuses are read consistently while statusReadDue holds. */
+export const STATUS_READ_INTERVAL_MS = 1_000;
+
+/**
+ * Whether MetalLB's ServiceL2Status objects are to be read consistently now: awaiting confirmation
+ * while API requests have failed since the attempt began (or while it was prepared, as
+ * peersMayBeBlind counts them), at most every STATUS_READ_INTERVAL_MS. The watch a confirmation
+ * arrives on may sit on a stale API server: the new owner announces, this node's own speaker may
+ * not have seen the label either (dual answers), and only a consistent read can tell.
+ */
+export function statusReadDue(
+  memory: Pick<L2Memory, 'phase' | 'attemptStartedAt' | 'handoverStartedAt'>,
+  apiFailedAt: number | undefined,
+  now: number,
+  lastReadAt: number,
+  settings: Pick<L2Settings, 'failsafeGraceMs'>,
+): boolean {
+  if (memory.phase !== 'awaiting-confirmation') return false;
+  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
+  if (started === undefined || apiFailedAt === undefined) return false;
+  if (apiFailedAt < started - settings.failsafeGraceMs) return false;
+  return now - lastReadAt >= STATUS_READ_INTERVAL_MS;
+}
+
 /**
  * Why the exclude label would strand a VIP: no other node could announce at all, or some service
  * announced here could go nowhere (its own eligibility). Undefined when every one can move.

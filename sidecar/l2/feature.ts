@@ -27,6 +27,7 @@ import {
   resume,
   settled,
   statusOf,
+  statusReadDue,
   step,
   vipsOf,
 } from './core.ts';
@@ -91,6 +92,7 @@ export class L2Handover implements Feature {
   private lastPoolsRead = 0;
   private lastProbe = 0;
   private lastUnconfirmedCheck = 0;
+  private lastStatusRead = 0;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
   /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
@@ -259,6 +261,12 @@ export class L2Handover implements Feature {
         await this.ctx.client
           .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 3_000 })
           .catch(() => undefined);
+      }
+      // Awaiting a confirmation while API requests fail: the confirmation may never come on the
+      // watch (a stale server), so MetalLB's statuses are read consistently every second.
+      if (statusReadDue(this.memory, drain.apiFailedAt, clock.now(), this.lastStatusRead, this.settings)) {
+        this.lastStatusRead = clock.now();
+        void this.metallb.readStatusesConsistently();
       }
       if (clock.now() - this.lastCheck > 30_000) {
         this.lastCheck = clock.now();

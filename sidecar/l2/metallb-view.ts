@@ -5,10 +5,10 @@ import { Backoff } from '../../shared/backoff.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import { listPaged } from '../../shared/kube/paged-list.ts';
-import type { KubeObject } from '../../shared/kube/types.ts';
+import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
 import type { FeatureContext } from '../feature.ts';
-import { WIDE_PAGE_SIZE, WIDE_READ } from './candidates.ts';
+import { NARROW_READ, WIDE_PAGE_SIZE, WIDE_READ } from './candidates.ts';
 import type { StatusSource } from './core.ts';
 
 interface ServiceL2Status extends KubeObject {
@@ -67,6 +67,11 @@ export interface MetalLbView {
   readAllServices(): Promise<void>;
   /** Re-reads own Services whose last read failed. */
   retryUnreadServices(): void;
+  /**
+   * Reads the ServiceL2Status objects consistently (from etcd, hedged), in place of a watch that
+   * may sit silent on a stale API server; the newer of that read and the watch is the view.
+   */
+  readStatusesConsistently(): Promise<void>;
   /** Services with externalTrafficPolicy: Local (only nodes with a ready endpoint announce them). */
   isLocal(service: string): boolean;
   stop(): Promise<void>;
@@ -134,6 +139,11 @@ export class MetalLbReader implements MetalLbView {
   private readonly unreadServices = new Map<string, boolean>();
   private lastStatusSource: StatusSource | undefined;
   private sawUsableStatus = false;
+  /** When the watch last changed the view (local clock). */
+  private informerChangedAt = Number.NEGATIVE_INFINITY;
+  /** The last consistent read of the ServiceL2Status objects, and when it answered. */
+  private consistentRead: { at: number; objects: KubeObject[] } | undefined;
+  private consistentReading = false;
 
   constructor(ctx: FeatureContext, changed: () => void) {
     this.ctx = ctx;
@@ -150,7 +160,7 @@ export class MetalLbReader implements MetalLbView {
     const newOwners: Record<string, string> = {};
     const statusSource = this.statusSource();
     if (statusSource === 'servicel2status') {
-      for (const o of this.statusInformer?.objects.values() ?? []) {
+      for (const o of this.statusObjects()) {
         const st = (o as ServiceL2Status).status;
         if (!st?.serviceName) continue;
         const key = `${st.serviceNamespace ?? ''}/${st.serviceName}`;
@@ -171,6 +181,45 @@ export class MetalLbReader implements MetalLbView {
       newOwners,
       interfaces: [...this.seenInterfaces],
     };
+  }
+
+  /** The ServiceL2Status objects: the watch's, unless a consistent read answered after its last change. */
+  private statusObjects(): Iterable<KubeObject> {
+    const read = this.consistentRead;
+    if (read && read.at > this.informerChangedAt) return read.objects;
+    return this.statusInformer?.objects.values() ?? [];
+  }
+
+  /**
+   * A consistent list (no resourceVersion: read from etcd) of the ServiceL2Status objects, on a
+   * new connection if the first is slow (hedged). For a handover awaiting confirmation while API
+   * requests fail: the watch a confirmation arrives on may sit on an API server whose etcd member
+   * is gone, open and silent, while a peer has long answered for the VIP (bench-seed run 3: dual
+   * answers for 5.1 s until the blind-peers fail-safe). A stale server fails this read; a healthy
+   * one answers what the watch missed. A changed object's write time is the server's (second
+   * precision, as for the first list): when it was seen is not when it was written.
+   */
+  async readStatusesConsistently(): Promise<void> {
+    if (this.statusCrd !== 'installed' || !this.statusInformer?.hasSynced || this.consistentReading) return;
+    this.consistentReading = true;
+    try {
+      const list = await this.ctx.client.get<KubeList>(this.statusPath, NARROW_READ);
+      const objects = list.items ?? [];
+      for (const o of objects) {
+        const k = objectKey(o);
+        const v = o.metadata?.resourceVersion ?? '';
+        if (this.statusWrittenAt.get(k)?.rv !== v)
+          this.statusWrittenAt.set(k, { rv: v, at: serverWriteTime(o), server: true });
+        this.refreshService(o as ServiceL2Status);
+      }
+      this.consistentRead = { at: this.ctx.clock.now(), objects };
+      this.changed();
+    } catch (e) {
+      // Counted by the client as an API failure (the fail-safe's evidence); the next tick retries.
+      this.ctx.log.debug({ err: (e as Error).message }, 'consistent ServiceL2Status read failed');
+    } finally {
+      this.consistentReading = false;
+    }
   }
 
   /**
@@ -243,6 +292,7 @@ export class MetalLbReader implements MetalLbView {
         log: ctx.log,
         clock: ctx.clock,
         onChange: (objects, ev) => {
+          this.informerChangedAt = ctx.clock.now();
           const st = (ev.object as ServiceL2Status | undefined)?.status;
           this.noteStatusWrites(objects, ev);
           if (ev.type === 'SYNC') for (const o of objects.values()) this.refreshService(o as ServiceL2Status);

@@ -12,6 +12,7 @@ import {
   settled,
   someOf,
   statusOf,
+  statusReadDue,
   step,
 } from '../../../sidecar/l2/core.ts';
 
@@ -803,3 +804,20 @@ t.test(
     t.strictSame(noStatus.o.fence?.memberlistPorts, []);
   },
 );
+
+t.test('consistent status reads: awaiting confirmation after API failures, once a second', async (t) => {
+  const settings = { failsafeGraceMs: 5_000 };
+  const awaiting = { phase: 'awaiting-confirmation' as const, handoverStartedAt: T0, attemptStartedAt: T0 };
+  const never = Number.NEGATIVE_INFINITY;
+  t.ok(statusReadDue(awaiting, T0 + 100, T0 + 200, never, settings), 'failed since the label');
+  t.ok(statusReadDue(awaiting, T0 - 4_000, T0 + 200, never, settings), 'failed while it was prepared');
+  t.notOk(statusReadDue(awaiting, T0 - 5_001, T0 + 200, never, settings), 'failed well before');
+  t.notOk(
+    statusReadDue(awaiting, undefined, T0 + 200, never, settings),
+    'nothing failed: the watch is trusted',
+  );
+  t.notOk(statusReadDue(awaiting, T0 + 100, T0 + 1_200, T0 + 300, settings), 'read 0.9 s ago');
+  t.ok(statusReadDue(awaiting, T0 + 100, T0 + 1_300, T0 + 300, settings), 'read 1 s ago');
+  for (const phase of ['idle', 'labelled', 'fenced-confirmed', 'failsafe-fenced'] as const)
+    t.notOk(statusReadDue({ ...awaiting, phase }, T0 + 100, T0 + 200, never, settings), phase);
+});

@@ -42,6 +42,7 @@ class FakeMetalLb implements MetalLbView {
     };
   }
   async readAllServices(): Promise<void> {}
+  async readStatusesConsistently(): Promise<void> {}
   retryUnreadServices(): void {}
   isLocal(): boolean {
     return false;

@@ -43,6 +43,9 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
   ];
   let push: ((ev: { type: string; object: KubeObject }) => void) | undefined;
   let discoveries = 0;
+  let statusesFail = false;
+  /** Each ServiceL2Status list: from the watch cache (resourceVersion=0) or consistent (from etcd). */
+  const statusReads: string[] = [];
   const serviceReads: { limit: unknown; continue: unknown }[] = [];
   const client = {
     async get(
@@ -54,7 +57,11 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
         if (!opts.crd) throw new ApiError('GET', path, 404, 'NotFound', 'no such group');
         return { resources: [{ name: 'servicel2statuses' }] };
       }
-      if (path === STATUSES) return { metadata: { resourceVersion: '99' }, items: opts.statuses };
+      if (path === STATUSES) {
+        statusReads.push(q?.query?.resourceVersion === undefined ? 'consistent' : 'cache');
+        if (statusesFail) throw new ApiError('GET', path, 500, 'InternalError', 'etcdserver: leader changed');
+        return { metadata: { resourceVersion: '99' }, items: [...opts.statuses] };
+      }
       if (path === '/api/v1/services') {
         // Paged (limit/continue) and streamed when asked to, as the API server and client do.
         const from = Number(q?.query?.continue ?? 0);
@@ -103,6 +110,11 @@ function metallbApi(opts: { crd: boolean; statuses: KubeObject[] }) {
     discoveries: () => discoveries,
     serviceReads,
     services,
+    statusReads,
+    /** The API server fails ServiceL2Status lists (a stale one, its etcd member gone). */
+    failStatuses: (fail: boolean) => {
+      statusesFail = fail;
+    },
   };
 }
 
@@ -242,5 +254,45 @@ t.test(
       w.clock.now() - installed <= 630_000,
       `found ${(w.clock.now() - installed) / 1000} s after it was installed (at most 10 min and one tick)`,
     );
+  },
+);
+
+t.test(
+  'a silent watch (a stale API server): a consistent read sees the new owner; a later watch event wins again',
+  async (t) => {
+    const statuses = [l2Status('own', 'node-a', 'www', T0 - 600_000)];
+    const w = metallbApi({ crd: true, statuses });
+    t.teardown(() => w.view.stop());
+    await w.view.checkCrd();
+    await waitFor('own Service read', () => w.view.observe(T0, anyNode).announced.length > 0, {
+      timeoutMs: 5_000,
+    });
+    // node-b answers for web/www after the handover started; the watch never says so.
+    w.clock.advance(4_000);
+    statuses.push(l2Status('b-www', 'node-b', 'www', T0 + 4_000));
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, {}, 'the watch is silent');
+
+    // A stale server fails the consistent read: nothing changes, nothing throws.
+    w.failStatuses(true);
+    await w.view.readStatusesConsistently();
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, {});
+    w.failStatuses(false);
+    const changes = w.changes();
+    await w.view.readStatusesConsistently();
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, { 'web/www': 'node-b' }, 'confirmed by the read');
+    t.ok(w.changes() > changes, 'the read asks for a reconcile');
+    t.strictSame(w.statusReads.slice(-2), ['consistent', 'consistent'], 'no resourceVersion: from etcd');
+
+    // The watch is back and says node-b's status is gone: the newer view is the watch's.
+    w.clock.advance(100);
+    w.push('DELETED', l2Status('b-www', 'node-b', 'www', T0 + 4_000));
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, {});
+
+    // A status written before the handover started, first seen by a consistent read, confirms
+    // nothing: its write time is the server's, not when it was seen.
+    statuses.splice(1, 1, l2Status('c-www', 'node-c', 'www', T0 - 60_000));
+    w.clock.advance(100);
+    await w.view.readStatusesConsistently();
+    t.strictSame(w.view.observe(T0, anyNode).newOwners, {});
   },
 );
