@@ -22,7 +22,9 @@
 //                                                                the grace after the label while
 //                                                                API requests failed since (a stale
 //                                                                API server keeps their watches
-//                                                                silent); as above, L2FailsafeFence
+//                                                                silent), or 1 s after this node's
+//                                                                speaker stopped announcing them;
+//                                                                as above, L2FailsafeFence
 //   idle, undoing, refused              → refused                some service could go nowhere
 //                                                                (never strand a VIP);
 //                                                                L2HandoverImpossible, once
@@ -100,6 +102,16 @@ export const REJOIN_MS = 10_000;
  * still saw the label: nobody announced (robustness SEED=5 TRIAL=2, dark 1.1 s).
  */
 export const SPEAKER_CATCH_UP_MAX_MS = 30_000;
+
+/**
+ * Awaiting confirmation after API failures, this node's own speaker has stopped announcing every
+ * VIP handed over and no new owner confirmed for this long (a takeover normally shows within
+ * ~1 s): the VIP is likely dark now, and the peers blind (their watches on a stale API server never
+ * showed them the label). peersMayBeBlind does not wait the rest of the fail-safe grace then:
+ * only the memberlist cut reaches blind peers, and their failure detection takes seconds more
+ * (bench-seed run 5, member removed at the cordon: dark 9.85 s, the cut 5 s after the label).
+ */
+export const OWN_WITHDRAWN_GRACE_MS = 1_000;
 
 /**
  * Why a fail-safe fence is kept after the handover is confirmed (status `failsafeKept`, Events):
@@ -208,6 +220,11 @@ export interface L2Memory {
   pools?: string[];
   /** The last API outage seen: when it began and, once over, when the API answered again. */
   apiOutage?: { since: number; backAt?: number };
+  /**
+   * Awaiting confirmation: since when this node's own speaker announces none of the services
+   * handed over (its ServiceL2Status objects gone) with no new owner confirmed (OWN_WITHDRAWN_GRACE_MS).
+   */
+  ownWithdrawnAt?: number | undefined;
 }
 
 /** Reasons of the Events the handover records on its Node and pod. */
@@ -520,7 +537,17 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
   const confirmed = confirmable
     ? services.every((s) => handedTo[s.service])
     : services.length === 0 || now - started >= settings.settleMs;
-  if (!confirmed) return unconfirmed({ ...memory, handedTo }, turn);
+  // This node's speaker announces none of them any more while nobody confirmed: maybe dark now.
+  const withdrawn =
+    confirmable &&
+    observation.synced &&
+    services.length > 0 &&
+    services.every((s) => !observation.announced.some((a) => a.service === s.service));
+  if (!confirmed)
+    return unconfirmed(
+      { ...memory, handedTo, ownWithdrawnAt: withdrawn ? (memory.ownWithdrawnAt ?? now) : undefined },
+      turn,
+    );
   const took = secs(now - started);
   const reached = confirmable ? 'fenced-confirmed' : 'fenced-unconfirmed';
   // After a fail-safe the new owners re-elected because of the cut, not the label: keep the whole
@@ -677,8 +704,9 @@ export function failsafeDue(
 /**
  * Why the fail-safe fence goes on though the API answers (undefined: it does not): awaiting
  * confirmation, unconfirmed the fail-safe's grace after the label (or the fail-safe's new
- * attempt; a confirmation takes ~1 s), and
- * requests to the API failed since the label. MetalLB's speakers read through the same
+ * attempt; a confirmation takes ~1 s) — or OWN_WITHDRAWN_GRACE_MS after this node's own speaker
+ * stopped announcing every VIP handed over (the VIP likely dark now) — and requests to the API
+ * failed since the label. MetalLB's speakers read through the same
  * `kubernetes` Service; an API server whose etcd member is gone keeps their watches open and
  * silent, so peers may never see the label (docs/l2-handover.md, "A stale API server"). A peer
  * that cannot reach this node over memberlist re-elects without it whatever its API view: the
@@ -698,8 +726,12 @@ export function peersMayBeBlind(
   // Failed while the handover ran, or while it was being prepared (its reads can be what failed).
   if (started === undefined || failed === undefined || failed < started - settings.failsafeGraceMs)
     return undefined;
-  if (observation.now - started < settings.failsafeGraceMs) return undefined;
-  return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
+  const withdrawnFor =
+    memory.ownWithdrawnAt === undefined ? undefined : observation.now - memory.ownWithdrawnAt;
+  const dark = withdrawnFor !== undefined && withdrawnFor >= OWN_WITHDRAWN_GRACE_MS;
+  if (!dark && observation.now - started < settings.failsafeGraceMs) return undefined;
+  const own = dark ? `; this node's speaker stopped announcing them ${secs(withdrawnFor)} ago` : '';
+  return `no other node confirmed ${vipsOf(memory.services).join(', ')} ${secs(observation.now - started)} after the exclude label${own}, and API requests failed meanwhile (the last ${secs(observation.now - failed)} ago): the peers may read through a stale API server and never see the label`;
 }
 
 /** How often MetalLB's statuses are read consistently while statusReadDue holds. */

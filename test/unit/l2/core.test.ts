@@ -783,6 +783,59 @@ t.test(
 );
 
 t.test(
+  'blind peers, the own speaker withdrawn: the fail-safe 1 s after it stopped announcing, not the whole grace',
+  async (t) => {
+    // bench-seed run 5, member removed at the cordon: the drained node's speaker saw the label and
+    // withdrew at once; the peers, reading through the stale API server, never saw it. Nobody
+    // answered until the blind-peers fail-safe 5 s after the label and the peers' memberlist
+    // failure detection after it: dark 9.85 s. Before: no fail-safe before T0 + 5 s.
+    const w = new World(obs());
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 200, apiFailedAt: T0 + 100 });
+    t.equal(w.status.phase, 'awaiting-confirmation');
+    t.strictSame(w.run({ now: T0 + 1_000, announced: [] }), [], 'withdrawn: a takeover may still show');
+    t.strictSame(w.run({ now: T0 + 1_900 }), []);
+    const a = w.run({ now: T0 + 2_000 });
+    t.strictSame(events(a), ['L2FailsafeFence']);
+    t.strictSame(
+      (a[0] as Extract<L2Action, { kind: 'fence' }>).spec.memberlistPorts,
+      [7946],
+      'memberlist cut',
+    );
+    t.match(
+      (a[1] as { message: string }).message,
+      /this node's speaker stopped announcing them 1(\.0)? s ago/,
+    );
+    t.equal(w.status.phase, 'failsafe-fenced');
+
+    // Withdrawn, but no request failed: the watch is trusted, nothing before the budget.
+    const healthy = new World(obs());
+    healthy.run({ draining: true });
+    healthy.run({ now: T0 + 200, announced: [] });
+    t.strictSame(healthy.run({ now: T0 + 3_000 }), []);
+    t.strictSame(healthy.run({ now: T0 + 6_000 }), []);
+    t.equal(healthy.status.phase, 'awaiting-confirmation');
+
+    // Withdrawn and confirmed within the second: fenced as usual, no fail-safe.
+    const quick = new World(obs());
+    quick.run({ draining: true });
+    quick.run({ now: T0 + 200, apiFailedAt: T0 + 100, announced: [] });
+    t.strictSame(events(quick.run({ now: T0 + 900, newOwners: { 'web/www': 'node-b' } })), [
+      'L2HandoverDone',
+    ]);
+
+    // Announcing again (the speaker came back) resets the wait.
+    const back = new World(obs());
+    back.run({ draining: true });
+    back.run({ now: T0 + 200, apiFailedAt: T0 + 100, announced: [] });
+    back.run({ now: T0 + 900, announced: obs().announced });
+    back.run({ now: T0 + 1_000, announced: [] });
+    t.strictSame(back.run({ now: T0 + 1_900 }), [], 'withdrawn again 0.9 s ago');
+    t.strictSame(events(back.run({ now: T0 + 2_000 })), ['L2FailsafeFence']);
+  },
+);
+
+t.test(
   'no escalation without failed requests since the label, without ServiceL2Status, or with no other candidate',
   async (t) => {
     const quiet = new World(obs());
