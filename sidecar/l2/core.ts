@@ -114,6 +114,31 @@ export const SPEAKER_CATCH_UP_MAX_MS = 30_000;
 export const OWN_WITHDRAWN_GRACE_MS = 1_000;
 
 /**
+ * Whether to look for a stale API server now, awaiting confirmation: the watches re-opened on new
+ * connections and the own Node read consistently, unhedged (a stale server fails the read, which
+ * counts toward peersMayBeBlind; a healthy one replays what the watches missed). Once the
+ * fail-safe's grace has passed unconfirmed, every grace; once this node's speaker has withdrawn
+ * unconfirmed for OWN_WITHDRAWN_GRACE_MS (the VIP may be dark now), every second: each new
+ * connection may land on another API server behind the Service, so a stale one is met within a
+ * few tries (bench-seed run 6: the peers blind, this sidecar's own requests all reached healthy
+ * servers, and the first failure came 8 s after the label; dark 16.9 s).
+ */
+export function staleServerCheckDue(
+  memory: Pick<L2Memory, 'phase' | 'attemptStartedAt' | 'handoverStartedAt' | 'ownWithdrawnAt'>,
+  now: number,
+  lastCheckAt: number,
+  settings: Pick<L2Settings, 'failsafeGraceMs'>,
+): boolean {
+  if (memory.phase !== 'awaiting-confirmation') return false;
+  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
+  if (started === undefined) return false;
+  const withdrawn = memory.ownWithdrawnAt;
+  if (withdrawn !== undefined && now - withdrawn >= OWN_WITHDRAWN_GRACE_MS)
+    return now - lastCheckAt >= OWN_WITHDRAWN_GRACE_MS;
+  return now - started >= settings.failsafeGraceMs && now - lastCheckAt >= settings.failsafeGraceMs;
+}
+
+/**
  * Why a fail-safe fence is kept after the handover is confirmed (status `failsafeKept`, Events):
  * lifting the memberlist cut is safe only once every peer sees the exclude label, and nothing
  * proves that (a confirmation written after the label may come from a peer still processing an
@@ -720,7 +745,9 @@ export function peersMayBeBlind(
 ): string | undefined {
   if (memory.phase !== 'awaiting-confirmation' || cuts(memory.fence)) return undefined;
   if (observation.statusSource !== 'servicel2status' || memory.services.length === 0) return undefined;
-  if (observation.otherCandidates === undefined || observation.otherCandidates.length === 0) return undefined;
+  // Not known now (their watches fail too, on the same stale server): the handover started because
+  // some other node could announce; only a view that says none now holds the fail-safe back.
+  if (observation.otherCandidates !== undefined && observation.otherCandidates.length === 0) return undefined;
   const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
   const failed = observation.apiFailedAt;
   // Failed while the handover ran, or while it was being prepared (its reads can be what failed).

@@ -26,6 +26,7 @@ import {
   peersMayBeBlind,
   resume,
   settled,
+  staleServerCheckDue,
   statusOf,
   statusReadDue,
   step,
@@ -93,6 +94,7 @@ export class L2Handover implements Feature {
   private lastProbe = 0;
   private lastUnconfirmedCheck = 0;
   private lastStatusRead = 0;
+  private staleCheckRunning = false;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
   /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
@@ -245,22 +247,25 @@ export class L2Handover implements Feature {
           .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
           .catch(() => undefined);
       }
-      // Awaiting a confirmation longer than the fail-safe's grace (one takes ~1 s): the watch it
-      // arrives on may sit silent on an API server whose etcd member is gone. Re-open the watches
-      // on new connections and read the own Node consistently: a healthy server replays what the
-      // watch missed; a stale one fails the read, which counts toward peersMayBeBlind.
-      const started = this.memory.attemptStartedAt ?? this.memory.handoverStartedAt;
+      // Awaiting a confirmation longer than the fail-safe's grace (one takes ~1 s), or this
+      // node's speaker withdrawn with nobody confirming: the watch it arrives on may sit silent on
+      // an API server whose etcd member is gone (and the peers' watches with it). Re-open the
+      // watches on new connections and read the own Node consistently, unhedged: a healthy server
+      // replays what the watch missed; a stale one fails the read, which counts toward
+      // peersMayBeBlind. Not awaited: the ticks go on while it hangs.
       if (
-        this.memory.phase === 'awaiting-confirmation' &&
-        started !== undefined &&
-        clock.now() - started >= this.settings.failsafeGraceMs &&
-        clock.now() - this.lastUnconfirmedCheck >= this.settings.failsafeGraceMs
+        !this.staleCheckRunning &&
+        staleServerCheckDue(this.memory, clock.now(), this.lastUnconfirmedCheck, this.settings)
       ) {
         this.lastUnconfirmedCheck = clock.now();
-        this.ctx.client.reopenWatches?.('no confirmation within the fail-safe grace');
-        await this.ctx.client
+        this.staleCheckRunning = true;
+        this.ctx.client.reopenWatches?.('no confirmation yet: looking for a stale API server');
+        void this.ctx.client
           .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 3_000 })
-          .catch(() => undefined);
+          .catch(() => undefined)
+          .finally(() => {
+            this.staleCheckRunning = false;
+          });
       }
       // Awaiting a confirmation while API requests fail: the confirmation may never come on the
       // watch (a stale server), so MetalLB's statuses are read consistently every second.

@@ -11,6 +11,7 @@ import {
   resume,
   settled,
   someOf,
+  staleServerCheckDue,
   statusOf,
   statusReadDue,
   step,
@@ -808,6 +809,17 @@ t.test(
     );
     t.equal(w.status.phase, 'failsafe-fenced');
 
+    // The candidates not known now (their watches fail on the same stale server): the handover
+    // started because others could announce, so the fail-safe is not held back (run 6: 3–4 s late).
+    const unknown = new World(obs());
+    unknown.run({ draining: true });
+    unknown.run({ now: T0 + 200, apiFailedAt: T0 + 100, announced: [] });
+    t.strictSame(events(unknown.run({ now: T0 + 1_200, otherCandidates: undefined })), ['L2FailsafeFence']);
+    const none = new World(obs());
+    none.run({ draining: true });
+    none.run({ now: T0 + 200, apiFailedAt: T0 + 100, announced: [], otherCandidates: [] });
+    t.notOk(events(none.run({ now: T0 + 6_000 })).includes('L2FailsafeFence'), 'known: nobody else');
+
     // Withdrawn, but no request failed: the watch is trusted, nothing before the budget.
     const healthy = new World(obs());
     healthy.run({ draining: true });
@@ -874,3 +886,23 @@ t.test('consistent status reads: awaiting confirmation after API failures, once 
   for (const phase of ['idle', 'labelled', 'fenced-confirmed', 'failsafe-fenced'] as const)
     t.notOk(statusReadDue({ ...awaiting, phase }, T0 + 100, T0 + 200, never, settings), phase);
 });
+
+t.test(
+  'looking for a stale API server: every grace once unconfirmed that long, every second once withdrawn',
+  async (t) => {
+    const settings = { failsafeGraceMs: 5_000 };
+    const awaiting = { phase: 'awaiting-confirmation' as const, handoverStartedAt: T0, attemptStartedAt: T0 };
+    t.notOk(staleServerCheckDue(awaiting, T0 + 4_900, 0, settings), 'within the grace');
+    t.ok(staleServerCheckDue(awaiting, T0 + 5_000, 0, settings), 'the grace passed');
+    t.notOk(staleServerCheckDue(awaiting, T0 + 9_000, T0 + 5_000, settings), 'checked 4 s ago');
+    t.ok(staleServerCheckDue(awaiting, T0 + 10_000, T0 + 5_000, settings));
+    // bench-seed run 6: the own speaker withdrew at once, the peers blind; the first failure came 8 s
+    // after the label. Before: no check before the grace.
+    const withdrawn = { ...awaiting, ownWithdrawnAt: T0 + 100 };
+    t.notOk(staleServerCheckDue(withdrawn, T0 + 1_000, 0, settings), 'withdrawn 0.9 s ago');
+    t.ok(staleServerCheckDue(withdrawn, T0 + 1_100, 0, settings), 'withdrawn 1 s ago');
+    t.notOk(staleServerCheckDue(withdrawn, T0 + 1_900, T0 + 1_100, settings), 'checked 0.8 s ago');
+    t.ok(staleServerCheckDue(withdrawn, T0 + 2_100, T0 + 1_100, settings), 'again a second later');
+    t.notOk(staleServerCheckDue({ ...withdrawn, phase: 'fenced-confirmed' }, T0 + 2_100, 0, settings));
+  },
+);
