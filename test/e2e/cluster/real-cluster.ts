@@ -37,6 +37,9 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
     c = await cluster();
   });
   // The next suites drain nodes and install their own speakers: nothing of ours in the way.
+  // Foreground: the delete returns once the pods are gone too — a DaemonSet pod left behind by
+  // the background garbage collector makes the next suite's `kubectl drain` fail ("cannot delete
+  // daemonsets.apps "idle-host" not found"; CI on f7ee8b1).
   t.teardown(async () => {
     await c?.kubectl([
       'delete',
@@ -45,6 +48,9 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
       'deployment/idle',
       'deployment/drainee',
       'daemonset/idle-host',
+      '--cascade=foreground',
+      '--wait=true',
+      '--timeout=120s',
     ]);
     await c?.kubectl([
       'delete',
