@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { killAndWait, pidAlive } from '../../lab/bed/proc.ts';
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import type { LabNode } from '../../lab/cluster/node.ts';
+import { waitFor } from '../../shared/clock.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import { apiProxy } from '../e2e/bed/api-proxy.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
@@ -245,6 +246,16 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       ]);
       if (r.code !== 0)
         throw new Error(`touch ${LIVENESS_FAIL_FILE} in ${p.metadata.name}: ${r.stderr.trim()}`);
+      // Struck once the kubelet has restarted it: a settle checked before that would see the
+      // restart's own handover as the scene not at rest (SEED=36 TRIAL=1 in CI).
+      const restarts = (q: PodView | undefined) =>
+        q?.status?.containerStatuses?.find((x) => x.name === 'speaker')?.restartCount ?? 0;
+      const before = restarts(p);
+      await waitFor(
+        `${p.metadata.name}: speaker restarted by its liveness probe`,
+        async () => restarts(await t.speaker()) > before,
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
       return nothing;
     }
     case 'api-server-restart': {
