@@ -113,6 +113,23 @@ export const SPEAKER_CATCH_UP_MAX_MS = 30_000;
  */
 export const OWN_WITHDRAWN_GRACE_MS = 1_000;
 
+type AttemptMemory = Pick<L2Memory, 'phase' | 'attemptStartedAt' | 'handoverStartedAt'>;
+
+/** When the attempt awaiting confirmation began (the handover's, or the fail-safe's new one). */
+function awaitingSince(memory: AttemptMemory): number | undefined {
+  if (memory.phase !== 'awaiting-confirmation') return undefined;
+  return memory.attemptStartedAt ?? memory.handoverStartedAt;
+}
+
+/** A request failed while the attempt ran, or while it was being prepared (its reads can be what failed). */
+function failedSince(
+  started: number,
+  apiFailedAt: number | undefined,
+  settings: Pick<L2Settings, 'failsafeGraceMs'>,
+): apiFailedAt is number {
+  return apiFailedAt !== undefined && apiFailedAt >= started - settings.failsafeGraceMs;
+}
+
 /**
  * Whether to look for a stale API server now, awaiting confirmation: the watches re-opened on new
  * connections and the own Node read consistently, unhedged (a stale server fails the read, which
@@ -124,13 +141,12 @@ export const OWN_WITHDRAWN_GRACE_MS = 1_000;
  * servers, and the first failure came 8 s after the label; dark 16.9 s).
  */
 export function staleServerCheckDue(
-  memory: Pick<L2Memory, 'phase' | 'attemptStartedAt' | 'handoverStartedAt' | 'ownWithdrawnAt'>,
+  memory: AttemptMemory & Pick<L2Memory, 'ownWithdrawnAt'>,
   now: number,
   lastCheckAt: number,
   settings: Pick<L2Settings, 'failsafeGraceMs'>,
 ): boolean {
-  if (memory.phase !== 'awaiting-confirmation') return false;
-  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
+  const started = awaitingSince(memory);
   if (started === undefined) return false;
   const withdrawn = memory.ownWithdrawnAt;
   if (withdrawn !== undefined && now - withdrawn >= OWN_WITHDRAWN_GRACE_MS)
@@ -743,16 +759,14 @@ export function peersMayBeBlind(
   observation: Pick<L2Observation, 'now' | 'apiFailedAt' | 'statusSource' | 'otherCandidates'>,
   settings: Pick<L2Settings, 'failsafeGraceMs'>,
 ): string | undefined {
-  if (memory.phase !== 'awaiting-confirmation' || cuts(memory.fence)) return undefined;
+  if (cuts(memory.fence)) return undefined;
   if (observation.statusSource !== 'servicel2status' || memory.services.length === 0) return undefined;
   // Not known now (their watches fail too, on the same stale server): the handover started because
   // some other node could announce; only a view that says none now holds the fail-safe back.
   if (observation.otherCandidates !== undefined && observation.otherCandidates.length === 0) return undefined;
-  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
+  const started = awaitingSince(memory);
   const failed = observation.apiFailedAt;
-  // Failed while the handover ran, or while it was being prepared (its reads can be what failed).
-  if (started === undefined || failed === undefined || failed < started - settings.failsafeGraceMs)
-    return undefined;
+  if (started === undefined || !failedSince(started, failed, settings)) return undefined;
   const withdrawnFor =
     memory.ownWithdrawnAt === undefined ? undefined : observation.now - memory.ownWithdrawnAt;
   const dark = withdrawnFor !== undefined && withdrawnFor >= OWN_WITHDRAWN_GRACE_MS;
@@ -772,16 +786,14 @@ export const STATUS_READ_INTERVAL_MS = 1_000;
  * not have seen the label either (dual answers), and only a consistent read can tell.
  */
 export function statusReadDue(
-  memory: Pick<L2Memory, 'phase' | 'attemptStartedAt' | 'handoverStartedAt'>,
+  memory: AttemptMemory,
   apiFailedAt: number | undefined,
   now: number,
   lastReadAt: number,
   settings: Pick<L2Settings, 'failsafeGraceMs'>,
 ): boolean {
-  if (memory.phase !== 'awaiting-confirmation') return false;
-  const started = memory.attemptStartedAt ?? memory.handoverStartedAt;
-  if (started === undefined || apiFailedAt === undefined) return false;
-  if (apiFailedAt < started - settings.failsafeGraceMs) return false;
+  const started = awaitingSince(memory);
+  if (started === undefined || !failedSince(started, apiFailedAt, settings)) return false;
   return now - lastReadAt >= STATUS_READ_INTERVAL_MS;
 }
 

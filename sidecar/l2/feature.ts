@@ -92,7 +92,7 @@ export class L2Handover implements Feature {
   private lastCheck = 0;
   private lastPoolsRead = 0;
   private lastProbe = 0;
-  private lastUnconfirmedCheck = 0;
+  private lastStaleCheck = 0;
   private lastStatusRead = 0;
   private staleCheckRunning = false;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
@@ -255,9 +255,9 @@ export class L2Handover implements Feature {
       // peersMayBeBlind. Not awaited: the ticks go on while it hangs.
       if (
         !this.staleCheckRunning &&
-        staleServerCheckDue(this.memory, clock.now(), this.lastUnconfirmedCheck, this.settings)
+        staleServerCheckDue(this.memory, clock.now(), this.lastStaleCheck, this.settings)
       ) {
-        this.lastUnconfirmedCheck = clock.now();
+        this.lastStaleCheck = clock.now();
         this.staleCheckRunning = true;
         this.ctx.client.reopenWatches?.('no confirmation yet: looking for a stale API server');
         void this.ctx.client

@@ -139,10 +139,8 @@ export class MetalLbReader implements MetalLbView {
   private readonly unreadServices = new Map<string, boolean>();
   private lastStatusSource: StatusSource | undefined;
   private sawUsableStatus = false;
-  /** When the watch last changed the view (local clock). */
-  private informerChangedAt = Number.NEGATIVE_INFINITY;
-  /** The last consistent read of the ServiceL2Status objects, and when it answered. */
-  private consistentRead: { at: number; objects: KubeObject[] } | undefined;
+  /** The last consistent read of the ServiceL2Status objects, until the watch changes the view. */
+  private consistentRead: KubeObject[] | undefined;
   private consistentReading = false;
 
   constructor(ctx: FeatureContext, changed: () => void) {
@@ -185,9 +183,7 @@ export class MetalLbReader implements MetalLbView {
 
   /** The ServiceL2Status objects: the watch's, unless a consistent read answered after its last change. */
   private statusObjects(): Iterable<KubeObject> {
-    const read = this.consistentRead;
-    if (read && read.at > this.informerChangedAt) return read.objects;
-    return this.statusInformer?.objects.values() ?? [];
+    return this.consistentRead ?? this.statusInformer?.objects.values() ?? [];
   }
 
   /**
@@ -212,7 +208,7 @@ export class MetalLbReader implements MetalLbView {
           this.statusWrittenAt.set(k, { rv: v, at: serverWriteTime(o), server: true });
         this.refreshService(o as ServiceL2Status);
       }
-      this.consistentRead = { at: this.ctx.clock.now(), objects };
+      this.consistentRead = objects;
       this.changed();
     } catch (e) {
       // Counted by the client as an API failure (the fail-safe's evidence); the next tick retries.
@@ -292,7 +288,8 @@ export class MetalLbReader implements MetalLbView {
         log: ctx.log,
         clock: ctx.clock,
         onChange: (objects, ev) => {
-          this.informerChangedAt = ctx.clock.now();
+          // The watch is newer than the last consistent read now.
+          this.consistentRead = undefined;
           const st = (ev.object as ServiceL2Status | undefined)?.status;
           this.noteStatusWrites(objects, ev);
           if (ev.type === 'SYNC') for (const o of objects.values()) this.refreshService(o as ServiceL2Status);
