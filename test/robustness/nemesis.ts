@@ -146,8 +146,7 @@ async function answer429(t: Target): Promise<Lift> {
       '--orig-port-dst',
       KUBERNETES_SERVICE.port,
     ]);
-  const nodes = c.nodes;
-  for (const n of nodes) {
+  for (const n of c.nodes) {
     await n.netns.run(['nft', '-f', '-'], { input: renderApiRedirect(proxy.host, proxy.port) });
     await forget(n);
   }
@@ -156,7 +155,7 @@ async function answer429(t: Target): Promise<Lift> {
     if (lifted) return;
     lifted = true;
     proxy.stopRefusing();
-    for (const n of nodes) {
+    for (const n of c.nodes) {
       await n.netns.exec(['nft', 'delete', 'table', 'ip', NFT_429_TABLE]);
       await forget(n);
     }

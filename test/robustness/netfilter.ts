@@ -9,7 +9,7 @@ import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { installNetfilterCleanup } from '../../lab/cluster/install.ts';
 import { daemonSet } from '../../lab/cluster/manifests.ts';
 import type { PodRules } from './observations.ts';
-import { LIVE_NS, podsIn, type Scene } from './scene.ts';
+import { LIVE_NS, type PodView, podsIn, type Scene } from './scene.ts';
 
 /** A MAC no interface has: the gone pod's. */
 const GONE_MAC = '02:aa:00:00:00:fa';
@@ -63,9 +63,19 @@ export interface Planted {
   rules: string[];
 }
 
-async function listRules(c: Cluster, node: string): Promise<string[]> {
-  const r = await c.bed.node(node).exec(['ebtables', '-t', 'nat', '-L', 'PREROUTING']);
-  return r.code === 0 ? r.stdout.split('\n').map((l) => l.trim()) : [];
+/** The live pods and every node's PREROUTING rules, read once. */
+interface NetfilterView {
+  pods: PodView[];
+  rules: Map<string, string[]>;
+}
+
+async function readView(s: Scene): Promise<NetfilterView> {
+  const rules = new Map<string, string[]>();
+  for (const n of s.c.nodes) {
+    const r = await s.c.bed.node(n.name).exec(['ebtables', '-t', 'nat', '-L', 'PREROUTING']);
+    rules.set(n.name, r.code === 0 ? r.stdout.split('\n').map((l) => l.trim()) : []);
+  }
+  return { pods: await podsIn(s, LIVE_NS), rules };
 }
 
 /** The MAC the node has for a pod IP (its neighbour entry on the bridge), if any. */
@@ -73,6 +83,21 @@ async function macOf(c: Cluster, node: string, ip: string): Promise<string | und
   const r = await c.bed.node(node).exec(['ip', '-j', 'neigh', 'show', ip, 'dev', 'cni0']);
   if (r.code !== 0) return undefined;
   return (JSON.parse(r.stdout || '[]') as { lladdr?: string }[])[0]?.lladdr;
+}
+
+/** Each planted pod's rules in a view, and whether it stayed live (same uid and IP, not deleted). */
+function rulesIn(view: NetfilterView, planted: Planted[]): PodRules[] {
+  const now = new Map(view.pods.map((p) => [`${p.metadata.namespace}/${p.metadata.name}`, p]));
+  return planted.map((p) => {
+    const have = view.rules.get(p.node) ?? [];
+    const q = now.get(p.pod);
+    return {
+      pod: p.pod,
+      live: q?.metadata.uid === p.uid && q.status?.podIP === p.ip && !q.metadata.deletionTimestamp,
+      before: p.rules,
+      after: p.rules.filter((r) => have.includes(r)),
+    };
+  });
 }
 
 /**
@@ -85,9 +110,10 @@ export async function plantRules(
   s: Scene,
   previous: Planted[] = [],
 ): Promise<{ planted: Planted[]; between: PodRules[]; goneCleaned: number }> {
-  const between = (await rulesAfter(s, previous)).map((r) => ({ ...r, pod: `${r.pod} (between trials)` }));
+  const view = await readView(s);
+  const between = rulesIn(view, previous).map((r) => ({ ...r, pod: `${r.pod} (between trials)` }));
   const out: Planted[] = [];
-  for (const p of await podsIn(s, LIVE_NS)) {
+  for (const p of view.pods) {
     const node = p.spec.nodeName;
     const ip = p.status?.podIP;
     const ready = p.status?.containerStatuses?.every((x) => x.ready);
@@ -105,7 +131,7 @@ export async function plantRules(
   /** Nodes where the cleanup removed the gone pod's rules since they were planted. */
   let goneCleaned = 0;
   for (const n of s.c.nodes) {
-    const have = await listRules(s.c, n.name);
+    const have = view.rules.get(n.name) ?? [];
     if (goneRules(n.podCIDR).every((r) => !have.includes(r))) goneCleaned++;
     const want = [...out.filter((p) => p.node === n.name).flatMap((p) => p.rules), ...goneRules(n.podCIDR)];
     for (const r of want.filter((r) => !have.includes(r)))
@@ -114,23 +140,7 @@ export async function plantRules(
   return { planted: out, between, goneCleaned };
 }
 
-/** After the settle: each planted pod's rules, and whether it stayed live (same uid and IP, not deleted). */
+/** After the settle: each planted pod's rules, and whether it stayed live. */
 export async function rulesAfter(s: Scene, planted: Planted[]): Promise<PodRules[]> {
-  const now = new Map(
-    (await podsIn(s, LIVE_NS)).map((p) => [`${p.metadata.namespace}/${p.metadata.name}`, p]),
-  );
-  const listed = new Map<string, string[]>();
-  const out: PodRules[] = [];
-  for (const p of planted) {
-    if (!listed.has(p.node)) listed.set(p.node, await listRules(s.c, p.node));
-    const have = listed.get(p.node) as string[];
-    const q = now.get(p.pod);
-    out.push({
-      pod: p.pod,
-      live: q?.metadata.uid === p.uid && q.status?.podIP === p.ip && !q.metadata.deletionTimestamp,
-      before: p.rules,
-      after: p.rules.filter((r) => have.includes(r)),
-    });
-  }
-  return out;
+  return rulesIn(await readView(s), planted);
 }

@@ -94,6 +94,8 @@ export const FAULTS = {
   },
 } as const satisfies Record<string, FaultSpec>;
 export type FaultKind = keyof typeof FAULTS;
+/** A kind's spec, with every optional field (FAULTS' literal types leave out the absent ones). */
+export const faultSpec = (kind: FaultKind): FaultSpec => FAULTS[kind];
 export const FAULT_KINDS = Object.keys(FAULTS) as FaultKind[];
 
 export interface PlannedFault {
@@ -135,7 +137,7 @@ export interface PlannerOptions {
 /** The faults a trial with `action` may be given. */
 export function eligibleKinds(action: Action, opts: PlannerOptions): FaultKind[] {
   return opts.kinds.filter((k) => {
-    const spec: FaultSpec = FAULTS[k];
+    const spec = faultSpec(k);
     if (spec.ha && !opts.ha) return false;
     return spec.actions === undefined || spec.actions.includes(action);
   });
@@ -154,11 +156,11 @@ export const API_STRIKE_MS = 2_000;
  * also waits for the outage's lift before striking it.
  */
 function outsideApiOutages(faults: PlannedFault[]): PlannedFault[] {
-  const outages = faults.filter((f) => (FAULTS[f.kind] as FaultSpec).apiOutage);
+  const outages = faults.filter((f) => faultSpec(f.kind).apiOutage);
   // Outages in time order: a moved fault may land in a later one and move again.
   outages.sort((a, b) => a.atMs - b.atMs);
   return faults.map((f) => {
-    if (!(FAULTS[f.kind] as FaultSpec).needsApi) return f;
+    if (!faultSpec(f.kind).needsApi) return f;
     let atMs = f.atMs;
     for (const o of outages) {
       const end = o.atMs + o.durationMs + API_RECOVERY_MS;

@@ -9,7 +9,7 @@ import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
 import { type Planted, plantRules, rulesAfter } from './netfilter.ts';
 import type { ContainerRecord, LogLine, TrialObservations } from './observations.ts';
 import { record } from './observe.ts';
-import { describePlan, FAULTS, type FaultSpec, type TrialPlan } from './plan.ts';
+import { describePlan, faultSpec, type TrialPlan } from './plan.ts';
 import type { TrialResult } from './report.ts';
 import {
   containerLogLines,
@@ -162,9 +162,9 @@ export async function runTrial(
         if (f.kind === 'uncordon-recordon') uncordoned([node]);
         try {
           // Struck through the API: not while another fault of this trial keeps it away.
-          if ((FAULTS[f.kind] as FaultSpec).needsApi) await Promise.all([...outages]);
+          if (faultSpec(f.kind).needsApi) await Promise.all([...outages]);
           let lift = await inject(f, target);
-          if ((FAULTS[f.kind] as FaultSpec).apiOutage) lift = trackOutage(lift);
+          if (faultSpec(f.kind).apiOutage) lift = trackOutage(lift);
           lifts.push(lift);
           if (f.durationMs > 0 && f.kind !== 'uncordon-recordon') {
             await sleep(Math.max(0, f.atMs + f.durationMs - rel(Date.now())));

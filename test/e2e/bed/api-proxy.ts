@@ -47,8 +47,8 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
   const openWatches = new Set<ServerResponse>();
   const upstreams = new Set<ClientRequest>();
   const blackholes = new Set<() => void>();
-  let throttle: { left: number; retryAfter: string; path?: string } | undefined;
-  let refusing: { match: (req: IncomingMessage) => boolean; retryAfter: string } | undefined;
+  /** Which requests the proxy answers 429 itself (throttleNext, refuseWhere). */
+  let refusing: { match: (req: IncomingMessage, url: URL) => boolean; retryAfter: string } | undefined;
 
   const refuse = (req: IncomingMessage, res: ServerResponse, retryAfter: string) => {
     req.resume();
@@ -102,13 +102,7 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       call.ended = Date.now();
     });
     calls.push(call);
-    if (throttle && throttle.left > 0 && (throttle.path === undefined || url.pathname === throttle.path)) {
-      throttle.left--;
-      call.status = 429;
-      refuse(req, res, throttle.retryAfter);
-      return;
-    }
-    if (refusing?.match(req)) {
+    if (refusing?.match(req, url)) {
       call.status = 429;
       refuse(req, res, refusing.retryAfter);
       return;
@@ -182,7 +176,11 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
      * taking an answer meant for the request under test.
      */
     throttleNext(n: number, retryAfterSeconds: number, path?: string) {
-      throttle = { left: n, retryAfter: String(retryAfterSeconds), ...(path ? { path } : {}) };
+      let left = n;
+      refusing = {
+        match: (_req, url) => left > 0 && (path === undefined || url.pathname === path) && left-- > 0,
+        retryAfter: String(retryAfterSeconds),
+      };
     },
     /** Answers every request that `match` picks itself, 429 with Retry-After, until `stopRefusing`. */
     refuseWhere(match: (req: IncomingMessage) => boolean, retryAfterSeconds: number) {

@@ -6,7 +6,7 @@ import {
   FAULT_KINDS,
   FAULTS,
   type FaultKind,
-  type FaultSpec,
+  faultSpec,
   planTrial,
 } from '../../robustness/plan.ts';
 import { trialRng } from '../../robustness/prng.ts';
@@ -102,10 +102,9 @@ t.test('a fault struck through the API is planned after the API outages of its t
   const bad: string[] = [];
   for (let i = 0; i < 500; i++) {
     const q = planTrial(21, i, { kinds, maxFaults: 3 });
-    const spec = (k: FaultKind): FaultSpec => FAULTS[k];
-    const downs = q.faults.filter((f) => spec(f.kind).apiOutage === true);
+    const downs = q.faults.filter((f) => faultSpec(f.kind).apiOutage === true);
     // Two seconds before: a strike (kubectl exec) still running when the outage starts.
-    for (const f of q.faults.filter((f) => spec(f.kind).needsApi === true))
+    for (const f of q.faults.filter((f) => faultSpec(f.kind).needsApi === true))
       for (const o of downs)
         if (f.atMs >= o.atMs - 2_000 && f.atMs < o.atMs + o.durationMs) bad.push(`${i}: ${describePlan(q)}`);
     const at = q.faults.map((f) => f.atMs);
