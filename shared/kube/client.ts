@@ -179,7 +179,9 @@ export interface RequestOptions {
    * answer wins (the other is abandoned). Behind the `kubernetes` Service each connection lands on
    * one API server; one whose etcd member is gone hangs a consistent read or a write until its
    * timeout, and the copy most likely reaches a healthy one. Only for requests that may be sent
-   * twice (reads, a merge patch of fixed values); not with onText.
+   * twice (reads, a merge patch of fixed values). With onText the copy goes out only while no
+   * byte of the body has arrived, and the copy whose body starts first is the one streamed (the
+   * other is abandoned before any of its text reaches onText).
    */
   hedgeAfterMs?: number;
   /** Return the body as text instead of parsing JSON (/readyz, /version-like endpoints). */
@@ -325,18 +327,38 @@ export class KubeClient {
   /** One attempt: once, or hedged (RequestOptions.hedgeAfterMs). */
   private attempt<T>(path: string, opts: RequestOptions): Promise<T> {
     const after = opts.hedgeAfterMs;
-    if (after === undefined || opts.onText) return this.once<T>(path, opts);
+    if (after === undefined) return this.once<T>(path, opts);
     const first = new AbortController();
     const second = new AbortController();
     const hedgeTimer = new AbortController();
-    const withSignal = (own: AbortController): RequestOptions => ({
-      ...opts,
-      signal: opts.signal ? AbortSignal.any([opts.signal, own.signal]) : own.signal,
-    });
+    /** The copy whose body streams to onText; the other's outcome no longer counts. */
+    let streaming: AbortController | undefined;
+    const mine = (own: AbortController) => streaming === undefined || streaming === own;
+    const withSignal = (own: AbortController, other: AbortController): RequestOptions => {
+      const { onText } = opts;
+      return {
+        ...opts,
+        signal: opts.signal ? AbortSignal.any([opts.signal, own.signal]) : own.signal,
+        ...(onText
+          ? {
+              onText: (chunk: string) => {
+                if (streaming === undefined) {
+                  // The first byte: this copy's server answers. No copy now; the other is dropped.
+                  streaming = own;
+                  hedging = false;
+                  hedgeTimer.abort();
+                  other.abort();
+                }
+                if (streaming === own) onText(chunk);
+              },
+            }
+          : {}),
+      };
+    };
+    let settled = false;
+    /** True until the copy goes out; once it is out, a failure of the first is left to it. */
+    let hedging = true;
     return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      /** True until the copy goes out; once it is out, a failure of the first is left to it. */
-      let hedging = true;
       const win = (value: T, loser: AbortController) => {
         if (settled) return;
         settled = true;
@@ -351,12 +373,15 @@ export class KubeClient {
         other.abort();
         reject(e);
       };
-      this.once<T>(path, withSignal(first)).then(
-        (v) => win(v, second),
+      this.once<T>(path, withSignal(first, second)).then(
+        (v) => {
+          if (mine(first)) win(v, second);
+        },
         (e: unknown) => {
           // Failed before the copy went out: no copy, the caller's retries decide. Once the copy
-          // is out, it decides.
-          if (!hedging) return;
+          // is out, it decides — unless this one's body was already streaming.
+          if (streaming === first) return fail(e, second);
+          if (!hedging || streaming !== undefined) return;
           hedging = false;
           fail(e, second);
         },
@@ -367,8 +392,9 @@ export class KubeClient {
           hedging = false;
           // A new connection: the first copy holds its socket; idle ones may reach the same server.
           this.dropIdleSockets();
-          this.once<T>(path, { ...withSignal(second), fresh: true }).then(
+          this.once<T>(path, { ...withSignal(second, first), fresh: true }).then(
             (v) => {
+              if (!mine(second)) return;
               if (!settled)
                 this.reopenWatches(
                   `${opts.method ?? 'GET'} ${path} answered on a new connection after ${after} ms without an answer`,
@@ -379,7 +405,9 @@ export class KubeClient {
             // attempt fails now, so the caller's retry goes out instead of waiting for the first
             // to time out (an etcd leader election fails the copy at once; the first may sit on
             // a server whose etcd member is gone).
-            (e: unknown) => fail(e, first),
+            (e: unknown) => {
+              if (mine(second)) fail(e, first);
+            },
           );
         },
         () => {},

@@ -41,6 +41,8 @@ export interface InformerOptions {
    * need not wait for thousands of objects.
    */
   onListPage?: (objects: KubeObject[]) => void;
+  /** With pageSize: a page with no byte after this long is asked again on a new connection. */
+  pageHedgeAfterMs?: number;
 }
 
 /** What an informer asked of the API server and heard back, since it started. */
@@ -155,6 +157,7 @@ export class Informer {
         trim,
         signal,
         onPage: this.opts.onListPage,
+        hedgeAfterMs: this.opts.pageHedgeAfterMs,
       });
       items = paged.items;
       version = paged.resourceVersion;

@@ -18,6 +18,12 @@ export interface PagedListOptions {
   trim?: ((o: KubeObject) => KubeObject) | undefined;
   /** Per page. */
   timeoutMs?: number;
+  /**
+   * A page whose first byte has not come after this long is asked again on a new connection, and
+   * the copy that starts answering first is read (client.ts, hedgeAfterMs): a consistent read
+   * that reached an API server whose etcd member is gone would otherwise hang to its timeout.
+   */
+  hedgeAfterMs?: number | undefined;
   signal?: AbortSignal;
   /** Called with each page's (trimmed) items as it arrives, before the list is complete. */
   onPage?: ((items: KubeObject[]) => void) | undefined;
@@ -155,6 +161,7 @@ export async function listPaged(
       },
       onText: (chunk) => stream.feed(chunk),
       timeoutMs: opts.timeoutMs ?? 15_000,
+      ...(opts.hedgeAfterMs !== undefined ? { hedgeAfterMs: opts.hedgeAfterMs } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     pages++;

@@ -26,8 +26,13 @@ import {
   trimPod,
 } from './eligibility.ts';
 
-/** How long a handover about to start waits for the wide lists' first pages. */
-export const WIDE_READ = { retries: 2, timeoutMs: 10_000 };
+/**
+ * How long a handover about to start waits for the wide lists' first pages, and after how long a
+ * page with no byte yet is asked again on a new connection: a consistent list that reached an API
+ * server whose etcd member is gone never starts answering (a healthy one starts a page of 250
+ * Nodes in well under a second), and the copy costs at most one more page.
+ */
+export const WIDE_READ = { retries: 2, timeoutMs: 10_000, hedgeAfterMs: 2 * HEDGE_AFTER_MS };
 /**
  * The narrow reads around a handover (pools, L2Advertisements, EndpointSlices: small): a couple
  * of retries and a short bound. One that reaches an API server whose etcd member is gone hangs
@@ -137,6 +142,7 @@ export class CandidateReader implements CandidateView {
       w.informer = new Informer(ctx.client, {
         path,
         pageSize: WIDE_PAGE_SIZE,
+        pageHedgeAfterMs: WIDE_READ.hedgeAfterMs,
         trim,
         log: ctx.log,
         clock: ctx.clock,

@@ -386,6 +386,7 @@ export class MetalLbReader implements MetalLbView {
         pageSize: WIDE_PAGE_SIZE,
         trim: trimService,
         timeoutMs: WIDE_READ.timeoutMs,
+        hedgeAfterMs: WIDE_READ.hedgeAfterMs,
       });
       const lbs = (items as Service[]).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
       const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;

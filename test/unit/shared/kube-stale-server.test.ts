@@ -5,6 +5,7 @@
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
 import { REOPEN_WATCHES_MS, servedFromCache, WatchIdle } from '../../../shared/kube/client.ts';
+import { listPaged } from '../../../shared/kube/paged-list.ts';
 import { fakeApiServer } from './fake-api-server.ts';
 
 t.test('servedFromCache: GETs with resourceVersion=0 only', async (t) => {
@@ -198,3 +199,82 @@ t.test(
     t.ok(Date.now() - started < 5_000, `failed ${Date.now() - started} ms in, not at the 10 s timeout`);
   },
 );
+
+t.test(
+  'a hedged streamed read (a page of a wide list): the copy goes out while no byte came, and only one body reaches onText',
+  async (t) => {
+    // The first connection sits on a stale server: the consistent list never starts answering.
+    let stale: number | undefined;
+    const sockets: number[] = [];
+    const page = JSON.stringify({
+      metadata: { resourceVersion: '9' },
+      items: [{ metadata: { name: 'a' } }, { metadata: { name: 'b' } }],
+    });
+    const client = await fakeApiServer(
+      (req, res) => {
+        const port = req.socket.remotePort ?? 0;
+        sockets.push(port);
+        stale ??= port;
+        if (port === stale) return; // never answers
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(page);
+      },
+      { keepAlive: true },
+    );
+    const started = Date.now();
+    const listed = await listPaged(client, '/api/v1/nodes', {
+      pageSize: 250,
+      timeoutMs: 10_000,
+      hedgeAfterMs: 100,
+    });
+    t.strictSame(
+      listed.items.map((o) => o.metadata?.name),
+      ['a', 'b'],
+      'the healthy copy streamed, once',
+    );
+    t.ok(Date.now() - started < 5_000, 'well before the first copy would time out');
+    t.equal(sockets.length, 2);
+    t.not(sockets[1], sockets[0], 'the copy on a new connection');
+
+    // A body that starts before hedgeAfterMs is read on, however slowly it comes: no copy.
+    let hits = 0;
+    const slow = await fakeApiServer(
+      (_req, res) => {
+        hits++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(page.slice(0, 40));
+        setTimeout(() => res.end(page.slice(40)), 400);
+      },
+      { keepAlive: true },
+    );
+    const chunks: string[] = [];
+    await slow.get('/api/v1/nodes', { hedgeAfterMs: 100, onText: (c) => chunks.push(c) });
+    t.equal(chunks.join(''), page, 'the one body, whole');
+    t.equal(hits, 1, 'a body that started is not asked again');
+  },
+);
+
+t.test('a hedged streamed read whose first copy starts answering late: the copy is dropped', async (t) => {
+  // Both copies answer; the first starts after the copy went out but before the copy answers.
+  // Exactly one body reaches onText, never a mix of two.
+  let n = 0;
+  const body = (name: string) =>
+    JSON.stringify({ metadata: { resourceVersion: '9' }, items: [{ metadata: { name } }] });
+  const client = await fakeApiServer(
+    (_req, res) => {
+      const mine = ++n;
+      setTimeout(
+        () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(body(mine === 1 ? 'first' : 'copy'));
+        },
+        mine === 1 ? 250 : 1_500,
+      );
+    },
+    { keepAlive: true },
+  );
+  const chunks: string[] = [];
+  await client.get('/api/v1/nodes', { hedgeAfterMs: 100, timeoutMs: 5_000, onText: (c) => chunks.push(c) });
+  t.equal(n, 2, 'the copy went out');
+  t.equal(chunks.join(''), body('first'), "the first copy's body only");
+});
