@@ -21,6 +21,7 @@ import { installDrainguard, installMetalLbBase, webhookRolledOut } from '../../.
 import { installSpeakers } from '../../../lab/cluster/metallb.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { type ApiRead, type SeedFigures, seedFigures } from './figures.ts';
+import { sidecarTimeline } from './sidecar-log.ts';
 
 const ARP_INTERVAL_MS = 50;
 const API_INTERVAL_MS = 100;
@@ -176,6 +177,7 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
     note(
       `${inject ? 'drainguard' : 'baseline'}: ${drained.name}'s pod logs in ${logs} (drain at ${new Date(from).toISOString()})`,
     );
+    if (inject) for (const l of sidecarTimeline(logs, from)) note(`${drained.name} sidecar: ${l}`);
     const figures = seedFigures({
       rounds,
       reads,
