@@ -24,6 +24,11 @@ export interface Feature {
   start(): Promise<void>;
   /** /prestop and SIGTERM: finish (bounded) what must happen before the pod goes; returns a summary. */
   prestop(): Promise<Record<string, unknown>>;
+  /**
+   * The preStop hook of a guarded container's restart (the pod stays): finish (bounded) the
+   * handover the drain state now asks for. Features without one do nothing then.
+   */
+  restarting?(): Promise<Record<string, unknown>>;
   stop(): Promise<void>;
 }
 

@@ -155,6 +155,7 @@ export async function startSidecar(
     const factory = await load(config);
     features.push(factory({ ...ctx, log: logger.child({ feature: feature }) }));
   }
+  drain.handOverRestarts(features.some((f) => f.restarting !== undefined));
   let running = false;
   let prestopRun: Promise<Record<string, unknown>> | undefined;
   const prestop = () => {
@@ -181,8 +182,25 @@ export async function startSidecar(
   const hook = async (): Promise<Record<string, unknown>> => {
     const { going, why } = await drain.goingAway();
     if (!going) {
-      logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
-      return { outcome: 'not-going-away', why };
+      if (!drain?.markGuardedStopping()) {
+        logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
+        return { outcome: 'not-going-away', why };
+      }
+      // A probe failure's restart: hand over until the new container serves (drain/guarded.ts).
+      logger.info({ why }, 'preStop hook of a container restart: handing over until it serves again');
+      const entries = await Promise.all(
+        features.flatMap((c) =>
+          c.restarting
+            ? [
+                c.restarting().then(
+                  (r) => [c.name, r] as const,
+                  (e: unknown) => [c.name, { error: (e as Error).message }] as const,
+                ),
+              ]
+            : [],
+        ),
+      );
+      return { outcome: 'restarting', why, ...Object.fromEntries(entries) };
     }
     logger.info({ why }, 'preStop hook: pod going away');
     return prestop();

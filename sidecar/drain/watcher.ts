@@ -5,6 +5,14 @@ import { Informer } from '../../shared/kube/informer.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
 import type { Logger } from '../../shared/log.ts';
 import {
+  GUARDED_REJOIN_MS,
+  type GuardedTrack,
+  guardedRecheckAt,
+  guardedStopping,
+  noGuardedTrack,
+  trackGuarded,
+} from './guarded.ts';
+import {
   type DrainState,
   initialDrainState,
   nodeDrainReason,
@@ -50,6 +58,14 @@ export class DrainWatcher {
   private localTerminating = false;
   /** The guarded container's restartCount when markTerminating() was called. */
   private restartsAtMark: number | undefined;
+  /**
+   * A stop of the guarded container while the pod stays (a probe failure's restart, a crash)
+   * counts as draining until a new container serves (guarded.ts): on for the L2 handover.
+   */
+  private restartsHandedOver = false;
+  private guarded: GuardedTrack = noGuardedTrack;
+  /** When a look at the guarded track is scheduled (guardedRecheckAt). */
+  private guardedRecheck: number | undefined;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
   private readonly nodeInformer: Informer;
   private readonly podInformer: Informer;
@@ -143,7 +159,8 @@ export class DrainWatcher {
    * going away: a VIP that moves needlessly is better than one that goes dark.
    */
   async goingAway(): Promise<{ going: boolean; why: string }> {
-    if (this.state.draining) return { going: true, why: this.state.drainReason ?? 'draining' };
+    const drained = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
+    if (drained !== undefined) return { going: true, why: drained };
     if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
     if (this.replacedBy !== undefined) return { going: true, why: REPLACED };
     try {
@@ -158,6 +175,24 @@ export class DrainWatcher {
     } catch (e) {
       return { going: true, why: `own Pod unknown (${(e as Error).message})` };
     }
+  }
+
+  /** Set once the features are known: some feature hands over for a guarded container's stop. */
+  handOverRestarts(on: boolean): void {
+    this.restartsHandedOver = on && this.opts.guardedContainer !== undefined;
+    this.recompute();
+  }
+
+  /**
+   * The preStop hook of a container restart (goingAway() said no): with handOverRestarts, the
+   * guarded container counts as stopped from now until a new one serves. False without.
+   */
+  markGuardedStopping(): boolean {
+    const name = this.opts.guardedContainer;
+    if (!this.restartsHandedOver || !name) return false;
+    this.guarded = guardedStopping(this.guarded, this.guardedStatus(), name);
+    this.recompute();
+    return true;
   }
 
   /** Fed from every API call's outcome, so "API down" is known without extra probes. */
@@ -259,6 +294,36 @@ export class DrainWatcher {
     );
   }
 
+  private trackGuarded(): void {
+    const going = this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
+    const before = this.guarded.stopped;
+    const now = this.opts.clock.now();
+    this.guarded = trackGuarded(this.guarded, this.guardedStatus(), going, now);
+    const after = this.guarded.stopped;
+    const at = guardedRecheckAt(this.guarded);
+    if (at !== undefined && at !== this.guardedRecheck) {
+      this.guardedRecheck = at;
+      void this.opts.clock
+        .sleep(Math.max(0, at - now), this.stopped.signal)
+        .then(() => {
+          if (this.stopped.signal.aborted) return;
+          if (this.guardedRecheck === at) this.guardedRecheck = undefined;
+          this.recompute();
+        })
+        .catch(() => {});
+    }
+    if (after && !before)
+      this.opts.log.warn(
+        { container: this.opts.guardedContainer, why: after.why },
+        'the guarded container stopped while the pod stays: handing over as for a drain until a new one serves',
+      );
+    else if (before && !after)
+      this.opts.log.info(
+        { container: this.opts.guardedContainer },
+        `a new guarded container has served for ${GUARDED_REJOIN_MS / 1000} s: taking the node back`,
+      );
+  }
+
   // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
   private recompute(how: { apiDown?: { since: number | undefined }; fromView?: boolean } = {}): void {
     let apiDownSince = how.apiDown ? how.apiDown.since : this.state.apiDownSince;
@@ -272,7 +337,9 @@ export class DrainWatcher {
         'the guarded container runs again and the pod is not being deleted: no longer terminating',
       );
     }
-    const reason = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
+    if (this.restartsHandedOver) this.trackGuarded();
+    const stopped = this.guarded.stopped?.why;
+    const reason = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal) ?? stopped;
     const next: DrainState = {
       draining: reason !== undefined,
       drainReason: reason,

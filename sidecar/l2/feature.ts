@@ -217,6 +217,11 @@ export class L2Handover implements Feature {
     };
   }
 
+  /** A restart's preStop hook: the drain state says "stopped"; the same wait as a deletion's. */
+  restarting(): Promise<Record<string, unknown>> {
+    return this.prestop();
+  }
+
   async stop(): Promise<void> {
     this.abort.abort();
     await this.init;

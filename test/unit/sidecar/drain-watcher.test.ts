@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
+import { GUARDED_REJOIN_MS } from '../../../sidecar/drain/guarded.ts';
 import { DrainWatcher, PROBE_WHILE_DOWN_MS } from '../../../sidecar/drain/watcher.ts';
 
 type Push = (ev: { type: string; object: object }) => void;
@@ -223,5 +224,82 @@ t.test(
     const since = w.current.apiDownSince;
     w.apiResult(false);
     t.equal(w.current.apiDownSince, since);
+  },
+);
+
+t.test(
+  'handOverRestarts: a guarded container stop is a drain (its reason named) until a new one serves; a hook of a restart too',
+  async (t) => {
+    const serving = (restartCount: number, id: string, ready = true): Pod => {
+      const p = pod(restartCount, true);
+      const s = p.status?.containerStatuses?.[0] as NonNullable<
+        NonNullable<Pod['status']>['containerStatuses']
+      >[0];
+      s.containerID = `containerd://${id}`;
+      s.ready = ready;
+      return p;
+    };
+    // Time moves only when the test says (the new container's GUARDED_REJOIN_MS).
+    let now = 0;
+    const timers: { at: number; fire: () => void }[] = [];
+    const clock = {
+      now: () => now,
+      sleep: (ms: number) => new Promise<void>((fire) => timers.push({ at: now + ms, fire })),
+    };
+    const advance = async (ms: number) => {
+      now += ms;
+      for (const x of timers.filter((x) => x.at <= now)) x.fire();
+      await new Promise((r) => setImmediate(r));
+    };
+    const api = scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a'));
+    const w = new DrainWatcher({
+      client: api.client,
+      nodeName: 'n1',
+      podName: 'p',
+      podNamespace: 'ns',
+      drainTaints: [],
+      log: pino({ level: 'silent' }),
+      clock,
+      guardedContainer: 'speaker',
+    });
+    w.handOverRestarts(true);
+    w.start();
+    t.teardown(() => w.stop());
+    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+    t.equal(w.current.draining, false);
+    api.push('pod', pod(0, false)); // SIGKILLed
+    t.strictSame(
+      { draining: w.current.draining, why: w.current.drainReason, terminating: w.current.terminating },
+      { draining: true, why: 'container speaker stopped', terminating: false },
+    );
+    t.strictSame(
+      await w.goingAway(),
+      { going: false, why: 'pod not deleted, node not draining (a container restart)' },
+      'the pod is not going away for it',
+    );
+    api.push('pod', serving(1, 'b', false));
+    t.equal(w.current.draining, true, 'running, not ready yet');
+    api.push('pod', serving(1, 'b'));
+    t.equal(w.current.draining, true, 'the new container serves, not for GUARDED_REJOIN_MS yet');
+    await advance(GUARDED_REJOIN_MS - 1);
+    t.equal(w.current.draining, true);
+    await advance(1);
+    t.equal(w.current.draining, false, 'served long enough: the node is taken back without another event');
+    // A liveness failure: the hook comes before the kill.
+    t.equal(w.markGuardedStopping(), true);
+    t.strictSame(
+      { draining: w.current.draining, why: w.current.drainReason },
+      { draining: true, why: 'container speaker restarting (preStop hook)' },
+    );
+    api.push('pod', serving(2, 'c'));
+    await advance(GUARDED_REJOIN_MS);
+    t.equal(w.current.draining, false);
+    // Without handOverRestarts (a Lease profile), nothing of this.
+    const plain = await syncedWatcher(
+      t,
+      scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a')).client,
+    );
+    t.equal(plain.markGuardedStopping(), false);
+    t.equal(plain.current.draining, false);
   },
 );
