@@ -130,3 +130,19 @@ export function guardedStopping(
     },
   };
 }
+
+/**
+ * The container's processes are gone (seen through a shared PID namespace, drain/procs.ts): it
+ * stopped, whatever the API says yet. `status` is the one whose processes were watched.
+ */
+export function guardedExited(track: GuardedTrack, status: ContainerStatus, podGoing: boolean): GuardedTrack {
+  if (track.stopped || podGoing) return track;
+  return {
+    up: track.up,
+    stopped: {
+      id: status.containerID,
+      restartCount: status.restartCount ?? 0,
+      why: `container ${status.name} exited`,
+    },
+  };
+}

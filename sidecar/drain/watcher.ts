@@ -7,11 +7,13 @@ import type { Logger } from '../../shared/log.ts';
 import {
   GUARDED_REJOIN_MS,
   type GuardedTrack,
+  guardedExited,
   guardedRecheckAt,
   guardedStopping,
   noGuardedTrack,
   trackGuarded,
 } from './guarded.ts';
+import { ContainerProcesses, type ProcFs, runtimeId } from './procs.ts';
 import {
   type DrainState,
   initialDrainState,
@@ -34,7 +36,12 @@ export interface DrainWatcherOptions {
   guardedContainer?: string;
   /** The own pod's UID (downward API): a pod of the same name with another UID is not this one. */
   podUid?: string;
+  /** Where processes are read (tests: a fake /proc). */
+  proc?: { dir: string; fs?: ProcFs };
 }
+
+/** How often the guarded container's processes are looked at while it runs (a few file reads). */
+export const GUARDED_PROCS_POLL_MS = 100;
 
 const REPLACED = 'pod re-created under the same name';
 /**
@@ -66,6 +73,10 @@ export class DrainWatcher {
   private guarded: GuardedTrack = noGuardedTrack;
   /** When a look at the guarded track is scheduled (guardedRecheckAt). */
   private guardedRecheck: number | undefined;
+  /** The stop last logged. */
+  private guardedLogged: GuardedTrack['stopped'];
+  /** The guarded container whose processes are watched (or found not visible: no poll). */
+  private guardedProcs: { id: string; stop: AbortController | undefined } | undefined;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
   private readonly nodeInformer: Informer;
   private readonly podInformer: Informer;
@@ -294,12 +305,54 @@ export class DrainWatcher {
     );
   }
 
+  /**
+   * While the guarded container runs and no stop is known: its processes, if this sidecar sees
+   * them (a shared PID namespace), polled every GUARDED_PROCS_POLL_MS; their going is a stop.
+   */
+  private watchGuardedProcesses(going: boolean): void {
+    const status = this.guardedStatus();
+    const id = runtimeId(status?.containerID);
+    const wanted = !going && !this.guarded.stopped && status?.state?.running !== undefined ? id : undefined;
+    if (this.guardedProcs?.id === wanted) return;
+    this.guardedProcs?.stop?.abort();
+    this.guardedProcs = undefined;
+    if (wanted === undefined || status === undefined) return;
+    const procs = new ContainerProcesses(wanted, {
+      ...(this.opts.proc ? { proc: this.opts.proc.dir } : {}),
+      ...(this.opts.proc?.fs ? { fs: this.opts.proc.fs } : {}),
+    });
+    let visible = 0;
+    try {
+      visible = procs.scan();
+    } catch {
+      // no /proc to read
+    }
+    // Not visible (no shared PID namespace, or gone already): the kubelet's status tells.
+    if (visible === 0) {
+      this.guardedProcs = { id: wanted, stop: undefined };
+      return;
+    }
+    const stop = new AbortController();
+    this.guardedProcs = { id: wanted, stop };
+    const signal = AbortSignal.any([stop.signal, this.stopped.signal]);
+    void (async () => {
+      while (!signal.aborted) {
+        await this.opts.clock.sleep(GUARDED_PROCS_POLL_MS, signal);
+        if (signal.aborted || !procs.gone()) continue;
+        const goingNow = this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
+        this.guarded = guardedExited(this.guarded, status, goingNow);
+        this.recompute();
+        return;
+      }
+    })().catch(() => {});
+  }
+
   private trackGuarded(): void {
     const going = this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
-    const before = this.guarded.stopped;
     const now = this.opts.clock.now();
     this.guarded = trackGuarded(this.guarded, this.guardedStatus(), going, now);
     const after = this.guarded.stopped;
+    this.watchGuardedProcesses(going);
     const at = guardedRecheckAt(this.guarded);
     if (at !== undefined && at !== this.guardedRecheck) {
       this.guardedRecheck = at;
@@ -312,16 +365,18 @@ export class DrainWatcher {
         })
         .catch(() => {});
     }
-    if (after && !before)
+    // Logged once per stop, whichever way it was found (the process poll sets it before this runs).
+    if (after && after !== this.guardedLogged)
       this.opts.log.warn(
         { container: this.opts.guardedContainer, why: after.why },
         'the guarded container stopped while the pod stays: handing over as for a drain until a new one serves',
       );
-    else if (before && !after)
+    else if (this.guardedLogged && !after)
       this.opts.log.info(
         { container: this.opts.guardedContainer },
         `a new guarded container has served for ${GUARDED_REJOIN_MS / 1000} s: taking the node back`,
       );
+    this.guardedLogged = after;
   }
 
   // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.

@@ -8,6 +8,7 @@ import type { IdentityScheme } from '../../shared/contract.ts';
 import { ApiError, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
+import { ContainerProcesses, runtimeId } from '../drain/procs.ts';
 import { terminationDeadline } from '../drain/state.ts';
 import { ownPod } from '../events.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
@@ -28,7 +29,6 @@ import {
   podIdentity,
   verifyProgress,
 } from './core.ts';
-import { ContainerProcesses, runtimeId } from './procs.ts';
 
 export type Outcome =
   | 'handed-over'

@@ -55,20 +55,25 @@ export function preStopOps(
   return part([op]);
 }
 
-/** Lease handover shares the pod's PID namespace unless the pod says otherwise. */
+/** The Lease and L2 handovers share the pod's PID namespace unless the pod says otherwise. */
 export function processNamespaceOps(spec: Obj, features: ReadonlySet<FeatureName>): Part {
-  if (!features.has('lease-handover')) return part();
-  // The sidecar must see the leader container stop before it names a successor. During pod
-  // termination the kubelet publishes container statuses only once every container has stopped
-  // (kubelet 1.20 on the lab cluster: the leader's exit never reached the API while the sidecar
-  // ran), so the API cannot tell; with one PID namespace the sidecar sees the leader's processes go.
+  const lease = features.has('lease-handover');
+  if (!lease && !features.has('l2-handover')) return part();
+  // Lease: the sidecar must see the leader container stop before it names a successor. During
+  // pod termination the kubelet publishes container statuses only once every container has
+  // stopped (kubelet 1.20 on the lab cluster: the leader's exit never reached the API while the
+  // sidecar ran), so the API cannot tell; with one PID namespace the sidecar sees the leader's
+  // processes go. L2: a speaker killed while its pod stays is seen gone at once, not at the
+  // kubelet's next status update (~1 s, or more just after a kubelet restart), and handed over.
   if (spec.shareProcessNamespace === undefined)
     return part([{ op: 'add', path: '/spec/shareProcessNamespace', value: true }]);
   if (spec.shareProcessNamespace !== true)
     return part(
       [],
       [
-        'drainguard: shareProcessNamespace is false: the sidecar cannot see the leader container stop, so the Lease is left to expire at a drain',
+        lease
+          ? 'drainguard: shareProcessNamespace is false: the sidecar cannot see the leader container stop, so the Lease is left to expire at a drain'
+          : 'drainguard: shareProcessNamespace is false: a speaker that crashes is handed over only once the kubelet reports it stopped (~1 s later)',
       ],
     );
   return part();

@@ -8,7 +8,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ContainerProcesses, countProcesses, inContainer } from '../../../sidecar/lease/procs.ts';
+import { ContainerProcesses, countProcesses, inContainer } from '../../../sidecar/drain/procs.ts';
 
 const PROCS = Number(process.env.LEASE_PROC_BENCH_PROCS ?? 2_000);
 const LEADER_PROCS = 3;

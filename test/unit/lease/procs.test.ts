@@ -7,7 +7,7 @@ import {
   inContainer,
   type ProcFs,
   runtimeId,
-} from '../../../sidecar/lease/procs.ts';
+} from '../../../sidecar/drain/procs.ts';
 
 const ID = 'd08c187c7c76802838851ecf3960b5436b217ec5509962b126f78d683ca7c40a';
 const OTHER = '6a897dc87747731455fe23bef09d906294bf1dbe784501e3291ab762307e0748';

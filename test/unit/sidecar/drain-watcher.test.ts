@@ -6,7 +6,11 @@ import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../shared/kube/types.ts';
 import { GUARDED_REJOIN_MS } from '../../../sidecar/drain/guarded.ts';
-import { DrainWatcher, PROBE_WHILE_DOWN_MS } from '../../../sidecar/drain/watcher.ts';
+import {
+  DrainWatcher,
+  type DrainWatcherOptions,
+  PROBE_WHILE_DOWN_MS,
+} from '../../../sidecar/drain/watcher.ts';
 
 type Push = (ev: { type: string; object: object }) => void;
 
@@ -35,6 +39,28 @@ function scriptedApi(node: Node, pod: Pod, get: () => Promise<unknown>) {
   };
 }
 
+/** A clock whose sleeps end only when the test advances it (or their signal aborts). */
+function manualClock() {
+  let now = 0;
+  let timers: { at: number; fire: () => void }[] = [];
+  const clock = {
+    now: () => now,
+    sleep: (ms: number, signal?: AbortSignal) =>
+      new Promise<void>((fire) => {
+        timers.push({ at: now + ms, fire });
+        signal?.addEventListener('abort', () => fire(), { once: true });
+      }),
+  };
+  const advance = async (ms: number) => {
+    now += ms;
+    const due = timers.filter((x) => x.at <= now);
+    timers = timers.filter((x) => x.at > now);
+    for (const x of due) x.fire();
+    await new Promise((r) => setImmediate(r));
+  };
+  return { clock, advance };
+}
+
 const node: Node = { metadata: { name: 'n1', resourceVersion: '1' }, spec: {} };
 const pod = (restartCount: number, running: boolean, deletionTimestamp?: string): Pod => ({
   metadata: {
@@ -50,7 +76,11 @@ const pod = (restartCount: number, running: boolean, deletionTimestamp?: string)
   },
 });
 
-function watcher(client: KubeClient, podUid?: string) {
+function watcher(
+  client: KubeClient,
+  podUid?: string,
+  extra: Partial<Pick<DrainWatcherOptions, 'clock' | 'proc'>> = {},
+) {
   return new DrainWatcher({
     ...(podUid ? { podUid } : {}),
     client,
@@ -61,7 +91,22 @@ function watcher(client: KubeClient, podUid?: string) {
     log: pino({ level: 'silent' }),
     clock: systemClock,
     guardedContainer: 'speaker',
+    ...extra,
   });
+}
+
+/** A synced watcher that hands over for the guarded container's stops (handOverRestarts). */
+async function restartWatcher(
+  t: Test,
+  client: KubeClient,
+  extra: Pick<DrainWatcherOptions, 'clock' | 'proc'>,
+): Promise<DrainWatcher> {
+  const w = watcher(client, undefined, extra);
+  w.handOverRestarts(true);
+  w.start();
+  t.teardown(() => w.stop());
+  await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+  return w;
 }
 
 /** A watcher started on `client` and synced; stopped when the test ends. */
@@ -240,32 +285,9 @@ t.test(
       return p;
     };
     // Time moves only when the test says (the new container's GUARDED_REJOIN_MS).
-    let now = 0;
-    const timers: { at: number; fire: () => void }[] = [];
-    const clock = {
-      now: () => now,
-      sleep: (ms: number) => new Promise<void>((fire) => timers.push({ at: now + ms, fire })),
-    };
-    const advance = async (ms: number) => {
-      now += ms;
-      for (const x of timers.filter((x) => x.at <= now)) x.fire();
-      await new Promise((r) => setImmediate(r));
-    };
+    const { clock, advance } = manualClock();
     const api = scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a'));
-    const w = new DrainWatcher({
-      client: api.client,
-      nodeName: 'n1',
-      podName: 'p',
-      podNamespace: 'ns',
-      drainTaints: [],
-      log: pino({ level: 'silent' }),
-      clock,
-      guardedContainer: 'speaker',
-    });
-    w.handOverRestarts(true);
-    w.start();
-    t.teardown(() => w.stop());
-    await waitFor('synced', () => w.current.synced, { timeoutMs: 5_000 });
+    const w = await restartWatcher(t, api.client, { clock });
     t.equal(w.current.draining, false);
     api.push('pod', pod(0, false)); // SIGKILLed
     t.strictSame(
@@ -301,5 +323,41 @@ t.test(
     );
     t.equal(plain.markGuardedStopping(), false);
     t.equal(plain.current.draining, false);
+  },
+);
+
+t.test(
+  'handOverRestarts with the guarded processes visible (a shared PID namespace): their going is a stop at once, before the kubelet reports it',
+  async (t) => {
+    const id = 'ab'.repeat(32);
+    const procs = new Map<string, string>([
+      ['1', '0::/kubepods/pod-x/pause'],
+      ['7', `0::/kubepods/pod-x/${id}`],
+    ]);
+    const fs = {
+      readdir: () => [...procs.keys(), 'self'],
+      readFile: (p: string) => {
+        const text = procs.get(p.split('/')[2] ?? '');
+        if (text === undefined) throw new Error('ENOENT');
+        return text;
+      },
+    };
+    const { clock, advance } = manualClock();
+    const running = pod(0, true);
+    const s0 = running.status?.containerStatuses?.[0] as NonNullable<
+      NonNullable<Pod['status']>['containerStatuses']
+    >[0];
+    s0.containerID = `containerd://${id}`;
+    s0.ready = true;
+    const api = scriptedApi(node, running, async () => running);
+    const w = await restartWatcher(t, api.client, { clock, proc: { dir: '/proc', fs } });
+    await advance(100);
+    t.equal(w.current.draining, false, 'its process is there');
+    procs.delete('7'); // SIGKILLed; the API still says running
+    await advance(100);
+    t.strictSame(
+      { draining: w.current.draining, why: w.current.drainReason },
+      { draining: true, why: 'container speaker exited' },
+    );
   },
 );

@@ -38,6 +38,11 @@ const cases: Case[] = [
     check: ({ patched, warnings }, t) => {
       const sc = patched!.spec.initContainers[0];
       t.equal(sc.name, 'drainguard');
+      t.equal(
+        patched!.spec.shareProcessNamespace,
+        true,
+        'the sidecar sees the speaker exit (drain/guarded.ts)',
+      );
       t.equal(sc.restartPolicy, 'Always');
       t.equal(sc.readinessProbe.httpGet.host, '127.0.0.1');
       // /metrics alone on the node's IP, on a declared port the PodMonitor scrapes; the rest stays on loopback.
@@ -379,6 +384,24 @@ const cases: Case[] = [
       t.equal(patched!.spec.shareProcessNamespace, false);
       t.ok(
         warnings?.some((w) => w.includes('shareProcessNamespace is false')),
+        String(warnings),
+      );
+    },
+  },
+  {
+    name: 'metallb-share-process-namespace-false-kept-and-warned',
+    pod: () => {
+      const p = speakerPod() as { spec: Record<string, unknown> };
+      p.spec.shareProcessNamespace = false;
+      return p;
+    },
+    expect: 'patched',
+    check: ({ patched, warnings }, t) => {
+      t.equal(patched!.spec.shareProcessNamespace, false, 'the pod says so: kept');
+      t.ok(
+        warnings?.some((w) =>
+          w.includes('a speaker that crashes is handed over only once the kubelet reports it'),
+        ),
         String(warnings),
       );
     },

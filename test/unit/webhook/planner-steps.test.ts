@@ -744,7 +744,7 @@ t.test('preStopOps: a preStop on the guarded container, an existing one kept wit
 });
 
 t.test(
-  'processNamespaceOps: lease handover shares the PID namespace; an explicit false is kept with a warning',
+  'processNamespaceOps: the Lease and L2 handovers share the PID namespace; an explicit false is kept with a warning',
   async (t) => {
     t.strictSame(processNamespaceOps({}, lease), {
       ops: [{ op: 'add', path: '/spec/shareProcessNamespace', value: true }],
@@ -754,7 +754,15 @@ t.test(
     const kept = processNamespaceOps({ shareProcessNamespace: false }, lease);
     t.strictSame(kept.ops, []);
     t.match(kept.warnings[0] ?? '', /^drainguard: shareProcessNamespace is false: /);
-    t.strictSame(processNamespaceOps({}, l2), { ops: [], warnings: [] });
+    t.strictSame(processNamespaceOps({}, l2), {
+      ops: [{ op: 'add', path: '/spec/shareProcessNamespace', value: true }],
+      warnings: [],
+    });
+    t.match(
+      processNamespaceOps({ shareProcessNamespace: false }, l2).warnings[0] ?? '',
+      /a speaker that crashes is handed over only once the kubelet reports it stopped/,
+    );
+    t.strictSame(processNamespaceOps({}, new Set()), { ops: [], warnings: [] }, 'netfilter cleanup alone');
   },
 );
 

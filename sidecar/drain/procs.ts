@@ -1,7 +1,9 @@
-// The leader container's processes as this sidecar sees them through a shared PID namespace
-// (the webhook sets shareProcessNamespace for Lease profiles). The kubelet publishes a container's
-// terminated state only once every container of a terminating pod has stopped, so while this
-// sidecar runs the API cannot say that the leader stopped; its processes vanishing can.
+// A container's processes as this sidecar sees them through a shared PID namespace (the webhook
+// sets shareProcessNamespace for the Lease and L2 handovers). The Lease handover: the kubelet
+// publishes a container's terminated state only once every container of a terminating pod has
+// stopped, so while this sidecar runs the API cannot say that the leader stopped; its processes
+// vanishing can. The L2 handover: a speaker killed while its pod stays is seen gone at once, not
+// at the kubelet's next status update (drain/guarded.ts).
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** The runtime's ID from a containerStatus.containerID such as `containerd://<64 hex>`. */
