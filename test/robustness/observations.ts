@@ -62,6 +62,8 @@ export interface LogLine {
 }
 
 export interface TrialObservations {
+  /** The start (the action's moment) as epoch ms: every other time is from it. */
+  startedAt?: number;
   /** The last time observed (ms from the start). */
   endT: number;
   /** When the trial settled (uncordoned, faults lifted); checks of "after the settle" start here. */

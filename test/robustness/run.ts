@@ -7,7 +7,7 @@
 // stdout: the table per fault kind, each violation with its replay command and timeline, the last
 // line JSON {"bench":"robustness", seed, trials, fault_kinds, violations, max_dark_s, max_dual_s, …}.
 // Progress on stderr.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
@@ -62,10 +62,13 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
           renderTrialHtml(result, observations, {
             nodes: s.nodes,
             leaseName: LEASE,
-            startedAt: new Date().toISOString(),
+            startedAt: new Date(observations.startedAt ?? Date.now()).toISOString(),
           }),
         );
         html.set(trial, path);
+        // The pods' logs as they are now: the next trials delete pods, and the kubelet their logs.
+        for (const n of s.nodes)
+          cpSync(join(c.dir, n, 'pod-logs'), join(opts.out, `trial-${trial}-logs`, n), { recursive: true });
       }
     }
     s.client.close();

@@ -209,6 +209,7 @@ export async function runTrial(
   });
   const endT = rel(Date.now());
   const o: TrialObservations = {
+    startedAt: t0,
     endT,
     settledT,
     arp: { [s.vip]: rec.arp.map((r) => ({ t: rel(r.t), nodes: r.nodes })) },
