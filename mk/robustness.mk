@@ -4,4 +4,4 @@
 .PHONY: robustness
 ## make robustness     lab cluster: TRIALS= trials (default 20) of a drain or pod deletion under random faults, invariants checked; SEED= to repeat a run, TRIAL= to replay one trial; last line JSON
 robustness: bootstrap build
-	$(RUN) SEED="$(SEED)" TRIALS="$(TRIALS)" TRIAL="$(TRIAL)" OUT="$(OUT)" node test/robustness/run.ts
+	$(RUN) SEED="$(SEED)" TRIALS="$(TRIALS)" TRIAL="$(TRIAL)" OUT="$(OUT)" KEEP_LOGS="$(KEEP_LOGS)" node test/robustness/run.ts

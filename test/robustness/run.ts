@@ -4,6 +4,7 @@
 //   TRIALS   how many trials (default 20): trials 0..TRIALS-1
 //   TRIAL    replay this one trial of SEED alone
 //   OUT      where the HTML timelines go (default $TMPDIR/drainguard-robustness-<seed>)
+//   KEEP_LOGS=1  keep every trial's container logs (trial-<n>-logs/), not only a violating one's
 // stdout: the table per fault kind, each violation with its replay command and timeline, the last
 // line JSON {"bench":"robustness", seed, trials, fault_kinds, violations, max_dark_s, max_dual_s, …}.
 // Progress on stderr.
@@ -23,6 +24,8 @@ export interface SuiteOptions {
   /** The trial numbers to run. */
   trials: number[];
   out: string;
+  /** Every trial's container logs kept, not only a violating one's. */
+  keepLogs?: boolean;
   note(line: string): void;
 }
 
@@ -66,10 +69,11 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
           }),
         );
         html.set(trial, path);
-        // The pods' logs as they are now: the next trials delete pods, and the kubelet their logs.
+      }
+      // The pods' logs as they are now: the next trials delete pods, and the kubelet their logs.
+      if (result.violations.length > 0 || opts.keepLogs)
         for (const n of s.nodes)
           cpSync(join(c.dir, n, 'pod-logs'), join(opts.out, `trial-${trial}-logs`, n), { recursive: true });
-      }
     }
     s.client.close();
   } finally {
@@ -102,6 +106,7 @@ if (import.meta.main) {
     seed,
     trials: one ? [Number(one)] : [...Array(count).keys()],
     out: env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`),
+    keepLogs: env('KEEP_LOGS') === '1',
     note,
   });
   process.stdout.write(run.text);
