@@ -368,7 +368,8 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
         const body = (await res.json()) as { outcome?: string; 'l2-handover'?: { outcome?: string } };
         t.equal(body.outcome, 'restarting', JSON.stringify(body));
         t.equal(body['l2-handover']?.outcome, 'handed-over', 'the hook returned once a peer announced');
-        t.equal(await arpRules(a), 1, 'fenced before the kill');
+        // The fence follows the confirmation (the hook's wait ends on the decision).
+        await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
         await answeredOnlyBy(b);
         await w.stopSpeaker(a, 'SIGKILL');
         await report('one', 0, 'stopped');
