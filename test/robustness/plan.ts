@@ -30,6 +30,10 @@ export interface FaultSpec {
   needsApi?: boolean;
   /** The runner's own API is down (or hangs) while it lasts. */
   apiOutage?: boolean;
+  /** The runner injects it through the acting node's kubelet (`kubectl exec`). */
+  needsKubelet?: boolean;
+  /** The acting node's kubelet is down while it lasts. */
+  kubeletOutage?: boolean;
 }
 
 /** Every fault kind issue 24 lists. */
@@ -51,6 +55,7 @@ export const FAULTS = {
     what: 'the guarded container fails its liveness probe',
     durationMs: [0, 0],
     needsApi: true,
+    needsKubelet: true,
   },
   'api-server-restart': {
     what: 'kube-apiserver stopped, started again after the duration',
@@ -81,7 +86,11 @@ export const FAULTS = {
     actions: ['drain'],
     needsApi: true,
   },
-  'kubelet-restart': { what: 'the kubelet on the acting node restarted', durationMs: [0, 5_000] },
+  'kubelet-restart': {
+    what: 'the kubelet on the acting node restarted',
+    durationMs: [0, 5_000],
+    kubeletOutage: true,
+  },
   'webhook-down': {
     what: 'both webhook replicas down while pods are re-created (failurePolicy)',
     durationMs: [5_000, 30_000],
@@ -148,26 +157,50 @@ export const API_RECOVERY_MS = 3_000;
 /** How long a strike through the API takes (`kubectl exec` included): one planned this close before an outage may still be running into it. */
 export const API_STRIKE_MS = 2_000;
 
+/** How long after a kubelet restart its API (`exec`, port 10250) is taken to answer again. */
+export const KUBELET_RECOVERY_MS = 3_000;
+
+/** What a fault may need, and which faults take it away, for how long after they end. */
+const NEEDS = [
+  { needs: 'needsApi', outage: 'apiOutage', recoveryMs: API_RECOVERY_MS },
+  { needs: 'needsKubelet', outage: 'kubeletOutage', recoveryMs: KUBELET_RECOVERY_MS },
+] as const;
+
 /**
  * A fault the runner injects through the API, planned inside another fault's API outage, would
  * fail to strike (SEED=13 TRIAL=43: a liveness failure's `kubectl exec` planned 47 ms before an
- * API server restart, still running when the server stopped). One planned inside an outage, or
- * too close before it to finish, is moved to after the outage (and the API's recovery); the runner
- * also waits for the outage's lift before striking it.
+ * API server restart, still running when the server stopped); so would one injected through the
+ * acting node's kubelet inside its restart (SEED=77 TRIAL=77: the liveness failure's `kubectl
+ * exec` at 3.3 s, the kubelet down 2.0–6.3 s, "dial tcp …:10250: connection refused"). One planned
+ * inside such an outage, or too close before it to finish, is moved to after it (and the
+ * recovery); the runner also waits for the outage's lift before striking it.
  */
-function outsideApiOutages(faults: PlannedFault[]): PlannedFault[] {
-  const outages = faults.filter((f) => faultSpec(f.kind).apiOutage);
-  // Outages in time order: a moved fault may land in a later one and move again.
-  outages.sort((a, b) => a.atMs - b.atMs);
-  return faults.map((f) => {
-    if (!faultSpec(f.kind).needsApi) return f;
-    let atMs = f.atMs;
-    for (const o of outages) {
-      const end = o.atMs + o.durationMs + API_RECOVERY_MS;
-      if (atMs >= o.atMs - API_STRIKE_MS && atMs < end) atMs = end;
-    }
-    return atMs === f.atMs ? f : { ...f, atMs };
-  });
+function outsideOutages(faults: PlannedFault[]): PlannedFault[] {
+  // Moved past one kind of outage, a fault may land in the other kind's: again until none moves
+  // (moves only go later, and every outage ends).
+  let planned = faults;
+  for (;;) {
+    const next = outsideOutagesOnce(planned);
+    if (next.every((f, i) => f === planned[i])) return next;
+    planned = next;
+  }
+}
+
+function outsideOutagesOnce(faults: PlannedFault[]): PlannedFault[] {
+  return NEEDS.reduce((planned, { needs, outage, recoveryMs }) => {
+    const outages = planned.filter((f) => faultSpec(f.kind)[outage]);
+    // Outages in time order: a moved fault may land in a later one and move again.
+    outages.sort((a, b) => a.atMs - b.atMs);
+    return planned.map((f) => {
+      if (!faultSpec(f.kind)[needs]) return f;
+      let atMs = f.atMs;
+      for (const o of outages) {
+        const end = o.atMs + o.durationMs + recoveryMs;
+        if (atMs >= o.atMs - API_STRIKE_MS && atMs < end) atMs = end;
+      }
+      return atMs === f.atMs ? f : { ...f, atMs };
+    });
+  }, faults);
 }
 
 function faultOf(kind: FaultKind, rng: Rng, windowMs: number): PlannedFault {
@@ -192,9 +225,7 @@ export function planTrial(seed: number, trial: number, opts: PlannerOptions): Tr
     if (!picked.includes(k)) picked.push(k);
   }
   const windowMs = opts.windowMs ?? 6_000;
-  const faults = outsideApiOutages(picked.map((k) => faultOf(k, rng, windowMs))).sort(
-    (a, b) => a.atMs - b.atMs,
-  );
+  const faults = outsideOutages(picked.map((k) => faultOf(k, rng, windowMs))).sort((a, b) => a.atMs - b.atMs);
   const subject =
     action === 'delete-speaker-pod'
       ? 'vip-owner'

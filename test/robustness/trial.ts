@@ -118,19 +118,19 @@ export async function runTrial(
   };
   const lifts: Lift[] = [];
   const pending: Promise<unknown>[] = [];
-  /** The API outages injected and not yet lifted: each settles when its lift has run. */
-  const outages = new Set<Promise<void>>();
-  const trackOutage = (lift: Lift): Lift => {
+  /** The API and kubelet outages injected and not yet lifted: each settles when its lift has run. */
+  const outages = { api: new Set<Promise<void>>(), kubelet: new Set<Promise<void>>() };
+  const trackOutage = (of: Set<Promise<void>>, lift: Lift): Lift => {
     let over!: () => void;
     const p = new Promise<void>((r) => {
       over = r;
     });
-    outages.add(p);
+    of.add(p);
     return async () => {
       try {
         await lift();
       } finally {
-        outages.delete(p);
+        of.delete(p);
         over();
       }
     };
@@ -161,10 +161,14 @@ export async function runTrial(
         mark(f.kind);
         if (f.kind === 'uncordon-recordon') uncordoned([node]);
         try {
-          // Struck through the API: not while another fault of this trial keeps it away.
-          if (faultSpec(f.kind).needsApi) await Promise.all([...outages]);
+          // Struck through the API or the kubelet: not while another fault of this trial keeps
+          // it away.
+          const spec = faultSpec(f.kind);
+          if (spec.needsApi) await Promise.all([...outages.api]);
+          if (spec.needsKubelet) await Promise.all([...outages.kubelet]);
           let lift = await inject(f, target);
-          if (faultSpec(f.kind).apiOutage) lift = trackOutage(lift);
+          if (spec.apiOutage) lift = trackOutage(outages.api, lift);
+          if (spec.kubeletOutage) lift = trackOutage(outages.kubelet, lift);
           lifts.push(lift);
           if (f.durationMs > 0 && f.kind !== 'uncordon-recordon') {
             await sleep(Math.max(0, f.atMs + f.durationMs - rel(Date.now())));

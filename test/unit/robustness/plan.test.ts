@@ -1,5 +1,6 @@
 // The robustness suite's planner (test/robustness/plan.ts): a plan is a function of seed and trial.
 import t from 'tap';
+import { IMPLEMENTED } from '../../robustness/nemesis.ts';
 import {
   ACTIONS,
   describePlan,
@@ -7,6 +8,7 @@ import {
   FAULTS,
   type FaultKind,
   faultSpec,
+  KUBELET_RECOVERY_MS,
   planTrial,
 } from '../../robustness/plan.ts';
 import { trialRng } from '../../robustness/prng.ts';
@@ -109,6 +111,28 @@ t.test('a fault struck through the API is planned after the API outages of its t
         if (f.atMs >= o.atMs - 2_000 && f.atMs < o.atMs + o.durationMs) bad.push(`${i}: ${describePlan(q)}`);
     const at = q.faults.map((f) => f.atMs);
     if (at.some((a, j) => j > 0 && a < (at[j - 1] as number))) bad.push(`${i}: not in time order`);
+  }
+  t.same(bad, []);
+});
+
+t.test('a fault struck through the kubelet is never planned inside a kubelet restart', async (t) => {
+  // SEED=77 TRIAL=77 found it: the liveness failure's `kubectl exec` at 3.3 s, the kubelet down
+  // 2.0–6.3 s ("dial tcp …:10250: connection refused").
+  const p = planTrial(77, 77, { kinds: IMPLEMENTED });
+  const restart = p.faults.find((f) => f.kind === 'kubelet-restart');
+  const liveness = p.faults.find((f) => f.kind === 'liveness-failure');
+  t.ok(restart && liveness, 'the trial that found it still plans both');
+  t.ok(
+    liveness!.atMs >= restart!.atMs + restart!.durationMs + KUBELET_RECOVERY_MS,
+    `liveness failure at ${liveness!.atMs} ms, after the restart's ${restart!.atMs}+${restart!.durationMs} ms and its recovery`,
+  );
+  const bad: string[] = [];
+  for (let i = 0; i < 500; i++) {
+    const q = planTrial(21, i, { kinds: IMPLEMENTED, maxFaults: 3 });
+    const downs = q.faults.filter((f) => faultSpec(f.kind).kubeletOutage === true);
+    for (const f of q.faults.filter((f) => faultSpec(f.kind).needsKubelet === true))
+      for (const o of downs)
+        if (f.atMs >= o.atMs - 2_000 && f.atMs < o.atMs + o.durationMs) bad.push(`${i}: ${describePlan(q)}`);
   }
   t.same(bad, []);
 });
