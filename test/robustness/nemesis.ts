@@ -135,8 +135,14 @@ async function answer429(t: Target): Promise<Lift> {
   const c = t.c;
   const proxy = await apiProxy(c.cp, { host: apiEndpoint(c).ip });
   proxy.refuseWhere((req) => isSidecarRequest(req.headers), 1);
-  const forget = (n: LabNode) =>
-    n.netns.exec([
+  // The open connections to the `kubernetes` Service dial again: the node's own (host-network
+  // speakers and sidecars) are destroyed visibly (`ss -K`: each client sees its socket end at
+  // once); then the NAT entries of every flow are forgotten (the pods', in their own namespaces,
+  // reach the new target at their next packet). Forgetting a host-network client's entry alone
+  // would leave a silent watch on a connection whose answers no longer reach it.
+  const forget = async (n: LabNode) => {
+    await n.netns.exec(['ss', '-K', 'dst', KUBERNETES_SERVICE.ip, 'dport', '=', KUBERNETES_SERVICE.port]);
+    await n.netns.exec([
       'conntrack',
       '-D',
       '-p',
@@ -146,6 +152,7 @@ async function answer429(t: Target): Promise<Lift> {
       '--orig-port-dst',
       KUBERNETES_SERVICE.port,
     ]);
+  };
   for (const n of c.nodes) {
     await n.netns.run(['nft', '-f', '-'], { input: renderApiRedirect(proxy.host, proxy.port) });
     await forget(n);
@@ -155,11 +162,14 @@ async function answer429(t: Target): Promise<Lift> {
     if (lifted) return;
     lifted = true;
     proxy.stopRefusing();
-    for (const n of c.nodes) {
-      await n.netns.exec(['nft', 'delete', 'table', 'ip', NFT_429_TABLE]);
-      await forget(n);
-    }
+    // New connections go to the API server again. The proxy closes the open ones while their
+    // NAT entries still exist, so each client sees its connection end and dials again at once;
+    // forgotten first, the proxy's FIN would no longer be translated back, and a client with a
+    // silent watch (a speaker) would sit on a dead connection until its idle limit (SEED=77
+    // TRIAL=25: a peer's Node watch dead for 7 s after the lift, the VIP answered twice).
+    for (const n of c.nodes) await n.netns.exec(['nft', 'delete', 'table', 'ip', NFT_429_TABLE]);
     await proxy.close();
+    for (const n of c.nodes) await forget(n);
     const refused = proxy.calls.filter((x) => x.status === 429);
     const passed = proxy.calls.length - refused.length;
     const paths = [...new Set(refused.map((x) => `${x.verb} ${x.url.split('?')[0]}`))].slice(0, 6);
