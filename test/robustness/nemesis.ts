@@ -242,17 +242,30 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       const p = await t.speaker();
       if (!p) throw new NotInjected(`no speaker pod on ${t.node}`);
       t.injectedRestarts.push(`${p.metadata.name}/speaker`);
-      const r = await c.kubectl([
-        'exec',
-        '-n',
-        p.metadata.namespace,
-        p.metadata.name,
-        '-c',
-        'speaker',
-        '--',
-        'touch',
-        LIVENESS_FAIL_FILE,
-      ]);
+      const touch = () =>
+        c.kubectl([
+          'exec',
+          '-n',
+          p.metadata.namespace,
+          p.metadata.name,
+          '-c',
+          'speaker',
+          '--',
+          'touch',
+          LIVENESS_FAIL_FILE,
+        ]);
+      // The exec goes through the node's kubelet: just restarted (a kubelet-restart of this trial,
+      // lifted), it may not serve yet (SEED=78 TRIAL=34: refused 3 s after its start). The touch
+      // is idempotent: tried again until the kubelet answers, for up to 30 s.
+      let r = { code: -1, stderr: '' };
+      await waitFor(
+        `${p.metadata.name}: the kubelet answers exec`,
+        async () => {
+          r = await touch();
+          return r.code === 0 || !/error dialing backend/.test(r.stderr);
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
       if (r.code !== 0)
         throw new Error(`touch ${LIVENESS_FAIL_FILE} in ${p.metadata.name}: ${r.stderr.trim()}`);
       // Struck once the kubelet has restarted it: a settle checked before that would see the
