@@ -365,8 +365,9 @@ export class DrainWatcher {
         })
         .catch(() => {});
     }
-    // Logged once per stop, whichever way it was found (the process poll sets it before this runs).
-    if (after && after !== this.guardedLogged)
+    // Logged once per stop, whichever way it was found (the process poll sets it before this runs;
+    // the stop's record is replaced as it learns more, so not by identity).
+    if (after && !this.guardedLogged)
       this.opts.log.warn(
         { container: this.opts.guardedContainer, why: after.why },
         'the guarded container stopped while the pod stays: handing over as for a drain until a new one serves',

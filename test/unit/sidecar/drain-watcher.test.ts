@@ -79,7 +79,7 @@ const pod = (restartCount: number, running: boolean, deletionTimestamp?: string)
 function watcher(
   client: KubeClient,
   podUid?: string,
-  extra: Partial<Pick<DrainWatcherOptions, 'clock' | 'proc'>> = {},
+  extra: Partial<Pick<DrainWatcherOptions, 'clock' | 'proc' | 'log'>> = {},
 ) {
   return new DrainWatcher({
     ...(podUid ? { podUid } : {}),
@@ -99,7 +99,7 @@ function watcher(
 async function restartWatcher(
   t: Test,
   client: KubeClient,
-  extra: Pick<DrainWatcherOptions, 'clock' | 'proc'>,
+  extra: Partial<Pick<DrainWatcherOptions, 'clock' | 'proc' | 'log'>>,
 ): Promise<DrainWatcher> {
   const w = watcher(client, undefined, extra);
   w.handOverRestarts(true);
@@ -359,5 +359,32 @@ t.test(
       { draining: w.current.draining, why: w.current.drainReason },
       { draining: true, why: 'container speaker exited' },
     );
+  },
+);
+
+t.test(
+  'a guarded stop is logged once, however often its record changes (a new container serving)',
+  async (t) => {
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
+    const serving = (restartCount: number, id: string): Pod => {
+      const p = pod(restartCount, true);
+      const s = p.status?.containerStatuses?.[0] as NonNullable<
+        NonNullable<Pod['status']>['containerStatuses']
+      >[0];
+      s.containerID = `containerd://${id}`;
+      s.ready = true;
+      return p;
+    };
+    const { clock, advance } = manualClock();
+    const api = scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a'));
+    const w = await restartWatcher(t, api.client, { clock, log });
+    w.markGuardedStopping();
+    api.push('pod', pod(0, false));
+    api.push('pod', serving(1, 'b')); // the new container serves: the stop's record gets a start time
+    await advance(GUARDED_REJOIN_MS);
+    const said = (m: string) => lines.filter((l) => l.includes(m)).length;
+    t.equal(said('the guarded container stopped while the pod stays'), 1);
+    t.equal(said('taking the node back'), 1);
   },
 );
