@@ -156,21 +156,30 @@ export async function startSidecar(
     features.push(factory({ ...ctx, log: logger.child({ feature: feature }) }));
   }
   drain.handOverRestarts(features.some((f) => f.restarting !== undefined));
-  let running = false;
-  let prestopRun: Promise<Record<string, unknown>> | undefined;
-  const prestop = () => {
-    drain.markTerminating();
-    // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
-    prestopRun ??= Promise.all(
-      features.map(async (c) => {
+  /** A hook's work in every feature that has it, at once: a summary per feature, failures included. */
+  const eachFeature = async (
+    all: Feature[],
+    work: (c: Feature) => Promise<Record<string, unknown>> | undefined,
+  ): Promise<Record<string, unknown>> => {
+    const entries = await Promise.all(
+      all.map(async (c) => {
         try {
-          return [c.name, await c.prestop()] as const;
+          const r = work(c);
+          return r === undefined ? undefined : ([c.name, await r] as const);
         } catch (e) {
           logger.error({ feature: c.name, err: (e as Error).message }, 'prestop failed');
           return [c.name, { error: (e as Error).message }] as const;
         }
       }),
-    ).then((entries) => Object.fromEntries(entries));
+    );
+    return Object.fromEntries(entries.filter((e) => e !== undefined));
+  };
+  let running = false;
+  let prestopRun: Promise<Record<string, unknown>> | undefined;
+  const prestop = () => {
+    drain.markTerminating();
+    // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
+    prestopRun ??= eachFeature(features, (c) => c.prestop());
     return prestopRun;
   };
   // Forget a finished pre-stop once the pod is not terminating any more (the guarded container
@@ -188,19 +197,8 @@ export async function startSidecar(
       }
       // A probe failure's restart: hand over until the new container serves (drain/guarded.ts).
       logger.info({ why }, 'preStop hook of a container restart: handing over until it serves again');
-      const entries = await Promise.all(
-        features.flatMap((c) =>
-          c.restarting
-            ? [
-                c.restarting().then(
-                  (r) => [c.name, r] as const,
-                  (e: unknown) => [c.name, { error: (e as Error).message }] as const,
-                ),
-              ]
-            : [],
-        ),
-      );
-      return { outcome: 'restarting', why, ...Object.fromEntries(entries) };
+      const done = await eachFeature(features, (c) => c.restarting?.());
+      return { outcome: 'restarting', why, ...done };
     }
     logger.info({ why }, 'preStop hook: pod going away');
     return prestop();

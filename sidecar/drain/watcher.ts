@@ -339,16 +339,20 @@ export class DrainWatcher {
       while (!signal.aborted) {
         await this.opts.clock.sleep(GUARDED_PROCS_POLL_MS, signal);
         if (signal.aborted || !procs.gone()) continue;
-        const goingNow = this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
-        this.guarded = guardedExited(this.guarded, status, goingNow);
+        this.guarded = guardedExited(this.guarded, status, this.podGoing());
         this.recompute();
         return;
       }
     })().catch(() => {});
   }
 
+  /** The pod is going away: a hook or SIGTERM said so, it is being deleted, or it was replaced. */
+  private podGoing(): boolean {
+    return this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
+  }
+
   private trackGuarded(): void {
-    const going = this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
+    const going = this.podGoing();
     const now = this.opts.clock.now();
     this.guarded = trackGuarded(this.guarded, this.guardedStatus(), going, now);
     const after = this.guarded.stopped;
@@ -399,7 +403,7 @@ export class DrainWatcher {
     const next: DrainState = {
       draining: reason !== undefined,
       drainReason: reason,
-      terminating: this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined,
+      terminating: this.podGoing(),
       // A Node that is not there (deleted, or not readable) is unknown, never "schedulable".
       synced:
         this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined && this.verified,

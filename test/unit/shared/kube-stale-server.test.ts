@@ -4,9 +4,35 @@
 // the "API down" that the failed writes set (the L2 fail-safe counts its grace from it).
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import { REOPEN_WATCHES_MS, servedFromCache, WatchIdle } from '../../../shared/kube/client.ts';
+import {
+  type KubeClientOptions,
+  REOPEN_WATCHES_MS,
+  servedFromCache,
+  WatchIdle,
+} from '../../../shared/kube/client.ts';
 import { listPaged } from '../../../shared/kube/paged-list.ts';
 import { fakeApiServer } from './fake-api-server.ts';
+
+/**
+ * A stale API server behind the first connection (it never answers) and a healthy one behind every
+ * later one (it answers `body`); the client's source port of each request, in order.
+ */
+async function staleFirstConnection(body: string, opts: KubeClientOptions = {}) {
+  const sockets: number[] = [];
+  let stale: number | undefined;
+  const client = await fakeApiServer(
+    (req, res) => {
+      const port = req.socket.remotePort ?? 0;
+      sockets.push(port);
+      stale ??= port;
+      if (port === stale) return; // never answers
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    },
+    { keepAlive: true, ...opts },
+  );
+  return { client, sockets };
+}
 
 t.test('servedFromCache: GETs with resourceVersion=0 only', async (t) => {
   t.ok(servedFromCache({ query: { resourceVersion: '0' } }));
@@ -136,19 +162,10 @@ t.test(
   async (t) => {
     // The first connection reaches a server whose etcd member is gone: the consistent read hangs.
     // Any later connection reaches a healthy one.
-    const sockets: number[] = [];
-    let stale: number | undefined;
     const results: boolean[] = [];
-    const client = await fakeApiServer(
-      (req, res) => {
-        const port = req.socket.remotePort ?? 0;
-        sockets.push(port);
-        stale ??= port;
-        if (port === stale) return; // never answers
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ metadata: { name: 'a', resourceVersion: '9' } }));
-      },
-      { keepAlive: true, onResult: (ok) => results.push(ok) },
+    const { client, sockets } = await staleFirstConnection(
+      JSON.stringify({ metadata: { name: 'a', resourceVersion: '9' } }),
+      { onResult: (ok) => results.push(ok) },
     );
     const started = Date.now();
     const node = await client.get<{ metadata: { resourceVersion: string } }>('/api/v1/nodes/a', {
@@ -204,23 +221,11 @@ t.test(
   'a hedged streamed read (a page of a wide list): the copy goes out while no byte came, and only one body reaches onText',
   async (t) => {
     // The first connection sits on a stale server: the consistent list never starts answering.
-    let stale: number | undefined;
-    const sockets: number[] = [];
     const page = JSON.stringify({
       metadata: { resourceVersion: '9' },
       items: [{ metadata: { name: 'a' } }, { metadata: { name: 'b' } }],
     });
-    const client = await fakeApiServer(
-      (req, res) => {
-        const port = req.socket.remotePort ?? 0;
-        sockets.push(port);
-        stale ??= port;
-        if (port === stale) return; // never answers
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(page);
-      },
-      { keepAlive: true },
-    );
+    const { client, sockets } = await staleFirstConnection(page);
     const started = Date.now();
     const listed = await listPaged(client, '/api/v1/nodes', {
       pageSize: 250,

@@ -76,6 +76,17 @@ const pod = (restartCount: number, running: boolean, deletionTimestamp?: string)
   },
 });
 
+/** The own pod with the guarded container `containerd://<id>` running and (by default) ready. */
+function servingPod(restartCount: number, id: string, ready = true): Pod {
+  const p = pod(restartCount, true);
+  const s = p.status?.containerStatuses?.[0] as NonNullable<
+    NonNullable<Pod['status']>['containerStatuses']
+  >[0];
+  s.containerID = `containerd://${id}`;
+  s.ready = ready;
+  return p;
+}
+
 function watcher(
   client: KubeClient,
   podUid?: string,
@@ -275,18 +286,9 @@ t.test(
 t.test(
   'handOverRestarts: a guarded container stop is a drain (its reason named) until a new one serves; a hook of a restart too',
   async (t) => {
-    const serving = (restartCount: number, id: string, ready = true): Pod => {
-      const p = pod(restartCount, true);
-      const s = p.status?.containerStatuses?.[0] as NonNullable<
-        NonNullable<Pod['status']>['containerStatuses']
-      >[0];
-      s.containerID = `containerd://${id}`;
-      s.ready = ready;
-      return p;
-    };
     // Time moves only when the test says (the new container's GUARDED_REJOIN_MS).
     const { clock, advance } = manualClock();
-    const api = scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a'));
+    const api = scriptedApi(node, servingPod(0, 'a'), async () => servingPod(0, 'a'));
     const w = await restartWatcher(t, api.client, { clock });
     t.equal(w.current.draining, false);
     api.push('pod', pod(0, false)); // SIGKILLed
@@ -299,9 +301,9 @@ t.test(
       { going: false, why: 'pod not deleted, node not draining (a container restart)' },
       'the pod is not going away for it',
     );
-    api.push('pod', serving(1, 'b', false));
+    api.push('pod', servingPod(1, 'b', false));
     t.equal(w.current.draining, true, 'running, not ready yet');
-    api.push('pod', serving(1, 'b'));
+    api.push('pod', servingPod(1, 'b'));
     t.equal(w.current.draining, true, 'the new container serves, not for GUARDED_REJOIN_MS yet');
     await advance(GUARDED_REJOIN_MS - 1);
     t.equal(w.current.draining, true);
@@ -313,13 +315,13 @@ t.test(
       { draining: w.current.draining, why: w.current.drainReason },
       { draining: true, why: 'container speaker restarting (preStop hook)' },
     );
-    api.push('pod', serving(2, 'c'));
+    api.push('pod', servingPod(2, 'c'));
     await advance(GUARDED_REJOIN_MS);
     t.equal(w.current.draining, false);
     // Without handOverRestarts (a Lease profile), nothing of this.
     const plain = await syncedWatcher(
       t,
-      scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a')).client,
+      scriptedApi(node, servingPod(0, 'a'), async () => servingPod(0, 'a')).client,
     );
     t.equal(plain.markGuardedStopping(), false);
     t.equal(plain.current.draining, false);
@@ -343,12 +345,7 @@ t.test(
       },
     };
     const { clock, advance } = manualClock();
-    const running = pod(0, true);
-    const s0 = running.status?.containerStatuses?.[0] as NonNullable<
-      NonNullable<Pod['status']>['containerStatuses']
-    >[0];
-    s0.containerID = `containerd://${id}`;
-    s0.ready = true;
+    const running = servingPod(0, id);
     const api = scriptedApi(node, running, async () => running);
     const w = await restartWatcher(t, api.client, { clock, proc: { dir: '/proc', fs } });
     await advance(100);
@@ -367,21 +364,12 @@ t.test(
   async (t) => {
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => lines.push(l) });
-    const serving = (restartCount: number, id: string): Pod => {
-      const p = pod(restartCount, true);
-      const s = p.status?.containerStatuses?.[0] as NonNullable<
-        NonNullable<Pod['status']>['containerStatuses']
-      >[0];
-      s.containerID = `containerd://${id}`;
-      s.ready = true;
-      return p;
-    };
     const { clock, advance } = manualClock();
-    const api = scriptedApi(node, serving(0, 'a'), async () => serving(0, 'a'));
+    const api = scriptedApi(node, servingPod(0, 'a'), async () => servingPod(0, 'a'));
     const w = await restartWatcher(t, api.client, { clock, log });
     w.markGuardedStopping();
     api.push('pod', pod(0, false));
-    api.push('pod', serving(1, 'b')); // the new container serves: the stop's record gets a start time
+    api.push('pod', servingPod(1, 'b')); // the new container serves: the stop's record gets a start time
     await advance(GUARDED_REJOIN_MS);
     const said = (m: string) => lines.filter((l) => l.includes(m)).length;
     t.equal(said('the guarded container stopped while the pod stays'), 1);
