@@ -45,7 +45,8 @@
 // an invalid configuration as a whole (here an invalid pool range or selector just matches
 // nothing); the allow-shared-ip checks; memberlist-disabled mode (none of these is configured in
 // any test scene).
-// stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change.
+// stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change,
+// {"ev":"views","current":…} when its API views become current or stop being so.
 import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
@@ -400,8 +401,10 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   if (lag) nodeLagMs = Number(lag[1]);
   if (cmd === 'unfreeze') {
     frozen = false;
-    // Catch up at once, like a local apiserver that syncs again.
-    for (const [inf, into] of views) copyInto(inf.objects, into);
+    // Catch up at once, like a local apiserver that syncs again (Node changes through node-lag).
+    for (const [inf, into] of views)
+      if (into === nodes && nodeLagMs > 0) lagNodes(inf.objects);
+      else copyInto(inf.objects, into);
   }
   emit({ ev: cmd, node: cfg.node });
   schedule();
@@ -413,10 +416,17 @@ async function shutdown(): Promise<void> {
   emit({ ev: 'sigterm', node: cfg.node, t: Date.now() });
   stopping = true;
   clearInterval(tick);
+  clearInterval(viewsTimer);
   await running;
   toWire('quit');
-  for (const p of cfg.peers)
-    if (p.node !== cfg.node) send({ type: 'leave', node: cfg.node, inc: incarnation }, p.ip);
+  // memberlist's Leave waits (up to its timeout) until the broadcast is sent: a socket closed
+  // first would drop the datagrams still queued (with the API down, nothing below takes time).
+  const leave = Buffer.from(JSON.stringify({ type: 'leave', node: cfg.node, inc: incarnation }));
+  await Promise.all(
+    cfg.peers
+      .filter((p) => p.node !== cfg.node)
+      .map((p) => new Promise<void>((sent) => sock.send(leave, port, p.ip, () => sent()))),
+  );
   clearInterval(probeTimer);
   await Promise.all(informers.map((i) => i.stop()));
   sock.close();
@@ -425,6 +435,18 @@ async function shutdown(): Promise<void> {
 }
 process.once('SIGTERM', () => void shutdown());
 process.once('SIGINT', () => void shutdown());
+
+// stdout {"ev":"views","current":…} whenever every informer's view becomes current, or one stops
+// being so (a failed list or watch, until it lists or watches again): after an API fault the
+// informers back off (up to 10 s) before they watch again, and the robustness runner's settle
+// waits for every speaker's views before the next trial.
+let viewsCurrent = false;
+const viewsTimer = setInterval(() => {
+  const now = informers.every((i) => i.current);
+  if (now === viewsCurrent || stopping) return;
+  viewsCurrent = now;
+  emit({ ev: 'views', node: cfg.node, current: now, t: Date.now() });
+}, 100);
 
 const started = Date.now();
 const readyTimer = setInterval(() => {
