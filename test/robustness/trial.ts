@@ -197,6 +197,7 @@ export async function runTrial(
     (e) => (e as Error).message,
   );
   if (atRest) note(`not at rest 120 s after the settle: ${atRest}`);
+  const atRestT = rel(Date.now());
   await rec.stop();
   const settledRounds = await probeRounds(c.bed.node('client'), s.vip, 10, 50);
   const after = await containers(s);
@@ -240,8 +241,9 @@ export async function runTrial(
   };
   const violations = checkAll(o);
   const figures = trialFigures(o);
+  const secs = (ms: number) => (ms / 1000).toFixed(1);
   note(
-    `dark ${figures.darkMs} ms, dual ${figures.dualMs} ms, ${violations.length} violation(s)${errors.length ? `; errors: ${errors.join('; ')}` : ''}${skipped.length ? `; not injected: ${skipped.join('; ')}` : ''}`,
+    `${secs(settledT)} s to the settle, at rest ${secs(atRestT - settledT)} s later, ${secs(endT)} s in all; dark ${figures.darkMs} ms, dual ${figures.dualMs} ms, ${violations.length} violation(s)${errors.length ? `; errors: ${errors.join('; ')}` : ''}${skipped.length ? `; not injected: ${skipped.join('; ')}` : ''}`,
   );
   return {
     result: {
