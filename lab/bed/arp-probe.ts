@@ -59,6 +59,23 @@ export async function probeRounds(
 /** The MACs that answered in these rounds. */
 export const macsIn = (rounds: ProbeRound[]) => [...new Set(rounds.flatMap((r) => r.macs))].sort();
 
+/** The longest run of consecutive rounds that `bad` holds for, in ms (rounds of roundMs each). */
+function longestRun(rounds: ProbeRound[], roundMs: number, bad: (r: ProbeRound) => boolean): number {
+  let run = 0;
+  let worst = 0;
+  for (const r of rounds) {
+    run = bad(r) ? run + 1 : 0;
+    worst = Math.max(worst, run);
+  }
+  return worst * roundMs;
+}
+/** The longest run of rounds nobody answered, in ms. */
+export const longestDark = (rounds: ProbeRound[], roundMs: number) =>
+  longestRun(rounds, roundMs, (r) => r.macs.length === 0);
+/** The longest run of rounds answered by more than one MAC, in ms. */
+export const longestDual = (rounds: ProbeRound[], roundMs: number) =>
+  longestRun(rounds, roundMs, (r) => r.macs.length > 1);
+
 export async function stopProcess(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const done = new Promise<void>((resolve) => proc.once('exit', () => resolve()));

@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
 import type { KubeObject, Node } from '../../shared/kube/types.ts';
+import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import { owner } from '../sim/speaker/election.ts';
 import {
   putEndpoints,
@@ -85,6 +86,19 @@ export interface L2Scene {
   sidecarUrl(name: string, path: string): string;
   /** The sidecar's /prestop (the kubelet's preStop hook): its summary per feature. */
   prestop(name: string): Promise<Record<string, { outcome?: string; why?: string }>>;
+  /**
+   * A speaker pod going away, in the kubelet's order: the speaker's preStop hook (the sidecar's
+   * /prestop), then SIGTERM to the speaker, which leaves memberlist on its way out. Its summary.
+   */
+  podGoingAway(name: string): Promise<Record<string, { outcome?: string; why?: string }>>;
+  /**
+   * A drain of that node no peer can confirm: every speaker's API view frozen (each keeps
+   * announcing and re-elects from its last view; the node's own does not see the label either,
+   * as behind a stale API server), the node cordoned, the exclude label awaited. The caller then
+   * takes the API away: the fail-safe follows its grace, with the memberlist cut (the pod stays).
+   * Returns what unfreezes the speakers.
+   */
+  drainUnconfirmed(name: string): Promise<() => void>;
   getNode(name: string): Promise<Node>;
   cordon(name: string, on: boolean): Promise<void>;
   setLabel(name: string, key: string, value: string | null): Promise<void>;
@@ -425,6 +439,24 @@ async function populate(
     async prestop(name) {
       const res = await fetch(scene.sidecarUrl(name, '/prestop'), { signal: AbortSignal.timeout(30_000) });
       return (await res.json()) as Record<string, { outcome?: string; why?: string }>;
+    },
+    async podGoingAway(name) {
+      const summary = await scene.prestop(name);
+      await scene.stopSpeaker(name, 'SIGTERM');
+      return summary;
+    },
+    async drainUnconfirmed(name) {
+      const frozen = [...speakers.values()];
+      for (const sp of frozen) sp.send('freeze');
+      await scene.cordon(name, true);
+      await waitFor(
+        `${name} labelled`,
+        async () => EXCLUDE_LABEL in ((await scene.getNode(name)).metadata?.labels ?? {}),
+        { timeoutMs: 20_000, intervalMs: 100 },
+      );
+      return () => {
+        for (const sp of frozen) sp.send('unfreeze');
+      };
     },
     getNode: (name) => client.get<Node>(`/api/v1/nodes/${name}`),
     async cordon(name, on) {

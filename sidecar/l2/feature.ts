@@ -391,6 +391,7 @@ export class L2Handover implements Feature {
       terminating: drain.terminating,
       drainReason: drain.drainReason,
       synced: drain.synced && metallb.synced,
+      metallbSynced: metallb.synced,
       apiDownSince: drain.apiDownSince,
       apiFailedAt: drain.apiFailedAt,
       excludeLabel: this.simulatedLabel ?? EXCLUDE_LABEL in labels,

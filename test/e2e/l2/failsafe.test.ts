@@ -5,6 +5,7 @@
 // new owner whose Node view lags (8 s here: longer than the 5 s margin the cut once had) never
 // re-elects the fenced node; the drain's end removes the fence, then the label.
 import t from 'tap';
+import { longestDark as darkRun, longestDual as dualRun } from '../../../lab/bed/arp-probe.ts';
 import { createL2Scene, killWait, type L2Scene, macsIn, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
 import { createNamespace } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -18,27 +19,8 @@ const ROUND_MS = 50;
 /** How late the lagging new owner's Node view is: longer than the 5 s margin the cut once had. */
 const LAG_MS = 8_000;
 
-/** The longest run of rounds nobody answered, in ms. */
-function longestDark(rounds: ProbeRound[]): number {
-  let run = 0;
-  let worst = 0;
-  for (const r of rounds) {
-    run = r.macs.length === 0 ? run + 1 : 0;
-    worst = Math.max(worst, run);
-  }
-  return worst * ROUND_MS;
-}
-
-/** The longest run of rounds answered by more than one MAC, in ms. */
-function longestDual(rounds: ProbeRound[]): number {
-  let run = 0;
-  let worst = 0;
-  for (const r of rounds) {
-    run = r.macs.length > 1 ? run + 1 : 0;
-    worst = Math.max(worst, run);
-  }
-  return worst * ROUND_MS;
-}
+const longestDark = (rounds: ProbeRound[]) => darkRun(rounds, ROUND_MS);
+const longestDual = (rounds: ProbeRound[]) => dualRun(rounds, ROUND_MS);
 
 t.test('L2 fail-safe (issue 22)', async (t) => {
   let w: L2Scene;
@@ -57,24 +39,6 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
     ).items
       .filter((e) => e.reason === reason)
       .map((e) => e.message ?? '');
-  /** The node's own path to the API server refused (the rest of the cluster still reaches it). */
-  const apiPort = () => new URL(w.cp.server).port;
-  const cutApi = (n: string) =>
-    w.bed.node(n).run(['nft', '-f', '-'], {
-      input: `table inet dgtapiblip {\n  chain out {\n    type filter hook output priority 0; policy accept;\n    ip daddr ${w.bed.hostIPv4} tcp dport ${apiPort()} reject with tcp reset\n  }\n}\n`,
-    });
-  const restoreApi = (n: string) => w.bed.node(n).exec(['nft', 'delete', 'table', 'inet', 'dgtapiblip']);
-  /** A terminating sidecar stays so: a new process, not going away, undoes the handover. */
-  const freshSidecar = async (n: string) => {
-    await w.stopSidecar(n, 'SIGKILL');
-    await w.startSidecar(n);
-  };
-  /** After /prestop the old sidecar's pod terminates for good: a new one undoes the fail-safe. */
-  const undoFailsafe = async (n: string) => {
-    await freshSidecar(n);
-    await waitFor('fence removed', async () => !(await fenceTable(n)), T);
-    await backToIdle();
-  };
   /** Uncordoned everywhere, and every sidecar has seen it (a refusal is published until then). */
   const backToIdle = async () => {
     for (const n of names) {
@@ -151,7 +115,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
       // A pod with a macvlan on node-a's eth0, its address outside the pool (.100–.120).
       const pod = await createNamespace('mvpod');
       t.teardown(() => pod.destroy());
-      t.teardown(() => undoFailsafe(a));
+      t.teardown(() => backToIdle());
       await w.bed
         .node(a)
         .run(['ip', 'link', 'add', 'mv0', 'link', 'eth0', 'type', 'macvlan', 'mode', 'bridge']);
@@ -167,12 +131,19 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         async () => macsIn(await w.probeVip(podIP, 6, ROUND_MS)).join() === podMac,
         T,
       );
+      // A drain (the pod stays) its peers cannot confirm, then the API gone: the fail-safe cuts.
+      const unfreeze = await w.drainUnconfirmed(a);
+      t.teardown(unfreeze);
       await w.cp.stopApiServer();
       try {
-        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-        const summary = (await res.json()) as Record<string, { outcome?: string }>;
-        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
-        const ruleset = await w.nft(a, ['list', 'ruleset']);
+        const ruleset = await waitFor(
+          'the fail-safe fence',
+          async () => {
+            const r = await w.nft(a, ['list', 'ruleset']);
+            return r.includes('@memberlist') ? r : undefined;
+          },
+          T,
+        );
         t.match(ruleset, /arp saddr ip @pool4/, 'the pools are dropped');
         t.notMatch(ruleset, /!= @own4/, 'not every ARP but the own addresses');
         t.match(ruleset, /th dport @memberlist/);
@@ -184,6 +155,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         );
       } finally {
         await w.cp.startApiServer();
+        unfreeze();
       }
       const fenced = await waitFor(
         'the fail-safe Event',
@@ -199,14 +171,20 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
     async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(names.filter((n) => n !== a));
-      t.teardown(() => undoFailsafe(a));
-      await cutApi(a);
+      t.teardown(() => backToIdle());
+      // A drain (the pod stays) its peers cannot confirm, then the API server gone (a path cut
+      // silently would go unnoticed by a sidecar that sends nothing while it waits).
+      const unfreeze = await w.drainUnconfirmed(a);
+      t.teardown(unfreeze);
+      await w.cp.stopApiServer();
       let restored = false;
       const rounds: ProbeRound[] = [];
       try {
-        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-        const summary = (await res.json()) as Record<string, { outcome?: string }>;
-        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+        await waitFor(
+          'the fail-safe fence with the memberlist cut',
+          async () => (await w.nft(a, ['list', 'ruleset'])).includes('@memberlist'),
+          T,
+        );
         // The peers declare node-a dead and node-b takes over.
         await w.answeredOnlyBy(b).catch(async (e: unknown) => {
           // Who answers instead (a flake once: the peers had not taken over within 20 s).
@@ -219,7 +197,9 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         w.speakers.get(b)?.send(`node-lag ${LAG_MS}`);
         const probe = w.startProbe(ROUND_MS, (r) => rounds.push(r));
         try {
-          await restoreApi(a);
+          // node-b sees the exclude label only LAG_MS after this.
+          unfreeze();
+          await w.cp.startApiServer();
           restored = true;
           await waitFor(
             'handed over again and confirmed',
@@ -274,15 +254,15 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
           'the Event says the cut is kept and why',
         );
       } finally {
-        if (!restored) await restoreApi(a);
+        if (!restored) await w.cp.startApiServer();
         w.speakers.get(b)?.send('node-lag 0');
       }
-      // The drain ends (the pod replaced by one that is not going away, the node schedulable):
-      // the fence and its cut first, the label once memberlist had time to rejoin.
+      // The drain ends (uncordoned): the fence and its cut first, the label once memberlist had
+      // time to rejoin.
       const undo: ProbeRound[] = [];
       const probe = w.startProbe(ROUND_MS, (r) => undo.push(r));
       try {
-        await freshSidecar(a);
+        await w.cordon(a, false);
         await waitFor('fence and cut removed', async () => !(await fenceTable(a)), T);
         t.ok(await labelled(a), 'the label outlives the fence (memberlist rejoins meanwhile)');
         await waitFor('label removed', async () => !(await labelled(a)), T);

@@ -3,13 +3,22 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { createL2Scene, type L2Scene, METALLB_NS } from '../../../lab/bed/l2-scene.ts';
+import { longestDark } from '../../../lab/bed/arp-probe.ts';
+import {
+  createL2Scene,
+  killWait,
+  type L2Scene,
+  METALLB_NS,
+  type ProbeRound,
+} from '../../../lab/bed/l2-scene.ts';
 import { sh } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
+/** The ARP probe's interval: every no-answer round is 50 ms of a dark VIP. */
+const ROUND_MS = 50;
 
 t.test('L2 handover (metallb-speaker profile)', async (t) => {
   let w: L2Scene;
@@ -351,32 +360,49 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
   });
 
   t.test(
-    'API server stopped while terminating: fail-safe fence and memberlist cut, peers take over; /prestop answers',
+    'API server stopped while the pod goes away (seed 79 trial 20): fail-safe fence without the memberlist cut; the speaker, stopped after its hook, leaves memberlist and its peers take over at once',
     async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(names.filter((n) => n !== a));
+      const rounds: ProbeRound[] = [];
       await w.cp.stopApiServer();
       try {
-        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-        const summary = (await res.json()) as Record<string, { outcome?: string; fenced?: boolean }>;
-        t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
-        const ruleset = await w.nft(a, ['list', 'ruleset']);
-        t.match(ruleset, /th dport @memberlist/);
-        // Cut off, its speaker hears no peer: the fence drops every ARP in MetalLB's pools.
-        t.match(ruleset, /arp saddr ip @pool4/);
-        // Peers' probes of this speaker go unanswered, they declare it dead and re-elect: b answers, a is fenced.
-        await answeredOnlyBy(b);
+        const probe = w.startProbe(ROUND_MS, (r) => rounds.push(r));
+        try {
+          // The kubelet's order: the speaker's preStop hook (/prestop), then its SIGTERM.
+          const summary = (await w.podGoingAway(a)) as Record<string, { outcome?: string }>;
+          t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+          const ruleset = await w.nft(a, ['list', 'ruleset']);
+          t.notMatch(ruleset, /th dport @memberlist/, 'memberlist not cut: the leave must get out');
+          // Fenced for the time its speaker still runs: every ARP in MetalLB's pools dropped.
+          t.match(ruleset, /arp saddr ip @pool4/);
+          await answeredOnlyBy(b);
+        } finally {
+          await killWait(probe, 'SIGKILL');
+        }
       } finally {
         await w.cp.startApiServer();
       }
+      // With the cut, the leave was dropped and the peers waited for failure detection (~5 s).
+      const dark = longestDark(rounds, ROUND_MS);
+      t.comment(`pod going away with the API down: worst dark ${dark} ms over ${rounds.length} rounds`);
+      t.ok(dark <= 1000, `the VIP is dark at most 1 s (worst ${dark} ms)`);
       // The Warning Event, kept while the API was down, is written once it is back.
-      await waitFor('fail-safe Warning Event', async () => (await events('L2FailsafeFence')).length > 0, T);
+      await waitFor(
+        'the fail-safe Warning Event, saying why memberlist is not cut',
+        async () =>
+          (await events('L2FailsafeFence')).some((m) =>
+            /left memberlist uncut: the pod is going away/.test(m),
+          ),
+        T,
+      );
       const podEvents = await w.client.get<{ items: { reason?: string; type?: string }[] }>(
         `/api/v1/namespaces/${METALLB_NS}/events`,
       );
       t.ok(podEvents.items.some((e) => e.reason === 'L2FailsafeFence' && e.type === 'Warning'));
-      // A restarted sidecar (the old one is terminating for good) finds the fence, sees the API
-      // back and the node schedulable, and undoes it.
+      // The pod replaced (its DaemonSet): a new speaker, and a new sidecar that finds the fence,
+      // sees the API back and the node schedulable, and undoes it.
+      await w.startSpeaker(a);
       await w.stopSidecar(a, 'SIGKILL');
       await w.startSidecar(a);
       await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
@@ -616,7 +642,7 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
   };
 
   t.test(
-    'fail-safe with a second VIP owned by another node: the cut-off speaker elects itself for both, the fenced node answers neither',
+    'fail-safe while draining with a second VIP owned by another node: the cut-off speaker elects itself for both, the fenced node answers neither',
     async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(names.filter((n) => n !== a));
@@ -625,11 +651,16 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
       await w.addService({ name: 'second', vip: vip2, endpointNodes: names });
       try {
         await answeredOnlyBy(c, vip2);
+        // A drain (the pod stays) its peers cannot confirm, then the API gone: the fail-safe cuts.
+        const unfreeze = await w.drainUnconfirmed(a);
         await w.cp.stopApiServer();
         try {
-          const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-          const summary = (await res.json()) as Record<string, { outcome?: string }>;
-          t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+          await waitFor(
+            'the fail-safe fence with the memberlist cut',
+            async () => /th dport @memberlist/.test(await w.nft(a, ['list', 'ruleset'])),
+            T,
+          );
+          t.match(await w.nft(a, ['list', 'ruleset']), /arp saddr ip @pool4/, "MetalLB's pools dropped");
           // Memberlist is probe/ack: a's speaker hears no peer any more and announces every VIP.
           await waitFor(
             `${a}'s speaker, cut off, announces ${vip2} too`,
@@ -641,10 +672,17 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
           await answeredOnlyBy(b);
         } finally {
           await w.cp.startApiServer();
+          unfreeze();
         }
-        await w.stopSidecar(a, 'SIGKILL');
-        await w.startSidecar(a);
+        // The drain ends: fence and cut removed, then the label (after an API outage it stays
+        // twice the outage, at most 30 s, while the speakers catch up).
+        await w.cordon(a, false);
         await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+        await waitFor(
+          'label removed',
+          async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+          { ...T, timeoutMs: 60_000 },
+        );
       } finally {
         await removeService('second');
       }

@@ -178,12 +178,18 @@ t.test('L2 handover of IPv6-only and dual-stack services', async (t) => {
   );
 
   t.test(
-    'API server down while terminating: the fail-safe fences both families, peers take both over',
+    'API server down while draining: the fail-safe fences both families, peers take both over',
     async (t) => {
       const next = successors();
+      // A drain (the pod stays) its peers cannot confirm, then the API gone: the fail-safe cuts.
+      const unfreeze = await w.drainUnconfirmed(a);
       await w.cp.stopApiServer();
       try {
-        t.equal((await w.prestop(a))['l2-handover']?.outcome, 'failsafe-fenced');
+        await waitFor(
+          'the fail-safe fence with the memberlist cut',
+          async () => /th dport @memberlist/.test(await ruleset(a)),
+          T,
+        );
         // Cut off from memberlist, a's speaker hears no peer and announces every VIP of both families ...
         await waitFor(
           `${a}'s speaker, cut off, announces both Services`,
@@ -195,11 +201,16 @@ t.test('L2 handover of IPv6-only and dual-stack services', async (t) => {
         await answeredOnlyByAll(next);
       } finally {
         await w.cp.startApiServer();
+        unfreeze();
       }
-      // The old sidecar is terminating for good: a new one sees the API back and the node
-      // schedulable, and undoes the fence (settleIdle waits for that).
-      await w.stopSidecar(a, 'SIGKILL');
-      await w.startSidecar(a);
+      // The drain ends: fence and cut removed, then the label (after an API outage it stays
+      // twice the outage, at most 30 s, while the speakers catch up).
+      await w.cordon(a, false);
+      await waitFor(
+        'label removed',
+        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+        { ...T, timeoutMs: 60_000 },
+      );
       await settleIdle();
     },
   );

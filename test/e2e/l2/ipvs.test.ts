@@ -8,6 +8,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
@@ -68,11 +69,15 @@ t.test(
   async (t) => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));
+    // A drain (the pod stays) its peers cannot confirm, then the API gone: the fail-safe cuts.
+    const unfreeze = await w.drainUnconfirmed(a);
     await w.cp.stopApiServer();
     try {
-      const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
-      const summary = (await res.json()) as Record<string, { outcome?: string }>;
-      t.equal(summary['l2-handover']?.outcome, 'failsafe-fenced');
+      await waitFor(
+        'the fail-safe fence with the memberlist cut',
+        async () => (await w.bed.node(a).exec(['nft', 'list', 'ruleset'])).stdout.includes('@memberlist'),
+        T,
+      );
       const fence = await netdevFence(w, a);
       t.strictSame(fence?.interfaces, ['eth0'], 'a netdev fence on the VIP subnet link');
       t.notOk(fence?.ownAddresses?.includes(w.vip), 'the VIP is not let through as an own address');
@@ -80,10 +85,17 @@ t.test(
       await w.answeredOnlyBy(b);
     } finally {
       await w.cp.startApiServer();
+      unfreeze();
     }
-    // The old sidecar thinks its pod terminates: a new one finds the fence and undoes it.
-    await w.stopSidecar(a, 'SIGKILL');
-    await w.startSidecar(a);
+    // The drain ends: the fence (and its cut) removed, then the label (after an API outage it
+    // stays twice the outage, at most 30 s, while the speakers catch up).
+    await w.cordon(a, false);
     await waitFor('fence removed', async () => (await netdevFence(w, a)) === undefined, T);
+    await waitFor(
+      'label removed',
+      async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
+      { ...T, timeoutMs: 60_000 },
+    );
+    await w.answeredOnlyBy(a);
   },
 );

@@ -906,3 +906,65 @@ t.test(
     t.notOk(staleServerCheckDue({ ...withdrawn, phase: 'fenced-confirmed' }, T0 + 2_100, 0, settings));
   },
 );
+
+// --- seed 79 trial 20: a pod going away is fenced by the fail-safe without the memberlist cut ---
+
+t.test(
+  'fail-safe while the pod goes away (seed 79 trial 20): fenced, memberlist not cut, so the exiting speaker’s leave reaches its peers',
+  async (t) => {
+    // The speaker pod deleted with its node's path to the API dropped: the hook arrived, nothing
+    // could be labelled, the grace passed.
+    const w = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    t.strictSame(kinds(w.run()), [], 'within the grace: nothing yet');
+    const a = w.run({ now: T0 + 5_000 });
+    t.strictSame(kinds(a), ['fence', 'event']);
+    t.strictSame(w.o.fence?.memberlistPorts, [], 'no cut: it would drop the leave');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'ARP for the VIP dropped all the same');
+    t.match((a[1] as { message: string }).message, /left memberlist uncut: the pod is going away/);
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.ok(settled(w.memory), 'the hook returns: the speaker gets its SIGTERM and leaves');
+    t.strictSame(kinds(w.run({ now: T0 + 6_000 })), [], 'steady: nothing re-applied');
+  },
+);
+
+t.test('fail-safe while draining (the pod stays): the fence cuts memberlist as before', async (t) => {
+  const w = inFailsafe();
+  t.strictSame(w.o.fence?.memberlistPorts, [7946]);
+});
+
+t.test(
+  'fenced uncut for a pod going away that stays after all (a restart, the own Pod unreadable at the hook): cut once it stays',
+  async (t) => {
+    const w = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    w.run({ now: T0 + 5_000 });
+    t.strictSame(w.o.fence?.memberlistPorts, []);
+    // The new container runs: no longer going away, the guarded stop keeps it draining.
+    const a = w.run({
+      now: T0 + 7_000,
+      terminating: false,
+      draining: true,
+      drainReason: 'container restarted',
+    });
+    t.strictSame(kinds(a), ['event', 'fence']);
+    t.strictSame(w.o.fence?.memberlistPorts, [7946], 'the new speaker cannot rejoin behind the fence');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    t.match((a[0] as { message: string }).message, /the pod stays .* memberlist ports 7946 cut now/);
+    t.strictSame(kinds(w.run({ now: T0 + 8_000 })), [], 'once');
+  },
+);
+
+t.test(
+  'a pod going away right after the sidecar started: no handover of nothing before MetalLB’s view has arrived (the restart bed test’s failure)',
+  async (t) => {
+    // The Node view unsynced too (terminating acts without it); ServiceL2Status not listed yet:
+    // nothing looks announced here.
+    const w = new World(obs({ synced: false, metallbSynced: false, announced: [] }));
+    t.strictSame(kinds(w.run({ terminating: true })), [], 'waits: nothing labelled, nothing done');
+    t.equal(w.status.phase, 'idle');
+    t.notOk(settled(w.memory), 'the hook keeps waiting');
+    // The list arrives: this node announces www.
+    const a = w.run({ now: T0 + 300, metallbSynced: true, announced: [svc] });
+    t.strictSame(kinds(a), ['label', 'event']);
+    t.strictSame(w.status.vips, ['192.0.2.10'], 'the VIP it announces is handed over');
+  },
+);
