@@ -597,7 +597,8 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
       turn,
       `${stuck} any more (excluded, not Ready or no longer selected meanwhile): ${observation.labelOwned ? 'exclude label removed, ' : ''}${cutOn ? 'fail-safe fence and memberlist cut removed, ' : ''}not fencing (never strand a VIP)`,
     );
-  if (observation.statusSource === 'unknown') return memory;
+  // Nothing is concluded from a view not listed yet: "nothing announced here" may be "not read".
+  if (observation.statusSource === 'unknown' || observation.metallbSynced === false) return memory;
   const confirmable = observation.statusSource === 'servicel2status';
   // Without usable ServiceL2Status (MetalLB < 0.14.4, say) nothing can confirm: wait the settle time
   // — unless no VIP is announced here: there is nothing for peers to take over.

@@ -391,7 +391,8 @@ export class L2Handover implements Feature {
       terminating: drain.terminating,
       drainReason: drain.drainReason,
       synced: drain.synced && metallb.synced,
-      metallbSynced: metallb.synced,
+      // Whether ServiceL2Status is installed not known yet counts as not listed (nothing is read).
+      metallbSynced: metallb.synced && metallb.statusSource !== 'unknown',
       apiDownSince: drain.apiDownSince,
       apiFailedAt: drain.apiFailedAt,
       excludeLabel: this.simulatedLabel ?? EXCLUDE_LABEL in labels,

@@ -334,6 +334,80 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
     },
   );
 
+  t.test(
+    "the guarded speaker restarts while its pod stays: a probe failure's hook hands over before the kill, a SIGKILL hands over once reported, a new serving container takes the node back",
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      const podPath = `/api/v1/namespaces/${METALLB_NS}/pods/speaker-${a}`;
+      // The speaker container's status as the kubelet reports it (no kubelet on the bed).
+      const report = async (id: string, restartCount: number, state: 'serving' | 'starting' | 'stopped') => {
+        const pod = await w.client.get<KubeObject & { status?: Record<string, unknown> }>(podPath);
+        const at = new Date().toISOString();
+        await w.client.replace(`${podPath}/status`, {
+          ...pod,
+          status: {
+            ...pod.status,
+            containerStatuses: [
+              {
+                name: 'speaker',
+                containerID: `containerd://${id}`,
+                image: 'metallb/speaker',
+                imageID: '',
+                restartCount,
+                ready: state === 'serving',
+                state:
+                  state !== 'stopped'
+                    ? { running: { startedAt: at } }
+                    : { terminated: { exitCode: 137, reason: 'Error', startedAt: at, finishedAt: at } },
+              },
+            ],
+          },
+        });
+      };
+      const labelled = async () => EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {});
+      const takenBack = () =>
+        waitFor('label and fence gone', async () => !(await labelled()) && !(await hasFenceTable(a)), T);
+      await report('one', 0, 'serving');
+      // Replaced by one that guards the speaker: SIGKILL, since a SIGTERM means "pod going away"
+      // and would hand the VIP over first (this test once failed so: the hook then found nothing
+      // announced here and handed over nothing).
+      await w.stopSidecar(a, 'SIGKILL');
+      await w.startSidecar(a, { DRAINGUARD_GUARDED_CONTAINER: 'speaker' });
+      try {
+        // 1. A failed liveness probe: the kubelet calls the hook, then kills the container.
+        const res = await fetch(w.sidecarUrl(a, '/prestop'), { signal: AbortSignal.timeout(30_000) });
+        const body = (await res.json()) as { outcome?: string; 'l2-handover'?: { outcome?: string } };
+        t.equal(body.outcome, 'restarting', JSON.stringify(body));
+        t.equal(body['l2-handover']?.outcome, 'handed-over', 'the hook returned once a peer announced');
+        // The fence follows the confirmation (the hook's wait ends on the decision).
+        await waitFor('fence installed', async () => (await arpRules(a)) === 1, T);
+        await answeredOnlyBy(b);
+        await w.stopSpeaker(a, 'SIGKILL');
+        await report('one', 0, 'stopped');
+        await w.startSpeaker(a);
+        await report('two', 1, 'serving');
+        await takenBack();
+        await answeredOnlyBy(a);
+        // 2. A SIGKILL (a crash, an OOM kill): no hook; the kubelet reports the container stopped.
+        await w.stopSpeaker(a, 'SIGKILL');
+        await report('two', 1, 'stopped');
+        await waitFor('labelled for the stopped speaker', labelled, T);
+        await answeredOnlyBy(b);
+        // Restarted after its back-off, running but not ready yet: still handed over.
+        await w.startSpeaker(a);
+        await report('three', 2, 'starting');
+        await report('three', 2, 'serving');
+        await takenBack();
+        await answeredOnlyBy(a);
+      } finally {
+        await w.stopSidecar(a, 'SIGKILL');
+        await w.startSidecar(a);
+      }
+      await settleIdle();
+    },
+  );
+
   t.test('a frozen-API speaker on the draining node is silenced on the wire', async (t) => {
     const a = w.initialOwner;
     const b = w.ownerAmong(names.filter((n) => n !== a));

@@ -968,3 +968,25 @@ t.test(
     t.strictSame(w.status.vips, ['192.0.2.10'], 'the VIP it announces is handed over');
   },
 );
+
+t.test(
+  'a restart hook right after the sidecar started: labelled before MetalLB’s view was listed, nothing is concluded until it is (no "handed over nothing")',
+  async (t) => {
+    // Labelled while it was not known whether ServiceL2Status is installed (an older decision, or
+    // a resumed one); then the CRD is known but its list has not arrived: nothing looks announced.
+    const w = new World(obs({ draining: true, statusSource: 'unknown', announced: [] }));
+    w.memory = { ...initialMemory(T0), phase: 'awaiting-confirmation', handoverStartedAt: T0, services: [] };
+    w.o = { ...w.o, excludeLabel: true, labelOwned: true };
+    t.strictSame(kinds(w.run({ now: T0 + 100, statusSource: 'servicel2status', metallbSynced: false })), []);
+    t.notOk(settled(w.memory), 'not done: the VIPs announced here are not known yet');
+    // Listed: www is announced here, and node-b has taken it.
+    const a = w.run({
+      now: T0 + 400,
+      metallbSynced: true,
+      announced: [svc],
+      newOwners: { 'web/www': 'node-b' },
+    });
+    t.ok(kinds(a).includes('fence'), JSON.stringify(kinds(a)));
+    t.strictSame(w.status.vips, ['192.0.2.10']);
+  },
+);
