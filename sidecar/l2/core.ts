@@ -191,9 +191,9 @@ export interface L2Observation {
   statusSource: StatusSource;
   /**
    * MetalLB's view alone is synced (part of `synced`); undefined counts as synced. A pod going
-   * away acts without a synced Node view, never without this one: a sidecar just (re)started
-   * whose ServiceL2Status list has not arrived sees nothing announced here, and would hand over
-   * nothing and call it done while its speaker still answers.
+   * away labels without a synced Node view (the label is the safe move: nothing is fenced before
+   * a confirmation), but the handover concludes nothing before this one: a ServiceL2Status list
+   * still on its way shows nothing announced here, and "nothing to hand over" would be "done".
    */
   metallbSynced?: boolean;
   /** What this node announces now (own ServiceL2Status objects; all LB services without them). */
@@ -541,7 +541,6 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
     return memory;
   }
   if (!observation.synced && !observation.terminating) return memory;
-  if (observation.metallbSynced === false) return memory;
   if (observation.otherCandidates === undefined) return memory;
   const stuck = nowhereToGo(observation.announced, observation);
   if (stuck !== undefined) {
@@ -716,7 +715,6 @@ function failsafeFenced(prior: L2Memory, turn: Turn): L2Memory {
   const memory = cutIfStaying(prior, turn);
   if (memory.fence) ensureFence(turn, memory.fence);
   if (!turn.apiUp || (!observation.synced && !observation.terminating)) return memory;
-  if (observation.metallbSynced === false) return memory;
   if (observation.otherCandidates === undefined || observation.statusSource === 'unknown') return memory;
   // What the fail-safe covered (the peers may have deleted this node's ServiceL2Status meanwhile)
   // and what is announced now; not a Service deleted meanwhile, nor a restart's guess from the fence.

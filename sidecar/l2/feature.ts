@@ -391,8 +391,7 @@ export class L2Handover implements Feature {
       terminating: drain.terminating,
       drainReason: drain.drainReason,
       synced: drain.synced && metallb.synced,
-      // Whether ServiceL2Status is installed not known yet counts as not listed (nothing is read).
-      metallbSynced: metallb.synced && metallb.statusSource !== 'unknown',
+      metallbSynced: metallb.synced,
       apiDownSince: drain.apiDownSince,
       apiFailedAt: drain.apiFailedAt,
       excludeLabel: this.simulatedLabel ?? EXCLUDE_LABEL in labels,

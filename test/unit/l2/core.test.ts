@@ -954,18 +954,29 @@ t.test(
 );
 
 t.test(
-  'a pod going away right after the sidecar started: no handover of nothing before MetalLB’s view has arrived (the restart bed test’s failure)',
+  'a pod going away right after the sidecar started: labelled at once, but nothing concluded before MetalLB’s view has arrived',
   async (t) => {
     // The Node view unsynced too (terminating acts without it); ServiceL2Status not listed yet:
     // nothing looks announced here.
     const w = new World(obs({ synced: false, metallbSynced: false, announced: [] }));
-    t.strictSame(kinds(w.run({ terminating: true })), [], 'waits: nothing labelled, nothing done');
-    t.equal(w.status.phase, 'idle');
+    t.strictSame(kinds(w.run({ terminating: true })), ['label', 'event'], 'the label: the safe move');
+    t.strictSame(kinds(w.run({ now: T0 + 100 })), [], 'nothing concluded from a view not listed');
     t.notOk(settled(w.memory), 'the hook keeps waiting');
-    // The list arrives: this node announces www.
-    const a = w.run({ now: T0 + 300, metallbSynced: true, announced: [svc] });
-    t.strictSame(kinds(a), ['label', 'event']);
+    // The list arrives: this node announces www, and node-b has taken it.
+    w.run({ now: T0 + 300, metallbSynced: true, announced: [svc], newOwners: { 'web/www': 'node-b' } });
     t.strictSame(w.status.vips, ['192.0.2.10'], 'the VIP it announces is handed over');
+    t.ok(settled(w.memory));
+  },
+);
+
+t.test(
+  'cordoned while it is not known whether MetalLB has ServiceL2Status (robustness seed 81 trial 70): labelled at once',
+  async (t) => {
+    // The CRD check failed at the sidecar's start (429s); an API restart follows the cordon.
+    const w = new World(obs({ statusSource: 'unknown', metallbSynced: false, announced: [] }));
+    t.strictSame(kinds(w.run({ draining: true })), ['label', 'event'], 'peers re-elect on the label');
+    t.strictSame(kinds(w.run({ now: T0 + 100 })), [], 'and wait for the view to confirm');
+    t.notOk(settled(w.memory));
   },
 );
 
