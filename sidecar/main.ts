@@ -158,11 +158,10 @@ export async function startSidecar(
   drain.handOverRestarts(features.some((f) => f.restarting !== undefined));
   /** A hook's work in every feature that has it, at once: a summary per feature, failures included. */
   const eachFeature = async (
-    all: Feature[],
     work: (c: Feature) => Promise<Record<string, unknown>> | undefined,
   ): Promise<Record<string, unknown>> => {
     const entries = await Promise.all(
-      all.map(async (c) => {
+      features.map(async (c) => {
         try {
           const r = work(c);
           return r === undefined ? undefined : ([c.name, await r] as const);
@@ -179,7 +178,7 @@ export async function startSidecar(
   const prestop = () => {
     drain.markTerminating();
     // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
-    prestopRun ??= eachFeature(features, (c) => c.prestop());
+    prestopRun ??= eachFeature((c) => c.prestop());
     return prestopRun;
   };
   // Forget a finished pre-stop once the pod is not terminating any more (the guarded container
@@ -197,7 +196,7 @@ export async function startSidecar(
       }
       // A probe failure's restart: hand over until the new container serves (drain/guarded.ts).
       logger.info({ why }, 'preStop hook of a container restart: handing over until it serves again');
-      const done = await eachFeature(features, (c) => c.restarting?.());
+      const done = await eachFeature((c) => c.restarting?.());
       return { outcome: 'restarting', why, ...done };
     }
     logger.info({ why }, 'preStop hook: pod going away');

@@ -99,6 +99,13 @@ export interface L2Scene {
    * Returns what unfreezes the speakers.
    */
   drainUnconfirmed(name: string): Promise<() => void>;
+  /** Waits until that node's fail-safe fence cuts memberlist; the node's nft ruleset then. */
+  memberlistCut(name: string, timeoutMs?: number): Promise<string>;
+  /**
+   * Waits until that node's exclude label is gone: after an API outage it stays twice the outage,
+   * at most 30 s, while the speakers catch up, hence the default 60 s.
+   */
+  unlabelled(name: string, timeoutMs?: number): Promise<void>;
   getNode(name: string): Promise<Node>;
   cordon(name: string, on: boolean): Promise<void>;
   setLabel(name: string, key: string, value: string | null): Promise<void>;
@@ -457,6 +464,22 @@ async function populate(
       return () => {
         for (const sp of frozen) sp.send('unfreeze');
       };
+    },
+    memberlistCut: (name, timeoutMs = 30_000) =>
+      waitFor(
+        `${name}'s fail-safe fence with the memberlist cut`,
+        async () => {
+          const ruleset = await scene.nft(name, ['list', 'ruleset']);
+          return ruleset.includes('th dport @memberlist') ? ruleset : undefined;
+        },
+        { timeoutMs, intervalMs: 50 },
+      ),
+    async unlabelled(name, timeoutMs = 60_000) {
+      await waitFor(
+        `${name}'s exclude label removed`,
+        async () => !(EXCLUDE_LABEL in ((await scene.getNode(name)).metadata?.labels ?? {})),
+        { timeoutMs, intervalMs: 200 },
+      );
     },
     getNode: (name) => client.get<Node>(`/api/v1/nodes/${name}`),
     async cordon(name, on) {

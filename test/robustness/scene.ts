@@ -193,8 +193,6 @@ async function restState(s: Scene): Promise<Ready | string> {
   if (cordoned.length) return `cordoned: ${cordoned.join(', ')}`;
   const speakers = await podsIn(s, SPEAKER_NS);
   if (speakers.filter((p) => allReady(p, 2)).length !== s.nodes.length) return 'speakers not all Ready';
-  const catchingUp = speakersCatchingUp(s, speakers);
-  if (catchingUp.length) return `speakers' API views not current yet on ${catchingUp.join(', ')}`;
   const routers = (await podsIn(s, SITE_NS)).filter(isRouter);
   const ready = routers.filter((p) => allReady(p, 3));
   if (ready.length !== 2 || routers.length !== 2) return `${ready.length}/${routers.length} routers Ready`;
@@ -205,6 +203,9 @@ async function restState(s: Scene): Promise<Ready | string> {
   if (!leader) return `Lease holder "${holder}" is not a Ready router`;
   const answers = await answering(s);
   if (answers.length !== 1) return `VIP answered by [${answers.join(', ')}]`;
+  // Last: it reads the speakers' whole logs from disk.
+  const catchingUp = speakersCatchingUp(s, speakers);
+  if (catchingUp.length) return `speakers' API views not current yet on ${catchingUp.join(', ')}`;
   return { owner: answers[0] as string, leader };
 }
 

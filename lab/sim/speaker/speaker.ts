@@ -164,10 +164,14 @@ wire.on('exit', (code) => {
 const sock = dgram.createSocket({ type: 'udp4', reuseAddr: true });
 // A memberlist cut (nft output drop) fails sends with EPERM: like a real speaker, carry on.
 sock.on('error', (e) => log.debug({ err: e.message }, 'memberlist socket error'));
+/** Settles once the datagram has left (or failed): a socket closed before then drops it. */
 const send = (m: MemberMsg, ip: string, toPort = port) =>
-  sock.send(Buffer.from(JSON.stringify(m)), toPort, ip, (err) => {
-    if (err) log.debug({ err: err.message, to: ip, type: m.type }, 'memberlist send failed');
-  });
+  new Promise<void>((sent) =>
+    sock.send(Buffer.from(JSON.stringify(m)), toPort, ip, (err) => {
+      if (err) log.debug({ err: err.message, to: ip, type: m.type }, 'memberlist send failed');
+      sent();
+    }),
+  );
 const peerIP = new Map(cfg.peers.map((p) => [p.node, p.ip]));
 sock.on('message', (buf, rinfo) => {
   let m: MemberMsg;
@@ -421,11 +425,10 @@ async function shutdown(): Promise<void> {
   toWire('quit');
   // memberlist's Leave waits (up to its timeout) until the broadcast is sent: a socket closed
   // first would drop the datagrams still queued (with the API down, nothing below takes time).
-  const leave = Buffer.from(JSON.stringify({ type: 'leave', node: cfg.node, inc: incarnation }));
   await Promise.all(
     cfg.peers
       .filter((p) => p.node !== cfg.node)
-      .map((p) => new Promise<void>((sent) => sock.send(leave, port, p.ip, () => sent()))),
+      .map((p) => send({ type: 'leave', node: cfg.node, inc: incarnation }, p.ip)),
   );
   clearInterval(probeTimer);
   await Promise.all(informers.map((i) => i.stop()));

@@ -136,14 +136,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
       t.teardown(unfreeze);
       await w.cp.stopApiServer();
       try {
-        const ruleset = await waitFor(
-          'the fail-safe fence',
-          async () => {
-            const r = await w.nft(a, ['list', 'ruleset']);
-            return r.includes('@memberlist') ? r : undefined;
-          },
-          T,
-        );
+        const ruleset = await w.memberlistCut(a);
         t.match(ruleset, /arp saddr ip @pool4/, 'the pools are dropped');
         t.notMatch(ruleset, /!= @own4/, 'not every ARP but the own addresses');
         t.match(ruleset, /th dport @memberlist/);
@@ -180,11 +173,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
       let restored = false;
       const rounds: ProbeRound[] = [];
       try {
-        await waitFor(
-          'the fail-safe fence with the memberlist cut',
-          async () => (await w.nft(a, ['list', 'ruleset'])).includes('@memberlist'),
-          T,
-        );
+        await w.memberlistCut(a);
         // The peers declare node-a dead and node-b takes over.
         await w.answeredOnlyBy(b).catch(async (e: unknown) => {
           // Who answers instead (a flake once: the peers had not taken over within 20 s).

@@ -185,11 +185,7 @@ t.test('L2 handover of IPv6-only and dual-stack services', async (t) => {
       const unfreeze = await w.drainUnconfirmed(a);
       await w.cp.stopApiServer();
       try {
-        await waitFor(
-          'the fail-safe fence with the memberlist cut',
-          async () => /th dport @memberlist/.test(await ruleset(a)),
-          T,
-        );
+        await w.memberlistCut(a);
         // Cut off from memberlist, a's speaker hears no peer and announces every VIP of both families ...
         await waitFor(
           `${a}'s speaker, cut off, announces both Services`,
@@ -206,11 +202,7 @@ t.test('L2 handover of IPv6-only and dual-stack services', async (t) => {
       // The drain ends: fence and cut removed, then the label (after an API outage it stays
       // twice the outage, at most 30 s, while the speakers catch up).
       await w.cordon(a, false);
-      await waitFor(
-        'label removed',
-        async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-        { ...T, timeoutMs: 60_000 },
-      );
+      await w.unlabelled(a);
       await settleIdle();
     },
   );

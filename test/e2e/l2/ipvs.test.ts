@@ -8,7 +8,6 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { EXCLUDE_LABEL } from '../../../shared/names.ts';
 import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
@@ -73,11 +72,7 @@ t.test(
     const unfreeze = await w.drainUnconfirmed(a);
     await w.cp.stopApiServer();
     try {
-      await waitFor(
-        'the fail-safe fence with the memberlist cut',
-        async () => (await w.bed.node(a).exec(['nft', 'list', 'ruleset'])).stdout.includes('@memberlist'),
-        T,
-      );
+      await w.memberlistCut(a);
       const fence = await netdevFence(w, a);
       t.strictSame(fence?.interfaces, ['eth0'], 'a netdev fence on the VIP subnet link');
       t.notOk(fence?.ownAddresses?.includes(w.vip), 'the VIP is not let through as an own address');
@@ -91,11 +86,7 @@ t.test(
     // stays twice the outage, at most 30 s, while the speakers catch up).
     await w.cordon(a, false);
     await waitFor('fence removed', async () => (await netdevFence(w, a)) === undefined, T);
-    await waitFor(
-      'label removed',
-      async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
-      { ...T, timeoutMs: 60_000 },
-    );
+    await w.unlabelled(a);
     await w.answeredOnlyBy(a);
   },
 );
