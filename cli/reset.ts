@@ -5,8 +5,19 @@ import { isApiError, type KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';
-import { ANNOTATION_PREFIX, EXCLUDE_LABEL, FENCE_TABLE, LABEL_OWNED_ANNOTATION } from '../shared/names.ts';
-import { fenceTablesIn, renderUnfence } from '../shared/net/fence-tables.ts';
+import {
+  ANNOTATION_PREFIX,
+  API_FENCE_TABLE,
+  EXCLUDE_LABEL,
+  FENCE_TABLE,
+  LABEL_OWNED_ANNOTATION,
+} from '../shared/names.ts';
+import {
+  apiFenceTableIn,
+  fenceTablesIn,
+  renderApiUnfence,
+  renderUnfence,
+} from '../shared/net/fence-tables.ts';
 import { ToolError, ToolRunner } from '../sidecar/runner.ts';
 import { CommandLine, KUBECONFIG_OPTIONS } from './command-line.ts';
 import { injectedStatus } from './status.ts';
@@ -19,7 +30,7 @@ Undoes what drainguard left behind once its sidecar is gone:
     (a label someone else set, e.g. kubeadm on control-plane nodes, is kept);
   - every ${ANNOTATION_PREFIX}* annotation on the Node;
   - with --local (run on the node itself, root): the nft tables "netdev ${FENCE_TABLE}" and
-    "inet ${FENCE_TABLE}" (the L2 fence).
+    "inet ${FENCE_TABLE}" (the L2 fence) and "inet ${API_FENCE_TABLE}" (a stale API server's fence).
 Prints the plan; changes nothing without --yes.
 
   --node NAME        the node to reset (with --local: this node; default $DRAINGUARD_NODE_NAME)
@@ -125,14 +136,20 @@ async function resetNode(
 }
 
 async function resetLocal(runner: ToolRunner, act: boolean, say: (l: string) => void) {
-  const present = fenceTablesIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout);
-  if (present.length === 0) {
+  const tables = (await runner.run('nft', ['-j', 'list', 'tables'])).stdout;
+  const present = fenceTablesIn(tables);
+  const apiFence = apiFenceTableIn(tables);
+  if (present.length === 0 && !apiFence) {
     say(`local: no ${FENCE_TABLE} nft table`);
     return;
   }
   // One transaction for both families, the same one the sidecar uses to lift its fence.
-  if (act) await runner.run('nft', ['-f', '-'], { input: renderUnfence(), mutates: true });
+  if (act && present.length > 0)
+    await runner.run('nft', ['-f', '-'], { input: renderUnfence(), mutates: true });
   for (const f of present) say(`local: ${act ? 'removed' : 'would remove'} nft table ${f} ${FENCE_TABLE}`);
+  if (!apiFence) return;
+  if (act) await runner.run('nft', ['-f', '-'], { input: renderApiUnfence(), mutates: true });
+  say(`local: ${act ? 'removed' : 'would remove'} nft table inet ${API_FENCE_TABLE}`);
 }
 
 export async function run(argv: string[], say: (l: string) => void = (l) => process.stdout.write(`${l}\n`)) {

@@ -72,6 +72,8 @@ export interface SidecarConfig {
   memberlistPorts: number[];
   /** The speaker runs with MetalLB's --ignore-exclude-lb (the webhook read its args): no L2 handover. */
   speakerIgnoresExcludeLb: boolean;
+  /** While the node drains, fence an API server on this node whose etcd member is gone. */
+  fenceStaleApiServer: boolean;
   // Lease handover
   leases: string[];
   successorSelector: string;
@@ -289,6 +291,15 @@ export const CONTRACT: readonly VarSpec[] = [
     default: 'false',
     description:
       "Set by the webhook when the speaker container's args carry MetalLB's --ignore-exclude-lb: its speakers ignore the exclude label, so the L2 handover is off (an Event and the status annotation say why).",
+  },
+  {
+    env: 'DRAINGUARD_FENCE_STALE_API_SERVER',
+    key: 'fenceStaleApiServer',
+    annotation: 'drainguard.io/fence-stale-api-server',
+    kind: 'bool',
+    default: 'true',
+    description:
+      "While the node drains, an API server on one of the node's addresses (an endpoint of the `kubernetes` Service) that does not answer a consistent read while the cluster's API does — its etcd member removed — gets other hosts' connections to it closed and new ones refused (nft table inet drainguard-api), so that MetalLB's speakers elsewhere read the exclude label through an up-to-date API server; lifted when the drain ends or it answers again. L2 profile only.",
   },
   {
     env: 'DRAINGUARD_LEASES',

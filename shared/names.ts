@@ -37,6 +37,11 @@ export const L2_STATE_ANNOTATION = 'drainguard.io/l2-handover';
 
 /** The nft table (netdev and inet families) of the L2 fence. */
 export const FENCE_TABLE = 'drainguard';
+/**
+ * The nft table (inet) that refuses other hosts' connections to a stale API server on a draining
+ * node (sidecar/l2/api-fence.ts). Apart from the L2 fence: each is replaced whole on its own.
+ */
+export const API_FENCE_TABLE = 'drainguard-api';
 
 // Replaced at bundle time by esbuild's define; from source it is the package version.
 declare const __DRAINGUARD_VERSION__: string | undefined;

@@ -39,7 +39,8 @@ export interface RunResult {
   skipped: boolean;
 }
 
-const ALLOWED_TOOLS = new Set(['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge']);
+// ss: only to destroy the connections to a stale API server on this node (l2/stale-api-guard.ts).
+const ALLOWED_TOOLS = new Set(['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge', 'ss']);
 
 /**
  * Every call of ip, nft and ebtables goes through here: one place for timeouts, clear

@@ -265,6 +265,24 @@ export class KubeClient {
     this.auth.close();
   }
 
+  /**
+   * A client for one API server by its own address (not the `kubernetes` Service), with the same
+   * credentials and CA: to ask that server alone (sidecar/l2/stale-api.ts). Its outcomes do not
+   * count as the API's health (no onResult), and closing it leaves this client's connections.
+   */
+  at(server: string, userAgent = this.userAgent): KubeClient {
+    const auth = this.auth;
+    return new KubeClient(
+      {
+        server,
+        ...(auth.describe ? { describe: auth.describe } : {}),
+        apply: () => auth.apply(),
+        close: () => {},
+      },
+      { clock: this.clock, userAgent, ...(this.lifetime ? { signal: this.lifetime } : {}) },
+    );
+  }
+
   /** Agent and headers for one request; credential failures (e.g. an exec plugin's) are plain Errors. */
   private async connection(contentType?: string) {
     const { agent, headers } = await this.auth.apply();

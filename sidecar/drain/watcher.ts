@@ -133,6 +133,14 @@ export class DrainWatcher {
     return this.state;
   }
 
+  /**
+   * The Node itself drains (cordoned or tainted, as last seen), not only this pod's guarded
+   * container stopping (which `current.draining` counts too).
+   */
+  get nodeDraining(): boolean {
+    return nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal) !== undefined;
+  }
+
   /** Listeners get every change; call the returned function to unsubscribe. */
   subscribe(fn: (s: DrainState, prev: DrainState) => void): () => void {
     this.listeners.add(fn);

@@ -18,7 +18,8 @@ import {
   LABEL_OWNED_ANNOTATION,
   SIDECAR_NAME,
 } from '../../../shared/names.ts';
-import { fenceTablesIn } from '../../../shared/net/fence-tables.ts';
+import { apiFenceTableIn, fenceTablesIn } from '../../../shared/net/fence-tables.ts';
+import { renderApiFence } from '../../../sidecar/l2/api-fence.ts';
 import { renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 import { fencedL2Status } from '../../unit/cli/l2-state-fixture.ts';
@@ -274,20 +275,25 @@ t.test(
           memberlistPorts: [7946],
         }),
       });
+      await ns.run(['nft', '-f', '-'], { input: renderApiFence([{ address: '198.51.100.1', port: 6443 }]) });
       await ns.run(['nft', 'add', 'table', 'inet', 'someone-else']);
       const tables = async () => fenceTablesIn(await ns.run(['nft', '-j', 'list', 'tables']));
+      const apiFence = async () => apiFenceTableIn(await ns.run(['nft', '-j', 'list', 'tables']));
       t.strictSame(await tables(), ['inet', 'netdev']);
       await makeNode('rs-local', {}, { [L2_STATE_ANNOTATION]: l2Status });
 
       const dry = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns]);
       t.equal(dry.code, 0, dry.stderr);
       t.match(dry.stdout, new RegExp(`would remove nft table netdev ${FENCE_TABLE}`));
+      t.match(dry.stdout, /would remove nft table inet drainguard-api/);
       t.strictSame(await tables(), ['inet', 'netdev']);
+      t.ok(await apiFence());
 
       const yes = await cli(['reset', '--local', '--node', 'rs-local', '--netns', ns.ns, '--yes']);
       t.equal(yes.code, 0, yes.stderr);
       t.match(yes.stdout, new RegExp(`removed nft table inet ${FENCE_TABLE}`));
       t.strictSame(await tables(), []);
+      t.notOk(await apiFence(), "the stale API server's fence is removed too");
       t.match(await ns.run(['nft', 'list', 'tables']), /someone-else/);
       const n = await client.get<Node>('/api/v1/nodes/rs-local');
       t.equal(n.metadata?.annotations?.[L2_STATE_ANNOTATION], undefined);

@@ -1,0 +1,290 @@
+// The I/O edge of the stale API server's fence (the rule is stale-api.ts, the nft api-fence.ts):
+// while the node drains, finds the API servers on this node's own addresses (the `kubernetes`
+// Service's EndpointSlices), asks them for the own Node every PROBE_INTERVAL_MS, and fences one
+// that does not answer while the cluster's API does: the reject rule first (no new connection
+// lands on it), then every established connection destroyed (`ss -K`: its client sees a reset and
+// dials again through the Service). An Event on the Node says so, and again when it is lifted.
+import { RetryGate } from '../../shared/backoff.ts';
+import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
+import type { KubeList } from '../../shared/kube/types.ts';
+import { API_FENCE_TABLE } from '../../shared/names.ts';
+import { apiFenceTableIn, renderApiUnfence } from '../../shared/net/fence-tables.ts';
+import { ownNode } from '../events.ts';
+import type { FeatureContext } from '../feature.ts';
+import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
+import {
+  type ApiEndpoint,
+  endpointText,
+  killArgs,
+  killedCount,
+  parseApiFence,
+  renderApiFence,
+} from './api-fence.ts';
+import {
+  type ApiEndpointSlice,
+  classifyLocalRead,
+  decideApiFence,
+  LOCAL_READ_TIMEOUT_MS,
+  localApiEndpoints,
+  type ProbeResult,
+  probeDue,
+  type StaleApiObservation,
+} from './stale-api.ts';
+
+export const STALE_API_EVENT_REASONS = {
+  fenced: 'StaleApiServerFenced',
+  unfenced: 'StaleApiServerUnfenced',
+} as const;
+
+const METRICS = {
+  fenced: {
+    kind: 'gauge',
+    name: 'drainguard_stale_api_server_fenced',
+    help: "1 while this node's own API server is fenced as stale (other hosts' connections refused).",
+  },
+  closed: {
+    kind: 'counter',
+    name: 'drainguard_stale_api_server_connections_closed_total',
+    help: "Connections of other hosts to this node's stale API server destroyed by its fence.",
+  },
+  probes: {
+    kind: 'counter',
+    name: 'drainguard_stale_api_server_probes_total',
+    help: "Consistent reads of the own Node from this node's own API server while it drains, by answer.",
+  },
+} as const satisfies Record<string, MetricSpec>;
+
+/** What the guard needs of the node (a fake in unit tests: the ToolRunner's tools). */
+export interface StaleApiHost {
+  ownAddresses(): Promise<string[] | undefined>;
+}
+
+export class StaleApiGuard {
+  private readonly ctx: FeatureContext;
+  private readonly host: StaleApiHost;
+  private readonly metrics: Metrics<typeof METRICS>;
+  private readonly abort = new AbortController();
+  private endpoints: ApiEndpoint[] = [];
+  private installed: ApiEndpoint[] | undefined;
+  private probe: ProbeResult | undefined;
+  private lastProbeAt = Number.NEGATIVE_INFINITY;
+  private readonly locals = new Map<string, KubeClient>();
+  private wasWanted = false;
+  private acting = false;
+  private loop: Promise<void> | undefined;
+  private lastReadEndpoints = Number.NEGATIVE_INFINITY;
+  /** After a failed nft or ss call: not again before a capped backoff (no busy loop of execs). */
+  private readonly retryGate: RetryGate;
+
+  constructor(ctx: FeatureContext, host: StaleApiHost) {
+    this.ctx = ctx;
+    this.host = host;
+    this.metrics = registerMetrics(ctx.metrics, METRICS);
+    this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 500, capMs: 10_000 });
+  }
+
+  /** The fence as last read back or installed (tests, status). */
+  get fenced(): ApiEndpoint[] | undefined {
+    return this.installed;
+  }
+
+  /** The API servers found on this node (tests). */
+  get localEndpoints(): ApiEndpoint[] {
+    return this.endpoints;
+  }
+
+  /** Reads back what a previous container left; then runs on its own ticks. Never waits on the API. */
+  async start(): Promise<void> {
+    this.installed = await this.readFence().catch((e: unknown) => {
+      this.ctx.log.error({ err: (e as Error).message }, `cannot read the nft table ${API_FENCE_TABLE}`);
+      return undefined;
+    });
+    this.metrics.fenced.set({}, this.installed ? 1 : 0);
+    void this.readEndpoints();
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+    for (const c of this.locals.values()) c.close();
+  }
+
+  private wanted(): boolean {
+    // A node drain, not a restart of the guarded container alone: the rule is about this node.
+    return this.ctx.drain.nodeDraining;
+  }
+
+  private observation(): StaleApiObservation {
+    return {
+      now: this.ctx.clock.now(),
+      wanted: this.wanted(),
+      enabled: this.ctx.config.fenceStaleApiServer,
+      endpoints: this.endpoints,
+      probe: this.probe,
+      installed: this.installed,
+    };
+  }
+
+  private async run(): Promise<void> {
+    const { clock } = this.ctx;
+    while (!this.abort.signal.aborted) {
+      const wanted = this.wanted();
+      // A drain begins: the `kubernetes` endpoints read again (once the member is gone the healthy
+      // servers drop this node's address within ~15 s, so they are read now, not then).
+      if (wanted && !this.wasWanted) {
+        this.probe = undefined;
+        void this.readEndpoints();
+      }
+      if (!wanted && this.installed === undefined && clock.now() - this.lastReadEndpoints > 10 * 60_000)
+        void this.readEndpoints();
+      this.wasWanted = wanted;
+      const o = this.observation();
+      if (probeDue(o, this.lastProbeAt)) {
+        this.lastProbeAt = o.now;
+        for (const e of this.endpoints) void this.probeOnce(e, o.now);
+      }
+      await this.act(o);
+      await clock.sleep(100, this.abort.signal);
+    }
+  }
+
+  /** The API servers on this node's addresses; a failure keeps what was known. */
+  private async readEndpoints(): Promise<void> {
+    this.lastReadEndpoints = this.ctx.clock.now();
+    const own = await this.host.ownAddresses();
+    if (!own) return;
+    const q = `labelSelector=${encodeURIComponent('kubernetes.io/service-name=kubernetes')}`;
+    const get = (v: string) =>
+      this.ctx.client.get<KubeList<ApiEndpointSlice>>(
+        `/apis/discovery.k8s.io/${v}/namespaces/default/endpointslices?${q}`,
+        { timeoutMs: 3_000, hedgeAfterMs: HEDGE_AFTER_MS, signal: this.abort.signal },
+      );
+    try {
+      const list = await get('v1').catch((e: unknown) => {
+        if ((e as { code?: number }).code === 404) return get('v1beta1');
+        throw e;
+      });
+      const found = localApiEndpoints(list.items ?? [], own);
+      // Read after the member went, this node's address may be gone from them already: keep it.
+      if (found.length === 0 && this.endpoints.length > 0 && this.wanted()) return;
+      if (endpointsKey(found) !== endpointsKey(this.endpoints))
+        this.ctx.log.info(
+          { endpoints: found.map(endpointText) },
+          found.length > 0
+            ? 'an API server runs on this node: it is fenced if it goes stale while the node drains'
+            : 'no API server on this node',
+        );
+      this.endpoints = found;
+    } catch (e) {
+      this.ctx.log.warn(
+        { err: (e as Error).message },
+        "cannot read the `kubernetes` Service's EndpointSlices: keeping what was known of this node's API servers",
+      );
+    }
+  }
+
+  /**
+   * One consistent read of the own Node from the local server; after a no-answer, the same read
+   * through the Service. The newest probe sent wins.
+   */
+  private async probeOnce(e: ApiEndpoint, sentAt: number): Promise<void> {
+    const { ctx } = this;
+    const path = `/api/v1/nodes/${ctx.config.nodeName}`;
+    const key = endpointText(e);
+    let client = this.locals.get(key);
+    if (!client) {
+      client = ctx.client.at(
+        `https://${key}`,
+        `drainguard-sidecar/${ctx.config.nodeName} (local API server)`,
+      );
+      this.locals.set(key, client);
+    }
+    let err: unknown;
+    await client
+      .get(path, { timeoutMs: LOCAL_READ_TIMEOUT_MS, signal: this.abort.signal })
+      .catch((x: unknown) => {
+        err = x;
+      });
+    if (this.abort.signal.aborted) return;
+    const local = classifyLocalRead(err);
+    this.metrics.probes.inc({ answer: local });
+    const result: ProbeResult = {
+      at: sentAt,
+      local,
+      ...(err ? { detail: (err as Error).message } : {}),
+    };
+    if (local === 'no-answer')
+      result.clusterAnswered = await ctx.client
+        .get(path, { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS, signal: this.abort.signal })
+        .then(
+          () => true,
+          () => false,
+        );
+    if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
+  }
+
+  private async act(o: StaleApiObservation): Promise<void> {
+    const d = decideApiFence(o);
+    if (!d || this.acting || !this.retryGate.open(d.kind)) return;
+    this.acting = true;
+    const { ctx } = this;
+    try {
+      if (d.kind === 'fence') {
+        const text = d.endpoints.map(endpointText).join(', ');
+        await ctx.runner.run('nft', ['-f', '-'], {
+          input: renderApiFence(d.endpoints),
+          mutates: true,
+          timeoutMs: 5_000,
+        });
+        // After the reject rule: a connection made meanwhile would be missed.
+        let closed = 0;
+        for (const e of d.endpoints) {
+          const r = await ctx.runner.run('ss', killArgs(e), { mutates: true, timeoutMs: 5_000 });
+          closed += killedCount(r.stdout);
+        }
+        this.metrics.closed.inc({}, closed);
+        const first = this.installed === undefined;
+        this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
+        this.metrics.fenced.set({}, this.installed ? 1 : 0);
+        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing other hosts' connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends or it answers again`;
+        ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
+        if (first)
+          void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);
+      } else {
+        await ctx.runner.run('nft', ['-f', '-'], {
+          input: renderApiUnfence(),
+          mutates: true,
+          timeoutMs: 5_000,
+        });
+        const was = (this.installed ?? []).map(endpointText).join(', ');
+        this.installed = ctx.runner.observeOnly ? undefined : await this.readFence();
+        this.metrics.fenced.set({}, this.installed ? 1 : 0);
+        ctx.log.info({ endpoints: was, why: d.why }, 'stale API server fence lifted');
+        void ctx.events.record(
+          ownNode(ctx.config),
+          'Normal',
+          STALE_API_EVENT_REASONS.unfenced,
+          `fence of the API server on this node (${was}) lifted: ${d.why}`,
+        );
+      }
+      this.retryGate.succeeded(d.kind);
+    } catch (e) {
+      const { waitMs } = this.retryGate.failed(d.kind);
+      ctx.log.error(
+        { action: d.kind, err: (e as Error).message, retryInMs: waitMs },
+        'stale API server fence: action failed; will retry',
+      );
+    } finally {
+      this.acting = false;
+    }
+  }
+
+  private async readFence(): Promise<ApiEndpoint[] | undefined> {
+    const { runner } = this.ctx;
+    if (!apiFenceTableIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout)) return undefined;
+    return parseApiFence((await runner.run('nft', ['-j', 'list', 'table', 'inet', API_FENCE_TABLE])).stdout);
+  }
+}
+
+const endpointsKey = (es: ApiEndpoint[]) => es.map(endpointText).sort().join(',');

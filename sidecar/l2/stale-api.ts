@@ -1,0 +1,134 @@
+// When to fence this node's own API server, pure (the I/O is stale-api-guard.ts). The report
+// drainguard was written for: a control-plane node is drained, its etcd member removed, and its
+// API server keeps running with no etcd behind it — it accepts connections, answers cached lists
+// and keeps watches open and silent, while consistent reads and writes hang (docs/lab-cluster.md).
+// MetalLB's speakers on every node read through the `kubernetes` Service; a speaker whose watch
+// landed on that server never sees the drained node's exclude label, so the VIP can go dark (the
+// drained node's own speaker withdrew) until memberlist's failure detection, seconds later.
+//
+// The rule: while this node drains (or its speaker pod goes away), an API server on one of this
+// node's addresses that does not answer a consistent read of one object within
+// LOCAL_READ_TIMEOUT_MS, while the same read through the Service is answered, is stale: other
+// hosts' connections to it are destroyed and new ones refused until the drain ends or it answers
+// again. A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
+// is never fenced.
+import { isApiError } from '../../shared/kube/client.ts';
+import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
+
+/**
+ * A consistent GET of one Node takes milliseconds on a healthy API server (an etcd range read);
+ * one whose etcd member is gone holds it for 60 s. The same bound the client hedges small
+ * requests at (HEDGE_AFTER_MS).
+ */
+export const LOCAL_READ_TIMEOUT_MS = 750;
+
+/** How often the local API server is asked while this node drains and it is not fenced. */
+export const PROBE_INTERVAL_MS = 250;
+
+/** How often a fenced one is asked whether it answers again. */
+export const FENCED_PROBE_INTERVAL_MS = 2_000;
+
+/** The EndpointSlice fields read (discovery.k8s.io v1 and v1beta1 alike). */
+export interface ApiEndpointSlice {
+  addressType?: string;
+  endpoints?: { addresses?: string[] }[] | null;
+  ports?: { port?: number; protocol?: string }[] | null;
+}
+
+/**
+ * The API servers on this node: every address of the `kubernetes` Service's EndpointSlices that is
+ * one of the node's own, with each TCP port.
+ */
+export function localApiEndpoints(
+  slices: readonly ApiEndpointSlice[],
+  ownAddresses: readonly string[],
+): ApiEndpoint[] {
+  const own = new Set(ownAddresses.map((a) => a.toLowerCase()));
+  const out: ApiEndpoint[] = [];
+  for (const s of slices) {
+    const ports = (s.ports ?? [])
+      .filter((p) => (p.protocol ?? 'TCP') === 'TCP' && typeof p.port === 'number')
+      .map((p) => p.port as number);
+    for (const e of s.endpoints ?? [])
+      for (const a of e.addresses ?? [])
+        if (own.has(a.toLowerCase())) for (const port of ports) out.push({ address: a.toLowerCase(), port });
+  }
+  return out;
+}
+
+/**
+ * What one consistent read of the own Node from the local API server says about it:
+ * `answered` — it reads etcd (a 404 too); `no-answer` — timed out, or a 5xx (a stale server's
+ * writes fail with 500, its reads end in 504); `refused` — no server there (refused, reset,
+ * unreachable): nothing to fence; `unknown` — it could not be judged (TLS, 401/403, 429).
+ */
+export type LocalAnswer = 'answered' | 'no-answer' | 'refused' | 'unknown';
+
+export function classifyLocalRead(err: unknown): LocalAnswer {
+  if (err === undefined) return 'answered';
+  if (!isApiError(err)) return 'unknown';
+  if (err.code === 0) {
+    if (/timed out/i.test(err.detail)) return 'no-answer';
+    if (/ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|socket hang up/i.test(err.detail)) return 'refused';
+    return 'unknown';
+  }
+  if (err.code >= 500) return 'no-answer';
+  if (err.code === 401 || err.code === 403 || err.code === 429) return 'unknown';
+  return 'answered';
+}
+
+/** One probe: the local read's answer, and (after a no-answer) whether the Service answered. */
+export interface ProbeResult {
+  at: number;
+  local: LocalAnswer;
+  /** The same read through the `kubernetes` Service succeeded (asked only after a no-answer). */
+  clusterAnswered?: boolean;
+  /** Why, for the Event: the local read's error. */
+  detail?: string;
+}
+
+export interface StaleApiObservation {
+  now: number;
+  /** This node drains, or the guarded pod is going away: a handover is wanted. */
+  wanted: boolean;
+  /** DRAINGUARD_FENCE_STALE_API_SERVER. */
+  enabled: boolean;
+  /** The API servers on this node (localApiEndpoints), as last read. */
+  endpoints: ApiEndpoint[];
+  /** The latest probe that settled, if any since the drain began. */
+  probe: ProbeResult | undefined;
+  /** The fence installed now (read back), or undefined. */
+  installed: ApiEndpoint[] | undefined;
+}
+
+export type StaleApiDecision =
+  | { kind: 'fence'; endpoints: ApiEndpoint[]; why: string }
+  | { kind: 'unfence'; why: string }
+  | undefined;
+
+/** Whether this probe proves the local API server stale. */
+export const provesStale = (p: ProbeResult | undefined): boolean =>
+  p !== undefined && p.local === 'no-answer' && p.clusterAnswered === true;
+
+export function decideApiFence(o: StaleApiObservation): StaleApiDecision {
+  if (o.installed) {
+    if (!o.wanted) return { kind: 'unfence', why: 'the drain is over' };
+    if (!o.enabled) return { kind: 'unfence', why: 'fencing a stale API server is turned off' };
+    if (o.probe?.local === 'answered') return { kind: 'unfence', why: 'it answers consistent reads again' };
+    // The endpoints read since may name more (another address of the same server).
+    if (provesStale(o.probe) && o.endpoints.length > 0 && !sameApiFence(o.installed, o.endpoints))
+      return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
+    return undefined;
+  }
+  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || !provesStale(o.probe)) return undefined;
+  return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
+}
+
+/** Whether a probe is due now: only while a handover is wanted and an API server runs here. */
+export function probeDue(
+  o: Pick<StaleApiObservation, 'now' | 'wanted' | 'enabled' | 'endpoints' | 'installed'>,
+  lastProbeAt: number,
+): boolean {
+  if (!o.wanted || !o.enabled || o.endpoints.length === 0) return false;
+  return o.now - lastProbeAt >= (o.installed ? FENCED_PROBE_INTERVAL_MS : PROBE_INTERVAL_MS);
+}

@@ -1,0 +1,225 @@
+// The stale API server's fence with its real edges: the sidecar process in a node namespace, the
+// real API server (the `kubernetes` Service's EndpointSlices, the Node's cordon, Events), real nft
+// and `ss -K`, a real TCP connection from another host. The stale server itself is
+// lab/sim/stale-api-server.ts (it holds every request, as a kube-apiserver without its etcd member
+// does); the HA lab's seed test runs the real one (test/e2e/cluster/ha-seed.test.ts).
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import t from 'tap';
+import { stopProcess } from '../../../lab/bed/arp-probe.ts';
+import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { createTestBed, type TestBed, type TestNode } from '../../../lab/bed/netns.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { KubeObject } from '../../../shared/kube/types.ts';
+import { parseApiFence } from '../../../sidecar/l2/api-fence.ts';
+
+const ROOT = resolve(import.meta.dirname, '..', '..', '..');
+const PORT = 6443;
+const NODE = 'cp-x';
+const SIDECAR_PORT = 7480;
+const T = { timeoutMs: 10_000, intervalMs: 50 };
+
+let bed: TestBed;
+let cp: ControlPlane;
+let client: KubeClient;
+let node: TestNode;
+let peer: TestNode;
+let server: ChildProcess;
+let sidecar: ChildProcess;
+const output: string[] = [];
+const dir = mkdtempSync(join(tmpdir(), 'drainguard-stale-api-'));
+const healthy = join(dir, 'healthy');
+
+t.before(async () => {
+  bed = await createTestBed({ nodes: [NODE, 'peer'], hostLink: true });
+  node = bed.node(NODE);
+  peer = bed.node('peer');
+  const hostIP = bed.hostIPv4 as string;
+  // The serving certificate names the node's address too: the stale server below serves it.
+  cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP, node.ipv4] });
+  client = cp.client();
+  await client.request('/api/v1/nodes', { method: 'POST', body: { metadata: { name: NODE } } });
+  // An API server on the node's address among the `kubernetes` Service's endpoints, as the
+  // endpoint reconciler of an HA control plane lists them.
+  await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+    method: 'POST',
+    body: {
+      metadata: { name: 'kubernetes-cp-x', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: [node.ipv4], conditions: { ready: true } }],
+      ports: [{ name: 'https', port: PORT, protocol: 'TCP' }],
+    },
+  });
+  server = node.spawn(
+    [
+      process.execPath,
+      join(ROOT, 'lab/sim/stale-api-server.ts'),
+      JSON.stringify({
+        address: node.ipv4,
+        port: PORT,
+        cert: join(cp.dir, 'apiserver.crt'),
+        key: join(cp.dir, 'apiserver.key'),
+        healthyFlag: healthy,
+      }),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((done) => createInterface({ input: server.stdout! }).once('line', () => done()));
+  // The sidecar as the webhook injects it into a speaker (hostNetwork: the node's namespace).
+  sidecar = node.spawn([process.execPath, join(ROOT, 'cli/drainguard.ts'), 'sidecar'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      KUBECONFIG: cp.kubeconfigPath,
+      DRAINGUARD_PROFILE: 'metallb-speaker',
+      DRAINGUARD_FEATURES: 'l2-handover',
+      DRAINGUARD_POD_NAME: 'speaker-cp-x',
+      DRAINGUARD_POD_NAMESPACE: 'metallb-system',
+      DRAINGUARD_NODE_NAME: NODE,
+      DRAINGUARD_PORT: String(SIDECAR_PORT),
+    },
+  });
+  for (const s of [sidecar.stdout!, sidecar.stderr!])
+    createInterface({ input: s }).on('line', (l) => {
+      output.push(l);
+      if (process.env.L2_DEBUG) process.stderr.write(`[${NODE}] ${l}\n`);
+    });
+  await waitFor(
+    'the sidecar finds the API server on its node',
+    () => output.some((l) => l.includes('an API server runs on this node')),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+});
+
+t.teardown(async () => {
+  if (sidecar) await stopProcess(sidecar, 'SIGKILL');
+  if (server) await stopProcess(server, 'SIGKILL');
+  client?.close();
+  await cp?.stop();
+  await bed?.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const cordon = (on: boolean) =>
+  client.request(`/api/v1/nodes/${NODE}`, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: { spec: { unschedulable: on } },
+  });
+
+/** The fence in the node's namespace, read back from nft. */
+async function installed() {
+  const r = await node.exec(['nft', '-j', 'list', 'table', 'inet', 'drainguard-api']);
+  return r.code === 0 ? parseApiFence(r.stdout) : undefined;
+}
+
+/** Whether a TCP connection from `from` to the API server's address is accepted. */
+async function connects(from: TestNode): Promise<boolean> {
+  const r = await from.exec(['bash', '-c', `exec 3<>/dev/tcp/${node.ipv4}/${PORT}`], { timeoutMs: 5_000 });
+  return r.code === 0;
+}
+
+/** A client on another host holding a request open on the server (a watch on a stale server). */
+function heldRequest(): { proc: ChildProcess; ended: Promise<string> } {
+  const script = `
+    const https = require('node:https');
+    const req = https.get({ host: ${JSON.stringify(node.ipv4)}, port: ${PORT}, path: '/api/v1/nodes?watch=1',
+      ca: require('node:fs').readFileSync(${JSON.stringify(join(cp.dir, 'ca.crt'))}) });
+    req.on('socket', (s) => s.on('secureConnect', () => console.log('open')));
+    req.on('error', (e) => { console.log('ended ' + e.code); process.exit(0); });
+    req.on('response', () => { console.log('answered'); process.exit(0); });`;
+  const proc = peer.spawn([process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: proc.stdout! });
+  const ended = new Promise<string>((done) => lines.on('line', (l) => l !== 'open' && done(l)));
+  return { proc, ended };
+}
+
+async function nodeEvents(reason: string): Promise<string[]> {
+  const list = await client.get<{ items: (KubeObject & { reason?: string; message?: string })[] }>(
+    '/api/v1/namespaces/default/events',
+  );
+  return list.items.filter((e) => e.reason === reason).map((e) => e.message ?? '');
+}
+
+/** A metric's samples summed, from the sidecar's /metrics. */
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`http://${node.ipv4}:${SIDECAR_PORT}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+    .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+}
+const probes = () => metric('drainguard_stale_api_server_probes_total');
+
+t.test('not draining: the local API server is not asked, nothing is fenced', async (t) => {
+  await new Promise((r) => setTimeout(r, 1_000)); // an interval of 4 probes, were any due
+  t.equal(await probes(), 0, 'no probe while the node does not drain');
+  t.equal(await installed(), undefined);
+  t.ok(await connects(peer), 'another host connects');
+});
+
+t.test(
+  "a stale API server on a draining node: other hosts' connections closed, new ones refused, the node's own kept; lifted at the drain's end",
+  async (t) => {
+    const held = heldRequest();
+    // The held request is open before the drain: it must be ended by the fence, not refused.
+    await waitFor('the held request is open', async () => (await nodeSockets()).length > 0, T);
+    const cordonedAt = Date.now();
+    await cordon(true);
+    const fence = await waitFor('fenced', installed, T);
+    const fencedIn = Date.now() - cordonedAt;
+    t.strictSame(fence, [{ address: node.ipv4, port: PORT }]);
+    t.ok(fencedIn < 3_000, `fenced ${fencedIn} ms after the cordon (probe timeout 750 ms)`);
+    t.match(await held.ended, /^ended ECONNRESET$/, "the other host's open connection was reset");
+    t.notOk(await connects(peer), 'a new connection from another host is refused');
+    t.ok(await connects(node), "the node's own clients (over lo) still connect");
+    const events = await waitFor(
+      'the Event',
+      async () => {
+        const e = await nodeEvents('StaleApiServerFenced');
+        return e.length > 0 ? e : undefined;
+      },
+      T,
+    );
+    t.match(events[0], /does not answer a consistent read while the cluster's API does/);
+    t.match(events[0], /closing the 1 open one/);
+    t.equal(await metric('drainguard_stale_api_server_fenced'), 1, 'the gauge says fenced');
+    t.equal(await metric('drainguard_stale_api_server_connections_closed_total'), 1);
+
+    await cordon(false);
+    await waitFor('the fence lifted', async () => (await installed()) === undefined, T);
+    t.ok(await connects(peer), 'another host connects again');
+    await waitFor(
+      'the lifting Event',
+      async () => (await nodeEvents('StaleApiServerUnfenced')).length > 0,
+      T,
+    );
+    await stopProcess(held.proc, 'SIGKILL');
+  },
+);
+
+t.test('an API server that answers is never fenced; a fenced one that answers again is lifted', async (t) => {
+  writeFileSync(healthy, '');
+  await cordon(true);
+  const before = await probes();
+  await waitFor('a few probes answered', async () => (await probes()) >= before + 4, T);
+  t.equal(await installed(), undefined, 'answering: not fenced');
+  rmSync(healthy);
+  await waitFor('fenced once it holds reads', installed, T);
+  writeFileSync(healthy, '');
+  // Probed every 2 s once fenced.
+  await waitFor('lifted once it answers', async () => (await installed()) === undefined, T);
+  t.ok(await connects(peer));
+  await cordon(false);
+  t.ok(existsSync(healthy));
+});
+
+/** Established connections on the server's side in the node's namespace. */
+async function nodeSockets(): Promise<string[]> {
+  const out = await node.run(['ss', '-H', '-tn', 'state', 'established', `( sport = :${PORT} )`]);
+  return out.split('\n').filter((l) => l.trim() !== '');
+}

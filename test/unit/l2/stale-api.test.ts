@@ -1,0 +1,127 @@
+import t from 'tap';
+import { ApiError } from '../../../shared/kube/client.ts';
+import {
+  classifyLocalRead,
+  decideApiFence,
+  FENCED_PROBE_INTERVAL_MS,
+  localApiEndpoints,
+  PROBE_INTERVAL_MS,
+  probeDue,
+  type StaleApiObservation,
+} from '../../../sidecar/l2/stale-api.ts';
+
+const ep = { address: '10.0.0.1', port: 6443 };
+
+t.test(
+  "the API servers on this node: the `kubernetes` slices' addresses that are the node's own",
+  async (t) => {
+    const slices = [
+      {
+        addressType: 'IPv4',
+        endpoints: [{ addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.2'] }, { addresses: ['10.0.0.3'] }],
+        ports: [{ name: 'https', port: 6443, protocol: 'TCP' }],
+      },
+      { addressType: 'IPv6', endpoints: [{ addresses: ['FD00::1'] }], ports: [{ port: 6443 }] },
+      { endpoints: null, ports: null },
+    ];
+    t.strictSame(localApiEndpoints(slices, ['10.0.0.1', 'fd00::1', '198.51.100.1']), [
+      ep,
+      { address: 'fd00::1', port: 6443 },
+    ]);
+    t.strictSame(localApiEndpoints(slices, ['10.0.0.9']), [], 'a worker: none');
+  },
+);
+
+t.test('what a local consistent read says of the server', async (t) => {
+  const err = (code: number, msg: string) => new ApiError('GET', '/api/v1/nodes/cp-1', code, '', msg);
+  t.equal(classifyLocalRead(undefined), 'answered');
+  t.equal(classifyLocalRead(err(404, 'not found')), 'answered', 'a 404 came from etcd');
+  t.equal(classifyLocalRead(err(0, 'timed out after 750 ms')), 'no-answer', 'a stale server holds it');
+  t.equal(classifyLocalRead(err(504, 'Timeout: request did not complete within 1m0s')), 'no-answer');
+  t.equal(classifyLocalRead(err(500, 'resource quota evaluation timed out')), 'no-answer');
+  t.equal(
+    classifyLocalRead(err(0, 'connect ECONNREFUSED 10.0.0.1:6443')),
+    'refused',
+    'no server: nothing to fence',
+  );
+  t.equal(classifyLocalRead(err(403, 'forbidden')), 'unknown');
+  t.equal(classifyLocalRead(err(429, 'too many requests')), 'unknown', 'shedding load is not stale');
+  t.equal(classifyLocalRead(err(0, 'self-signed certificate')), 'unknown', 'a TLS failure proves nothing');
+  t.equal(classifyLocalRead(new Error('no credentials')), 'unknown');
+});
+
+const base: StaleApiObservation = {
+  now: 10_000,
+  wanted: true,
+  enabled: true,
+  endpoints: [ep],
+  probe: undefined,
+  installed: undefined,
+};
+const stale = {
+  at: 9_000,
+  local: 'no-answer' as const,
+  clusterAnswered: true,
+  detail: 'timed out after 750 ms',
+};
+
+t.test(
+  'fenced only when proven stale: no answer here while the cluster answers, during a drain',
+  async (t) => {
+    t.strictSame(decideApiFence({ ...base, probe: stale }), {
+      kind: 'fence',
+      endpoints: [ep],
+      why: 'timed out after 750 ms',
+    });
+    t.equal(decideApiFence(base), undefined, 'no probe yet');
+    t.equal(
+      decideApiFence({ ...base, probe: { ...stale, clusterAnswered: false } }),
+      undefined,
+      'the whole API fails (an etcd election): not this server alone',
+    );
+    t.equal(
+      decideApiFence({ ...base, probe: { at: 9_000, local: 'refused' } }),
+      undefined,
+      'stopped: no clients',
+    );
+    t.equal(decideApiFence({ ...base, probe: { at: 9_000, local: 'unknown' } }), undefined);
+    t.equal(decideApiFence({ ...base, probe: stale, wanted: false }), undefined, 'not draining');
+    t.equal(decideApiFence({ ...base, probe: stale, enabled: false }), undefined, 'turned off');
+    t.equal(decideApiFence({ ...base, probe: stale, endpoints: [] }), undefined, 'no API server here');
+  },
+);
+
+t.test('lifted when the drain ends, when turned off, or when it answers again; kept otherwise', async (t) => {
+  const fenced = { ...base, installed: [ep] };
+  t.match(decideApiFence({ ...fenced, wanted: false, probe: stale }), {
+    kind: 'unfence',
+    why: 'the drain is over',
+  });
+  t.match(decideApiFence({ ...fenced, enabled: false }), { kind: 'unfence' });
+  t.match(decideApiFence({ ...fenced, probe: { at: 9_500, local: 'answered' } }), {
+    kind: 'unfence',
+    why: 'it answers consistent reads again',
+  });
+  t.equal(decideApiFence({ ...fenced, probe: stale }), undefined, 'still stale: kept, not re-installed');
+  t.equal(decideApiFence({ ...fenced, probe: { at: 9_500, local: 'refused' } }), undefined);
+  t.match(
+    decideApiFence({ ...fenced, probe: stale, endpoints: [ep, { address: 'fd00::1', port: 6443 }] }),
+    { kind: 'fence' },
+    'a second address of this node found since: fenced too',
+  );
+  t.equal(
+    decideApiFence({ ...fenced, probe: stale, endpoints: [] }),
+    undefined,
+    'the endpoints read empty later: the fence stays',
+  );
+});
+
+t.test('probed only while draining with an API server here; slower once fenced', async (t) => {
+  t.ok(probeDue(base, 10_000 - PROBE_INTERVAL_MS));
+  t.notOk(probeDue(base, 10_000 - PROBE_INTERVAL_MS + 1));
+  t.notOk(probeDue({ ...base, wanted: false }, 0));
+  t.notOk(probeDue({ ...base, endpoints: [] }, 0));
+  t.notOk(probeDue({ ...base, enabled: false }, 0));
+  t.notOk(probeDue({ ...base, installed: [ep] }, 10_000 - PROBE_INTERVAL_MS));
+  t.ok(probeDue({ ...base, installed: [ep] }, 10_000 - FENCED_PROBE_INTERVAL_MS));
+});
