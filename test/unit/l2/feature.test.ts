@@ -1,6 +1,7 @@
 // The L2 feature's edge with fakes for MetalLB's view, the candidates, the node and the API:
 // what it writes (label, fence, Events, status annotation), in which order, and how it retries.
 import t from 'tap';
+import { waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { type L2State, parseL2State, type ServiceVips } from '../../../shared/l2-state.ts';
@@ -111,6 +112,8 @@ function fakeApi() {
   let node: Node = { metadata: { name: NODE, resourceVersion: '1', labels: {}, annotations: {} } };
   const api = {
     down: false,
+    /** Set: a status annotation write hangs until it resolves (a stale API server holding it). */
+    holdStatus: undefined as Promise<void> | undefined,
     patches: [] as string[],
     node: () => node,
     status: (): L2State | undefined => parseL2State(node.metadata?.annotations?.[L2_STATE_ANNOTATION]),
@@ -137,6 +140,7 @@ function fakeApi() {
       },
     ) {
       if (api.down) throw unreachable();
+      if (api.holdStatus && L2_STATE_ANNOTATION in (body.metadata.annotations ?? {})) await api.holdStatus;
       api.patches.push(Object.keys({ ...body.metadata.labels, ...body.metadata.annotations }).join(','));
       const m = node.metadata ?? {};
       node = {
@@ -247,6 +251,38 @@ t.test(
     await w.pass();
     t.equal(w.api.status()?.phase, 'idle');
     t.equal(w.reasons().at(-1), L2_EVENT_REASONS.undone);
+  },
+);
+
+t.test(
+  'a status annotation write that hangs (a stale API server) holds no decision: confirmed and fenced meanwhile, the latest status written once it answers',
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    let answer = () => {};
+    w.api.holdStatus = new Promise<void>((r) => {
+      answer = r;
+    });
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await waitFor('labelled', () => w.api.node().metadata?.labels?.[EXCLUDE_LABEL] === '', {
+      timeoutMs: 2_000,
+    });
+    w.clock.advance(200);
+    w.cap.trigger('test');
+    await waitFor('awaiting confirmation', () => w.cap.state.phase === 'awaiting-confirmation', {
+      timeoutMs: 2_000,
+    });
+    w.metallb.owners = { 'web/www': 'node-c' };
+    w.clock.advance(300);
+    w.cap.trigger('test');
+    // Before: the first reconcile awaited its status write, and no reconcile ran after it.
+    await waitFor('fenced while the status write hangs', () => w.host.applied.length === 1, {
+      timeoutMs: 2_000,
+    });
+    t.equal(w.api.status(), undefined, 'nothing written yet');
+    answer();
+    await w.cap.idle();
+    t.match(w.api.status(), { phase: 'fenced', handedTo: { 'web/www': 'node-c' } }, 'the latest status wins');
   },
 );
 
