@@ -96,7 +96,10 @@ export interface NodeAfter {
   name: string;
   labels: Record<string, string>;
   annotations: Record<string, string>;
-  /** Families of drainguard's fence table present (shared/net/fence-tables.ts fenceTablesIn). */
+  /**
+   * Families of drainguard's fence table present (shared/net/fence-tables.ts fenceTablesIn), and
+   * 'api' for the stale API server's fence (apiFenceTableIn).
+   */
   fenceTables: string[];
 }
 
@@ -105,7 +108,12 @@ export function leftoversOf(n: NodeAfter): string[] {
   const out: string[] = [];
   if (EXCLUDE_LABEL in n.labels) out.push(`label ${EXCLUDE_LABEL}`);
   if (LABEL_OWNED_ANNOTATION in n.annotations) out.push(`annotation ${LABEL_OWNED_ANNOTATION}`);
-  for (const f of n.fenceTables) out.push(`nft table ${f} drainguard (fence)`);
+  for (const f of n.fenceTables)
+    out.push(
+      f === 'api'
+        ? 'nft table inet drainguard-api (stale API server fence)'
+        : `nft table ${f} drainguard (fence)`,
+    );
   const state = n.annotations[L2_STATE_ANNOTATION];
   if (state) {
     try {

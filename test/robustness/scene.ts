@@ -13,7 +13,7 @@ import { waitFor } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Lease } from '../../shared/kube/types.ts';
 import { L2_STATE_ANNOTATION, SIDECAR_NAME } from '../../shared/names.ts';
-import { fenceTablesIn } from '../../shared/net/fence-tables.ts';
+import { apiFenceTableIn, fenceTablesIn } from '../../shared/net/fence-tables.ts';
 import { leftoversOf } from './observations.ts';
 
 export const SPEAKER_NS = 'metallb-system';
@@ -252,7 +252,8 @@ export async function leftovers(s: Scene): Promise<{ node: string; what: string[
   return Promise.all(
     nodes.map(async (n) => {
       const r = await s.c.bed.node(n.metadata.name).exec(['nft', '-j', 'list', 'tables']);
-      const tables = r.code === 0 ? fenceTablesIn(r.stdout) : [];
+      const tables =
+        r.code === 0 ? [...fenceTablesIn(r.stdout), ...(apiFenceTableIn(r.stdout) ? ['api'] : [])] : [];
       return {
         node: n.metadata.name,
         what: leftoversOf({

@@ -152,12 +152,13 @@ t.test('left behind: anything drainguard leaves on a node after the settle', asy
       [LABEL_OWNED_ANNOTATION]: 'true',
       [L2_STATE_ANNOTATION]: JSON.stringify({ phase: 'fenced', fenced: true, memberlistCut: true }),
     },
-    fenceTables: ['netdev'],
+    fenceTables: ['netdev', 'api'],
   });
   t.same(what, [
     `label ${EXCLUDE_LABEL}`,
     `annotation ${LABEL_OWNED_ANNOTATION}`,
     'nft table netdev drainguard (fence)',
+    'nft table inet drainguard-api (stale API server fence)',
     'L2 state phase fenced',
     'L2 state fenced',
     'memberlist cut',
