@@ -293,6 +293,77 @@ t.test(
   },
 );
 
+t.test(
+  'robustness seed 90 trial 21: a second, short outage does not cut the hold of the first (dark 1.86 s)',
+  async (t) => {
+    // Replayed from node-c's sidecar log (ms from the drain): the drain state as the watcher
+    // published it. The path from the API server to node-c was dropped 1.2–9.9 s and the node
+    // uncordoned at 2.3 s. The sidecar's status write timed out (API down from 5.25 s, back at
+    // 11.28 s), failed again at 11.65 s, saw the uncordon at 11.68 s (apiDownSince restarted:
+    // the view changed while down) and had the API back at 12.0 s. Only that last 0.36 s outage
+    // was remembered: the label came off at ~12.7 s, node-b's speaker withdrew at 12.89 s, and
+    // node-c's speaker, its watches stalled on the same path, saw the label go at 14.75 s.
+    const vip = { service: 'web/www', ips: ['198.51.100.100'] };
+    const w = new World(obs({ now: T0 - 59_000, announced: [vip], otherCandidates: ['node-a', 'node-b'] }));
+    w.run();
+    // An API outage before the trial: its hold (16.3 s down, so 30 s) ran until 7.9 s.
+    w.run({ now: T0 - 38_361, apiDownSince: T0 - 38_361, apiFailedAt: T0 - 38_361 });
+    w.run({ now: T0 - 22_065, apiDownSince: undefined, apiFailedAt: T0 - 22_410 });
+    t.strictSame(kinds(w.run({ now: T0 + 185, draining: true, drainReason: 'cordoned' })), [
+      'label',
+      'event',
+    ]);
+    w.run({ now: T0 + 1_000 });
+    const done = w.run({ now: T0 + 1_448, newOwners: { 'web/www': 'node-b' } });
+    t.strictSame(kinds(done), ['fence', 'event']);
+    t.equal(w.status.phase, 'fenced');
+    w.run({ now: T0 + 5_250, apiDownSince: T0 + 5_250, apiFailedAt: T0 + 5_250 });
+    w.run({ now: T0 + 11_278, apiDownSince: undefined, apiFailedAt: T0 + 9_762 });
+    w.run({ now: T0 + 11_646, apiDownSince: T0 + 11_646, apiFailedAt: T0 + 11_646 });
+    const over = w.run({
+      now: T0 + 11_680,
+      draining: false,
+      drainReason: undefined,
+      apiDownSince: T0 + 11_680,
+    });
+    t.strictSame(kinds(over), ['unfence'], 'the fence comes off at once, API or not');
+    const back = T0 + 12_005;
+    t.strictSame(kinds(w.run({ now: back, apiDownSince: undefined, apiFailedAt: T0 + 11_865 })), []);
+    t.ok(needsTick(w.memory, w.o), 'the edge ticks while the label is held');
+    t.strictSame(kinds(w.run({ now: T0 + 12_700 })), [], 'not after the last 0.36 s outage alone');
+    t.strictSame(kinds(w.run({ now: T0 + 14_754 })), [], "node-c's speaker saw the label go only now");
+    t.strictSame(
+      kinds(w.run({ now: T0 + 11_278 + 2 * 6_028 })),
+      [],
+      'nor after twice the 6 s outage from when it ended',
+    );
+    // One outage from the first one's start (each began within the last one's hold): at most
+    // SPEAKER_CATCH_UP_MAX_MS after the API answered again.
+    t.strictSame(kinds(w.run({ now: back + 30_000 - 1 })), []);
+    t.strictSame(kinds(w.run({ now: back + 30_000 })), ['unlabel']);
+    t.strictSame(events(w.run({ now: back + 30_100 })), ['L2HandoverUndone']);
+    t.equal(w.status.phase, 'idle');
+  },
+);
+
+t.test("an outage after the last one's hold ran out counts on its own, from when it began", async (t) => {
+  const w = new World(obs());
+  // 5 s down, back at T0: held until T0 + 10 s. The next outage begins after that.
+  w.run({ now: T0 - 5_000, apiDownSince: T0 - 5_000 });
+  w.run({ now: T0, apiDownSince: undefined });
+  w.run({ now: T0 + 11_000, draining: true, drainReason: 'cordoned' });
+  w.run({ now: T0 + 11_100 });
+  w.run({ now: T0 + 11_200, newOwners: { 'web/www': 'node-b' } });
+  t.equal(w.status.phase, 'fenced');
+  w.run({ now: T0 + 12_000, apiDownSince: T0 + 12_000 });
+  // The view changes while down: the watcher restarts apiDownSince (the fail-safe's grace), the
+  // outage is still the one from 12 s.
+  t.strictSame(kinds(w.run({ now: T0 + 12_500, draining: false, apiDownSince: T0 + 12_500 })), ['unfence']);
+  t.strictSame(kinds(w.run({ now: T0 + 13_000, apiDownSince: undefined })), []);
+  t.strictSame(kinds(w.run({ now: T0 + 13_000 + 2 * 1_000 - 1 })), [], 'twice the 1 s outage');
+  t.strictSame(kinds(w.run({ now: T0 + 13_000 + 2 * 1_000 })), ['unlabel']);
+});
+
 t.test('handback with the API up all along (or an outage long ago): unlabelled at once', async (t) => {
   const w = new World(obs());
   w.run({ now: T0 - 600_000, apiDownSince: T0 - 600_000 });
