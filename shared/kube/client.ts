@@ -217,6 +217,8 @@ export interface KubeClientOptions {
   /** Called after every request with its outcome; the sidecar counts API health from it. */
   onResult?: (ok: boolean, err?: ApiError) => void;
   userAgent?: string;
+  /** The local address every connection is made from (an API server asked over loopback). */
+  localAddress?: string;
 }
 
 /**
@@ -230,6 +232,7 @@ export class KubeClient {
   private readonly onResult: ((ok: boolean, err?: ApiError) => void) | undefined;
   private readonly userAgent: string;
   private readonly lifetime: AbortSignal | undefined;
+  private readonly localAddress: string | undefined;
   /** Each open watch's way to end itself so that its informer re-opens it at once. */
   private readonly openWatches = new Set<(why: string) => void>();
   private lastAgent: PooledAgent | undefined;
@@ -243,6 +246,7 @@ export class KubeClient {
     this.onResult = opts.onResult;
     this.userAgent = opts.userAgent ?? 'drainguard';
     this.lifetime = opts.signal;
+    this.localAddress = opts.localAddress;
   }
 
   /** The request's own signal joined with the client's lifetime. */
@@ -267,10 +271,11 @@ export class KubeClient {
 
   /**
    * A client for one API server by its own address (not the `kubernetes` Service), with the same
-   * credentials and CA: to ask that server alone (sidecar/l2/stale-api.ts). Its outcomes do not
-   * count as the API's health (no onResult), and closing it leaves this client's connections.
+   * credentials and CA: to ask that server alone (sidecar/l2/stale-api.ts), from `localAddress`
+   * when given. Its outcomes do not count as the API's health (no onResult), and closing it
+   * leaves this client's connections.
    */
-  at(server: string, userAgent = this.userAgent): KubeClient {
+  at(server: string, opts: { userAgent?: string; localAddress?: string } = {}): KubeClient {
     const auth = this.auth;
     return new KubeClient(
       {
@@ -279,7 +284,12 @@ export class KubeClient {
         apply: () => auth.apply(),
         close: () => {},
       },
-      { clock: this.clock, userAgent, ...(this.lifetime ? { signal: this.lifetime } : {}) },
+      {
+        clock: this.clock,
+        userAgent: opts.userAgent ?? this.userAgent,
+        ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
+        ...(this.lifetime ? { signal: this.lifetime } : {}),
+      },
     );
   }
 
@@ -459,6 +469,7 @@ export class KubeClient {
           },
           timeout: opts.timeoutMs ?? 10_000,
           ...(opts.signal ? { signal: opts.signal } : {}),
+          ...(this.localAddress ? { localAddress: this.localAddress } : {}),
         },
         (res) => {
           const code0 = res.statusCode ?? 0;

@@ -1,9 +1,10 @@
 // The stale API server's fence, pure: renders the nft transaction and reads it back. On a draining
-// node whose own API server has lost its etcd member (stale-api.ts), other hosts' connections to it
-// are refused with a TCP reset, so their clients (MetalLB's speakers among them) dial again through
-// the `kubernetes` Service and reach an API server that is up to date. Connections from the node
-// itself (over lo: its kubelet, its own pods' host-network clients) are left alone: the node is
-// going away, and its own speaker is handed over by the L2 fence.
+// node whose own API server has lost its etcd member (stale-api.ts), connections to it are refused
+// with a TCP reset, so their clients (MetalLB's speakers, the sidecar itself, anyone whose
+// `kubernetes` Service connection landed there) dial again and reach an API server that is up to
+// date. Only loopback sources pass: the sidecar asks the server from 127.0.0.1 (or ::1) whether it
+// answers again, and a kubelet or controller on the node that talks to 127.0.0.1:6443 (RKE2's
+// layout) is not aimed at the fenced address anyway.
 import { isIPv4, isIPv6 } from 'node:net';
 import { API_FENCE_TABLE } from '../../shared/names.ts';
 import { API_UNFENCE_LINES, type NftItem } from '../../shared/net/fence-tables.ts';
@@ -64,8 +65,9 @@ export function renderApiFence(input: readonly ApiEndpoint[]): string {
     lines.push(`  set api6 { type ipv6_addr . inet_service; elements = { ${elements(v6)} } }`);
   lines.push('  chain input {');
   lines.push('    type filter hook input priority 0; policy accept;');
-  // The node's own clients stay: they go over lo.
-  lines.push('    iifname "lo" accept');
+  // The sidecar's own probe, whether it answers again.
+  lines.push('    ip saddr 127.0.0.1 accept');
+  lines.push('    ip6 saddr ::1 accept');
   if (v4.length > 0) lines.push('    ip daddr . tcp dport @api4 counter reject with tcp reset');
   if (v6.length > 0) lines.push('    ip6 daddr . tcp dport @api6 counter reject with tcp reset');
   lines.push('  }');
@@ -93,13 +95,15 @@ export function parseApiFence(listTableJson: string): ApiEndpoint[] | undefined 
 }
 
 /**
- * The `ss` arguments that destroy the established connections other hosts hold to this endpoint
- * (SOCK_DESTROY: the kernel sends each peer a reset). A silent watch sends nothing, so the reject
- * rule alone would never reach it. Matched on the server side (local address and port); the
- * node's own connections to its own address stay, as the rule lets them through.
+ * The `ss` arguments that destroy the established connections to this endpoint (SOCK_DESTROY: the
+ * kernel sends each peer a reset). A silent watch sends nothing, so the reject rule alone would
+ * never reach it. Matched on the server side (local address and port); the probe's connections
+ * from loopback stay.
  */
 export function killArgs(e: ApiEndpoint): string[] {
-  const a = e.address.includes(':') ? `[${e.address}]` : e.address;
+  const v6 = e.address.includes(':');
+  const a = v6 ? `[${e.address}]` : e.address;
+  const loopback = v6 ? '[::1]' : '127.0.0.1';
   return [
     '-K',
     '-H',
@@ -111,11 +115,14 @@ export function killArgs(e: ApiEndpoint): string[] {
     'and',
     'not',
     'dst',
-    a,
+    loopback,
     'and',
     `( sport = :${e.port} )`,
   ];
 }
+
+/** Where the probe connects from: loopback of the endpoint's family (the fence lets it through). */
+export const probeSource = (e: ApiEndpoint) => (e.address.includes(':') ? '::1' : '127.0.0.1');
 
 /** How many sockets `ss -K -H …` reported destroyed (one line each). */
 export const killedCount = (ssOutput: string) => ssOutput.split('\n').filter((l) => l.trim() !== '').length;

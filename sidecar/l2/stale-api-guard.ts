@@ -2,8 +2,9 @@
 // while the node drains, finds the API servers on this node's own addresses (the `kubernetes`
 // Service's EndpointSlices), asks them for the own Node every PROBE_INTERVAL_MS, and fences one
 // that does not answer while the cluster's API does: the reject rule first (no new connection
-// lands on it), then every established connection destroyed (`ss -K`: its client sees a reset and
-// dials again through the Service). An Event on the Node says so, and again when it is lifted.
+// lands on it), then every established connection destroyed but the probe's (`ss -K`: its client
+// sees a reset and dials again through the Service). An Event on the Node says so, and again when
+// it is lifted.
 import { RetryGate } from '../../shared/backoff.ts';
 import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
 import type { KubeList } from '../../shared/kube/types.ts';
@@ -18,10 +19,12 @@ import {
   killArgs,
   killedCount,
   parseApiFence,
+  probeSource,
   renderApiFence,
 } from './api-fence.ts';
 import {
   type ApiEndpointSlice,
+  CLUSTER_READ_AFTER_MS,
   classifyLocalRead,
   decideApiFence,
   LOCAL_READ_TIMEOUT_MS,
@@ -40,12 +43,12 @@ const METRICS = {
   fenced: {
     kind: 'gauge',
     name: 'drainguard_stale_api_server_fenced',
-    help: "1 while this node's own API server is fenced as stale (other hosts' connections refused).",
+    help: "1 while this node's own API server is fenced as stale (connections to it refused but from loopback).",
   },
   closed: {
     kind: 'counter',
     name: 'drainguard_stale_api_server_connections_closed_total',
-    help: "Connections of other hosts to this node's stale API server destroyed by its fence.",
+    help: "Connections to this node's stale API server destroyed by its fence.",
   },
   probes: {
     kind: 'counter',
@@ -185,8 +188,10 @@ export class StaleApiGuard {
   }
 
   /**
-   * One consistent read of the own Node from the local server; after a no-answer, the same read
-   * through the Service. The newest probe sent wins.
+   * One consistent read of the own Node from the local server (from loopback: the fence lets that
+   * through); once it is CLUSTER_READ_AFTER_MS late, the same read through the Service beside it
+   * (a healthy local server answers in milliseconds, so the cluster is asked only when it may be
+   * stale, and without waiting for its timeout). The newest probe sent wins.
    */
   private async probeOnce(e: ApiEndpoint, sentAt: number): Promise<void> {
     const { ctx } = this;
@@ -194,18 +199,33 @@ export class StaleApiGuard {
     const key = endpointText(e);
     let client = this.locals.get(key);
     if (!client) {
-      client = ctx.client.at(
-        `https://${key}`,
-        `drainguard-sidecar/${ctx.config.nodeName} (local API server)`,
-      );
+      client = ctx.client.at(`https://${key}`, {
+        userAgent: `drainguard-sidecar/${ctx.config.nodeName} (local API server)`,
+        localAddress: probeSource(e),
+      });
       this.locals.set(key, client);
     }
+    const answered = new AbortController();
+    const signal = AbortSignal.any([this.abort.signal, answered.signal]);
+    let cluster: Promise<boolean> | undefined;
+    const askCluster = () =>
+      (cluster ??= ctx.client
+        .get(path, { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS, signal: this.abort.signal })
+        .then(
+          () => true,
+          () => false,
+        ));
+    void ctx.clock.sleep(CLUSTER_READ_AFTER_MS, signal).then(
+      () => askCluster(),
+      () => {},
+    );
     let err: unknown;
     await client
       .get(path, { timeoutMs: LOCAL_READ_TIMEOUT_MS, signal: this.abort.signal })
       .catch((x: unknown) => {
         err = x;
       });
+    answered.abort();
     if (this.abort.signal.aborted) return;
     const local = classifyLocalRead(err);
     this.metrics.probes.inc({ answer: local });
@@ -214,13 +234,7 @@ export class StaleApiGuard {
       local,
       ...(err ? { detail: (err as Error).message } : {}),
     };
-    if (local === 'no-answer')
-      result.clusterAnswered = await ctx.client
-        .get(path, { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS, signal: this.abort.signal })
-        .then(
-          () => true,
-          () => false,
-        );
+    if (local === 'no-answer') result.clusterAnswered = await askCluster();
     if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
   }
 
@@ -247,7 +261,7 @@ export class StaleApiGuard {
         const first = this.installed === undefined;
         this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
         this.metrics.fenced.set({}, this.installed ? 1 : 0);
-        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing other hosts' connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends or it answers again`;
+        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends or it answers again`;
         ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
         if (first)
           void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);

@@ -8,9 +8,9 @@
 //
 // The rule: while this node drains (or its speaker pod goes away), an API server on one of this
 // node's addresses that does not answer a consistent read of one object within
-// LOCAL_READ_TIMEOUT_MS, while the same read through the Service is answered, is stale: other
-// hosts' connections to it are destroyed and new ones refused until the drain ends or it answers
-// again. A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
+// LOCAL_READ_TIMEOUT_MS, while the same read through the Service is answered, is stale: the
+// connections to it are destroyed and new ones refused (but from loopback) until the drain ends or
+// it answers again. A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
 // is never fenced.
 import { isApiError } from '../../shared/kube/client.ts';
 import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
@@ -21,6 +21,9 @@ import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
  * requests at (HEDGE_AFTER_MS).
  */
 export const LOCAL_READ_TIMEOUT_MS = 750;
+
+/** A local read not answered this long: the same read is sent through the Service beside it. */
+export const CLUSTER_READ_AFTER_MS = 100;
 
 /** How often the local API server is asked while this node drains and it is not fenced. */
 export const PROBE_INTERVAL_MS = 250;

@@ -123,6 +123,14 @@ async function connects(from: TestNode): Promise<boolean> {
   return r.code === 0;
 }
 
+/** Whether a TCP connection from the node's 127.0.0.1 to the API server's address is accepted. */
+async function connectsFromLoopback(): Promise<boolean> {
+  const script = `require('node:net').connect({ host: ${JSON.stringify(node.ipv4)}, port: ${PORT}, localAddress: '127.0.0.1' })
+    .on('connect', () => process.exit(0)).on('error', () => process.exit(1));`;
+  const r = await node.exec([process.execPath, '-e', script], { timeoutMs: 5_000 });
+  return r.code === 0;
+}
+
 /** A client on another host holding a request open on the server (a watch on a stale server). */
 function heldRequest(): { proc: ChildProcess; ended: Promise<string> } {
   const script = `
@@ -163,7 +171,7 @@ t.test('not draining: the local API server is not asked, nothing is fenced', asy
 });
 
 t.test(
-  "a stale API server on a draining node: other hosts' connections closed, new ones refused, the node's own kept; lifted at the drain's end",
+  "a stale API server on a draining node: the connections to it closed, new ones refused but from loopback; lifted at the drain's end",
   async (t) => {
     const held = heldRequest();
     // The held request is open before the drain: it must be ended by the fence, not refused.
@@ -176,7 +184,14 @@ t.test(
     t.ok(fencedIn < 3_000, `fenced ${fencedIn} ms after the cordon (probe timeout 750 ms)`);
     t.match(await held.ended, /^ended ECONNRESET$/, "the other host's open connection was reset");
     t.notOk(await connects(peer), 'a new connection from another host is refused');
-    t.ok(await connects(node), "the node's own clients (over lo) still connect");
+    t.notOk(
+      await connects(node),
+      "and one from the node itself to its address (a pod's through the Service)",
+    );
+    t.ok(
+      await connectsFromLoopback(),
+      'one from loopback (the sidecar asking whether it answers again) passes',
+    );
     const events = await waitFor(
       'the Event',
       async () => {
