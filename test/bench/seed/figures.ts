@@ -20,6 +20,12 @@ export interface SeedFigures {
   dual_s: number;
   /** The longest stretch without a 200 through the VIP (by answer time), in seconds. */
   api_unavailable_s: number;
+  /**
+   * The same, asked of a control-plane node that stays (its API server by its own address, not
+   * through the VIP): what no route to the API could have done better (an etcd leader election
+   * after the removed member led, say); null when not measured.
+   */
+  cluster_api_unavailable_s: number | null;
   /** From the drain to the drained node's last ARP answer; null if it never answered after it. */
   silenced_s: number | null;
   /** From the drain to the first 200 through the VIP showing the Node unschedulable; null: never. */
@@ -44,6 +50,8 @@ export function seedFigures(opts: {
   drainedMac: string;
   /** When its etcd member was removed (ms). */
   removedAt?: number;
+  /** The same reads of a control-plane node that stays, directly (cluster_api_unavailable_s). */
+  directReads?: ApiRead[];
 }): SeedFigures {
   const { from, to, intervalMs } = opts;
   const win = opts.rounds.filter((r) => r.t >= from && r.t <= to);
@@ -55,29 +63,40 @@ export function seedFigures(opts: {
     const prev = owners[owners.length - 1];
     if (!prev || prev[1].join() !== macs.join()) owners.push([round3((r.t - from) / 1000), macs]);
   }
-  // Answers in the order they came; a gap runs from one 200 (or the window's start) to the next.
-  const ok = opts.reads
-    .filter((r) => r.code === 200)
-    .map((r) => ({ at: r.t + r.ms, r }))
-    .filter((x) => x.at >= from && x.at <= to)
-    .sort((a, b) => a.at - b.at);
-  let longest = 0;
-  let last = from;
-  for (const x of ok) {
-    longest = Math.max(longest, x.at - last);
-    last = x.at;
-  }
-  longest = Math.max(longest, to - last);
+  const ok = answered(opts.reads, from, to);
   const seen = ok.find((x) => x.r.unschedulable === true);
   const removedAt = opts.removedAt;
   const back = removedAt === undefined ? undefined : ok.find((x) => x.r.t >= removedAt);
   return {
     dark_s: sec(win.filter((r) => r.macs.length === 0).length),
     dual_s: sec(win.filter((r) => new Set(r.macs).size >= 2).length),
-    api_unavailable_s: round3(longest / 1000),
+    api_unavailable_s: round3(longestGap(ok, from, to) / 1000),
+    cluster_api_unavailable_s: opts.directReads
+      ? round3(longestGap(answered(opts.directReads, from, to), from, to) / 1000)
+      : null,
     silenced_s: lastDrained ? round3((lastDrained.t - from) / 1000) : null,
     drain_seen_s: seen ? round3((seen.at - from) / 1000) : null,
     api_back_s: back && removedAt !== undefined ? round3((back.at - removedAt) / 1000) : null,
     owners,
   };
+}
+
+/** The 200s in the window, in the order they came (by answer time). */
+function answered(reads: ApiRead[], from: number, to: number): { at: number; r: ApiRead }[] {
+  return reads
+    .filter((r) => r.code === 200)
+    .map((r) => ({ at: r.t + r.ms, r }))
+    .filter((x) => x.at >= from && x.at <= to)
+    .sort((a, b) => a.at - b.at);
+}
+
+/** The longest stretch from one 200 (or the window's start) to the next (or the window's end). */
+function longestGap(ok: { at: number }[], from: number, to: number): number {
+  let longest = 0;
+  let last = from;
+  for (const x of ok) {
+    longest = Math.max(longest, x.at - last);
+    last = x.at;
+  }
+  return Math.max(longest, to - last);
 }

@@ -9,8 +9,9 @@
 //   3. GONE_AFTER_S later the node goes away (its link goes down);
 //   4. measured until WATCH_S after that.
 // Measured from the client: ARP answers for the VIP every 50 ms, and a GET of the drained Node
-// through the VIP every 100 ms (api-probe.ts). Figures (figures.ts): dark_s, dual_s,
-// api_unavailable_s, silenced_s, drain_seen_s. Last line JSON: {"bench":"seed", ..., "baseline"}.
+// through the VIP every 100 ms (api-probe.ts), and the same of a control-plane node that stays,
+// directly. Figures (figures.ts): dark_s, dual_s, api_unavailable_s (through the VIP),
+// cluster_api_unavailable_s (directly: what the API itself allowed), silenced_s, drain_seen_s. Last line JSON: {"bench":"seed", ..., "baseline"}.
 // A third pass with drainguard removes the member as soon as the cordon is in (removed_at_cordon):
 // the handover then races the removal.
 //   GONE_AFTER_S (default 20), WATCH_S (default 15)
@@ -38,6 +39,8 @@ const four = (p: Pass) => ({
   dual_s: p.dual_s,
   api_unavailable_s: p.api_unavailable_s,
   silenced_s: p.silenced_s,
+  // Beside api_unavailable_s: what a node that stays answered directly (an etcd election's share).
+  cluster_api_unavailable_s: p.cluster_api_unavailable_s,
 });
 process.stdout.write(
   `${JSON.stringify({

@@ -83,46 +83,59 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
     await installApiVip(c);
     const client = c.bed.node('client');
     const byMac = new Map(ha.members.map((m) => [m.node.mac.toLowerCase(), m]));
+    // One owner, the same after a few seconds of quiet (so the sidecars, when injected, are past
+    // their start): a VIP still settling among the speakers would have the wrong node drained
+    // (a baseline once drained cp-2 while cp-1 took the VIP: no failure to show).
     let owner: ControlPlaneMember | undefined;
+    const answering = async () => {
+      const macs = macsIn(await probeRounds(client, ha.apiVip, 6, ARP_INTERVAL_MS));
+      return macs.length === 1 ? byMac.get(macs[0] as string) : undefined;
+    };
     await waitFor(
-      `one control-plane node answers ARP for ${ha.apiVip}`,
+      `one control-plane node answers ARP for ${ha.apiVip}, the same 3 s later`,
       async () => {
-        const macs = macsIn(await probeRounds(client, ha.apiVip, 6, ARP_INTERVAL_MS));
-        owner = macs.length === 1 ? byMac.get(macs[0] as string) : undefined;
-        return owner !== undefined;
+        const first = await answering();
+        if (!first) return false;
+        await new Promise((r) => setTimeout(r, 3_000));
+        owner = await answering();
+        return owner === first;
       },
       T,
     );
     const drained = owner as ControlPlaneMember;
     const healthy = ha.members.find((m) => m !== drained) as ControlPlaneMember;
     note(`${inject ? 'drainguard' : 'baseline'}: ${drained.name} owns ${ha.apiVip}`);
-    // A few seconds of quiet, so the sidecars (when injected) are past their start.
-    await new Promise((r) => setTimeout(r, 3_000));
 
     const rounds: ProbeRound[] = [];
     procs.push(startArpProbe(client, ha.apiVip, ARP_INTERVAL_MS, (r) => rounds.push(r)));
     const reads: ApiRead[] = [];
-    const probe = client.spawn(
-      [
-        process.execPath,
-        PROBE,
-        JSON.stringify({
-          server: `https://${ha.apiVip}:${API_PORT}`,
-          ca: ha.target.ca,
-          token: ha.target.token,
-          node: drained.name,
-          intervalMs: API_INTERVAL_MS,
-          timeoutMs: 5_000,
-        }),
-      ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    procs.push(probe);
-    createInterface({ input: probe.stdout! }).on('line', (l) => {
-      try {
-        reads.push(JSON.parse(l) as ApiRead);
-      } catch {}
-    });
+    const directReads: ApiRead[] = [];
+    const probeApi = (server: string, into: ApiRead[]) => {
+      const probe = client.spawn(
+        [
+          process.execPath,
+          PROBE,
+          JSON.stringify({
+            server,
+            ca: ha.target.ca,
+            token: ha.target.token,
+            node: drained.name,
+            intervalMs: API_INTERVAL_MS,
+            timeoutMs: 5_000,
+          }),
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      procs.push(probe);
+      createInterface({ input: probe.stdout! }).on('line', (l) => {
+        try {
+          into.push(JSON.parse(l) as ApiRead);
+        } catch {}
+      });
+    };
+    probeApi(`https://${ha.apiVip}:${API_PORT}`, reads);
+    // A node that stays, by its own address: what the API itself allowed (an etcd election).
+    probeApi(healthy.server, directReads);
     await waitFor('the probes run', () => rounds.length > 5 && reads.length > 5, T);
 
     // 1. The drain, through the VIP, as Cluster API does it.
@@ -186,6 +199,7 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       to,
       drainedMac: drained.node.mac.toLowerCase(),
       removedAt,
+      directReads,
     });
     const last = figures.owners[figures.owners.length - 1]?.[1] ?? [];
     const newOwner = last.length === 1 ? (byMac.get(last[0] as string)?.name ?? last[0]) : null;

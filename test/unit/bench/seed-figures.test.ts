@@ -75,3 +75,27 @@ t.test('no 200 at all: the whole window is unavailable, the drain never seen', a
   t.equal(f.api_unavailable_s, 2.5);
   t.equal(f.drain_seen_s, null);
 });
+
+t.test('cluster_api_unavailable: the same measure of the direct reads of a node that stays', async (t) => {
+  const reads = [
+    { t: 1000, ms: 10, code: 200 },
+    { t: 1100, ms: 1500, code: 500 },
+    { t: 2700, ms: 20, code: 200 },
+  ];
+  const f = seedFigures({
+    rounds: [],
+    reads: [{ t: 1000, ms: 10, code: 200 }],
+    directReads: reads,
+    intervalMs: 100,
+    from: 1000,
+    to: 3000,
+    drainedMac: A,
+  });
+  t.equal(f.cluster_api_unavailable_s, 1.71, '1010 → 2720: an election no route could avoid');
+  t.equal(f.api_unavailable_s, 1.99, 'through the VIP: 1010 → the window end');
+  t.equal(
+    seedFigures({ rounds: [], reads: [], intervalMs: 100, from: 0, to: 1, drainedMac: A })
+      .cluster_api_unavailable_s,
+    null,
+  );
+});
