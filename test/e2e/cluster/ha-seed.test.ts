@@ -1,25 +1,33 @@
 // The seed sequence (issue 23) with drainguard, end to end on the HA lab: the control-plane node
 // that owns the API VIP (MetalLB L2, the speaker simulator with drainguard injected) is drained
 // through the VIP, its etcd member removed at once (its API server goes stale), and the node goes
-// away 20 s later. The drained node must stop answering for the VIP within the fail-safe's grace
-// of the removal and another control-plane node own it (figures in docs/l2-handover.md, make
-// bench-seed).
+// away 20 s later. The drain has nothing to evict here (the webhook runs on the worker), so the
+// member goes ~0.2 s after the cordon, while the handover runs: the hard order. The drained node
+// must stop answering for the VIP within the fail-safe's grace of the removal, another
+// control-plane node own it, nobody answer twice, the VIP never be dark longer than the issue's
+// 1 s, and the drained node's sidecar fence its stale API server (figures in
+// docs/l2-handover.md, make bench-seed).
 import t from 'tap';
 import { runSeed } from '../../bench/seed/sequence.ts';
 
-// As make bench-seed: when the member goes while the handover runs, the VIP left ~15 s after the
-// cordon (docs/l2-handover.md); 20 s keeps that case apart from "stayed until the node went".
+// As make bench-seed: 20 s keeps "silenced by drainguard" apart from "stayed until the node went".
 const GONE_AFTER_S = 20;
+/** DRAINGUARD_FAILSAFE_GRACE_SECONDS' default. */
+const FAILSAFE_GRACE_S = 5;
 
 t.test(
   'seed sequence with drainguard: the VIP leaves the drained control-plane node',
   { timeout: 600_000 },
   async (t) => {
+    const lines: string[] = [];
     const p = await runSeed({
       inject: true,
       goneAfterS: GONE_AFTER_S,
       watchS: 5,
-      note: (l) => t.comment(l),
+      note: (l) => {
+        lines.push(l);
+        t.comment(l);
+      },
     });
     t.comment(`seed: ${JSON.stringify(p)}`);
     t.ok(
@@ -27,23 +35,24 @@ t.test(
       'one other control-plane node owns the VIP',
       { owners: p.owners },
     );
-    // The test's point: the VIP does not stay on the drained node until it goes away (the
-    // report's failure; without drainguard it does: silenced_s ≈ gone_at_s). The owner at the
-    // end alone would not show it: after the node is gone its peers take over in any case.
+    // The report's failure is the VIP staying on the drained node until it goes away (without
+    // drainguard: silenced_s ≈ gone_at_s). The owner at the end alone would not show it.
     t.ok(
-      p.silenced_s !== null && p.silenced_s < p.gone_at_s - 5,
-      `the drained node stopped answering for the VIP at ${p.silenced_s} s, well before it went away (${p.gone_at_s} s)`,
+      p.silenced_s !== null && p.silenced_s <= p.removed_at_s + FAILSAFE_GRACE_S,
+      `the drained node stopped answering at ${p.silenced_s} s: within the fail-safe's grace of its member's removal (${p.removed_at_s} s; node gone at ${p.gone_at_s} s)`,
       { owners: p.owners },
     );
-    // The issue's target: silenced before its member went, or within the fail-safe's grace (5 s)
-    // after (+1 s: a handover write timed out on the stale server first, docs/l2-handover.md).
+    t.ok(p.dark_s <= 1, `the VIP dark ${p.dark_s} s in all (≤ 1 s)`, { owners: p.owners });
+    t.ok(p.dual_s <= 0.1, `answered twice ${p.dual_s} s (≤ 0.1 s)`, { owners: p.owners });
     t.ok(
-      p.silenced_s !== null && p.silenced_s <= p.removed_at_s + 6,
-      `silenced ${p.silenced_s} s, member removed at ${p.removed_at_s} s`,
-      { owners: p.owners },
+      lines.some((l) => / sidecar: .* stale API server on this node: fenced /.test(l)),
+      "the drained node's sidecar fenced its stale API server",
     );
+    // Not asserted (it depends on whether the removed member led etcd: every API server waits
+    // for a new leader then), reported: the issue's ≤ 2 s through the VIP, beside what a node
+    // that stays answered directly.
     t.comment(
-      `targets: silenced ${p.silenced_s} s (member removed at ${p.removed_at_s} s, node gone at ${p.gone_at_s} s), dark ${p.dark_s} s (≤ 1), dual ${p.dual_s} s (≤ 0.1), API unavailable ${p.api_unavailable_s} s (≤ 2)`,
+      `targets: silenced ${p.silenced_s} s (member removed at ${p.removed_at_s} s, node gone at ${p.gone_at_s} s), dark ${p.dark_s} s (≤ 1), dual ${p.dual_s} s (≤ 0.1), API unavailable through the VIP ${p.api_unavailable_s} s (≤ 2; directly from a node that stays: ${p.cluster_api_unavailable_s} s)`,
     );
   },
 );
