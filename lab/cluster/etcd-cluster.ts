@@ -57,3 +57,16 @@ export async function memberHealthy(clientURL: string, timeoutMs = 3_000): Promi
     return false;
   }
 }
+
+/**
+ * `etcdctl member add --peer-urls …` through one member's client URL: the cluster's members
+ * afterwards (the new one without a name until it starts), for the new member's --initial-cluster.
+ */
+export async function memberAdd(
+  clientURL: string,
+  peerURLs: string[],
+  timeoutMs = 10_000,
+): Promise<EtcdMember[]> {
+  await post(clientURL, '/v3/cluster/member/add', { peerURLs }, timeoutMs);
+  return memberList(clientURL, timeoutMs);
+}

@@ -8,7 +8,7 @@
 // keeps answering from its watch cache (issue 23; what it answers is in docs/lab-cluster.md).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { openSync, readFileSync, writeFileSync } from 'node:fs';
+import { openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import { KubeClient, type KubeClientOptions } from '../../shared/kube/client.ts';
@@ -25,6 +25,7 @@ import {
 } from '../bed/control-plane.ts';
 import type { TestNode } from '../bed/netns.ts';
 import { killAndWait, pidAlive, sh } from '../bed/proc.ts';
+import { memberAdd, memberHealthy, memberList } from './etcd-cluster.ts';
 
 export const API_PORT = 6443;
 export const ETCD_CLIENT_PORT = 2379;
@@ -58,6 +59,17 @@ export interface ControlPlaneMember {
 export interface HaControlPlane extends ControlPlane {
   members: ControlPlaneMember[];
   member(name: string): ControlPlaneMember;
+  /**
+   * The member whose API server `kubectl` and `client()` talk to (default the first): a test that
+   * makes one member's API server stale moves its own admin access to another one first.
+   */
+  readonly admin: ControlPlaneMember;
+  useAdmin(name: string): void;
+  /**
+   * A removed member back (`etcdctl member add`, its etcd started again on a fresh data dir with
+   * --initial-cluster-state existing); resolves once its API server answers a consistent read.
+   */
+  rejoin(name: string): Promise<void>;
   /** A user's kubeconfig against https://127.0.0.1:6443, for components on a control-plane node. */
   localKubeconfig(user: string): string;
   /** The API VIP the serving certificate names (served once lab/cluster/api-vip.ts installs it). */
@@ -79,7 +91,13 @@ export interface HaControlPlaneOptions {
   onPid(pid: number): void;
 }
 
-function etcdArgs(m: TestNode, all: TestNode[], dir: string, token: string): string[] {
+function etcdArgs(
+  m: TestNode,
+  all: TestNode[],
+  dir: string,
+  token: string,
+  state: 'new' | 'existing' = 'new',
+): string[] {
   return [
     'etcd',
     '--name',
@@ -97,7 +115,7 @@ function etcdArgs(m: TestNode, all: TestNode[], dir: string, token: string): str
     '--initial-cluster',
     all.map((n) => `${n.name}=http://${n.ipv4}:${ETCD_PEER_PORT}`).join(','),
     '--initial-cluster-state',
-    'new',
+    state,
     '--initial-cluster-token',
     token,
     // Lean for a 2-core machine: fewer snapshots held in memory, no metrics by default.
@@ -213,12 +231,21 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
   // the bootstrap controllers, the others find their objects).
   await Promise.all(members.map(startApiServer));
   const kubeconfigPath = writeKubeconfig('kubeconfig.json', first.server, 'admin');
+  let admin = first;
   const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
-    sh(['kubectl', '--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args], {
+    sh(['kubectl', '--kubeconfig', o.kubeconfig ?? admin.kubeconfigPath, ...args], {
       timeoutMs: 0,
       ...(o.input === undefined ? {} : { input: o.input }),
     });
   const target: KubeTarget = { server: first.server, ca, token: token('admin') };
+  const member = (name: string) => {
+    const m = members.find((x) => x.name === name);
+    if (!m)
+      throw new Error(
+        `no control-plane member ${name}; members are ${members.map((x) => x.name).join(', ')}`,
+      );
+    return m;
+  };
   const cp: HaControlPlane = {
     dir,
     server: first.server,
@@ -232,15 +259,49 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
     },
     members,
     apiVip: opts.apiVip,
-    member(name) {
-      const m = members.find((x) => x.name === name);
-      if (!m)
-        throw new Error(
-          `no control-plane member ${name}; members are ${members.map((x) => x.name).join(', ')}`,
-        );
-      return m;
+    member,
+    get admin() {
+      return admin;
     },
-    client: () => new KubeClient(target),
+    useAdmin(name) {
+      admin = member(name);
+    },
+    async rejoin(name) {
+      const m = member(name);
+      const via = members.find((x) => x !== m && pidAlive(x.etcdPid));
+      if (!via) throw new Error(`rejoin ${name}: no other etcd member runs`);
+      await killAndWait(m.etcdPid);
+      const peerURL = `http://${m.ip}:${ETCD_PEER_PORT}`;
+      const listed = await memberList(via.etcdClientURL);
+      if (!listed.some((x) => x.peerURLs.includes(peerURL))) await memberAdd(via.etcdClientURL, [peerURL]);
+      rmSync(join(dir, `etcd-${m.name}`), { recursive: true, force: true });
+      m.etcdPid =
+        spawnIn(m.node, `etcd-${m.name}`, etcdArgs(m.node, nodes, dir, clusterToken, 'existing')).pid ?? 0;
+      await waitFor(`${name}: its etcd member healthy again`, () => memberHealthy(m.etcdClientURL), {
+        timeoutMs: 120_000,
+        intervalMs: 250,
+      });
+      // A new API server too, as an operator repairing the node would do: the old one answered
+      // consistent reads again at once, but its watch cache stayed frozen for minutes (its kubelet
+      // never saw a new pod: robustness CONTROL_PLANES=3 SEED=4 TRIAL=8).
+      await killAndWait(m.apiserverPid);
+      await startApiServer(m);
+      const probe = m.client();
+      try {
+        await waitFor(
+          `${name}: its API server answers from etcd again`,
+          () =>
+            probe.get(`/api/v1/namespaces/default`, { timeoutMs: 2_000 }).then(
+              () => true,
+              () => false,
+            ),
+          { timeoutMs: 120_000, intervalMs: 250 },
+        );
+      } finally {
+        probe.close();
+      }
+    },
+    client: () => new KubeClient({ server: admin.server, ca, token: token('admin') }),
     kubeConfig: () => kubeConfigFrom(kubeconfigPath),
     kubectl,
     userTarget: (name) => ({ server: first.server, ca, token: token(name) }),

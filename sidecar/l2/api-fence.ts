@@ -2,9 +2,9 @@
 // node whose own API server has lost its etcd member (stale-api.ts), connections to it are refused
 // with a TCP reset, so their clients (MetalLB's speakers, the sidecar itself, anyone whose
 // `kubernetes` Service connection landed there) dial again and reach an API server that is up to
-// date. Only loopback sources pass: the sidecar asks the server from 127.0.0.1 (or ::1) whether it
-// answers again, and a kubelet or controller on the node that talks to 127.0.0.1:6443 (RKE2's
-// layout) is not aimed at the fenced address anyway.
+// date. Only loopback sources pass: the sidecar's probe comes from 127.0.0.1 (or ::1), and a
+// kubelet or controller on the node that talks to 127.0.0.1:6443 (RKE2's layout) is not aimed at
+// the fenced address anyway.
 import { isIPv4, isIPv6 } from 'node:net';
 import { API_FENCE_TABLE } from '../../shared/names.ts';
 import { API_UNFENCE_LINES, type NftItem } from '../../shared/net/fence-tables.ts';
@@ -65,7 +65,7 @@ export function renderApiFence(input: readonly ApiEndpoint[]): string {
     lines.push(`  set api6 { type ipv6_addr . inet_service; elements = { ${elements(v6)} } }`);
   lines.push('  chain input {');
   lines.push('    type filter hook input priority 0; policy accept;');
-  // The sidecar's own probe, whether it answers again.
+  // The sidecar's own probe.
   lines.push('    ip saddr 127.0.0.1 accept');
   lines.push('    ip6 saddr ::1 accept');
   if (v4.length > 0) lines.push('    ip daddr . tcp dport @api4 counter reject with tcp reset');

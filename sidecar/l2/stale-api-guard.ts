@@ -4,7 +4,7 @@
 // that does not answer while the cluster's API does: the reject rule first (no new connection
 // lands on it), then every established connection destroyed but the probe's (`ss -K`: its client
 // sees a reset and dials again through the Service). An Event on the Node says so, and again when
-// it is lifted.
+// it is lifted at the drain's end.
 import { RetryGate } from '../../shared/backoff.ts';
 import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
 import type { KubeList } from '../../shared/kube/types.ts';
@@ -27,6 +27,7 @@ import {
   CLUSTER_READ_AFTER_MS,
   classifyLocalRead,
   decideApiFence,
+  fenceWanted,
   LOCAL_READ_TIMEOUT_MS,
   localApiEndpoints,
   type ProbeResult,
@@ -114,8 +115,7 @@ export class StaleApiGuard {
   }
 
   private wanted(): boolean {
-    // A node drain, not a restart of the guarded container alone: the rule is about this node.
-    return this.ctx.drain.nodeDraining;
+    return fenceWanted(this.ctx.drain.nodeDraining, this.ctx.drain.current.terminating);
   }
 
   private observation(): StaleApiObservation {
@@ -261,7 +261,7 @@ export class StaleApiGuard {
         const first = this.installed === undefined;
         this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
         this.metrics.fenced.set({}, this.installed ? 1 : 0);
-        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends or it answers again`;
+        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends`;
         ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
         if (first)
           void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);

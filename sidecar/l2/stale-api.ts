@@ -9,8 +9,10 @@
 // The rule: while this node drains (or its speaker pod goes away), an API server on one of this
 // node's addresses that does not answer a consistent read of one object within
 // LOCAL_READ_TIMEOUT_MS, while the same read through the Service is answered, is stale: the
-// connections to it are destroyed and new ones refused (but from loopback) until the drain ends or
-// it answers again. A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
+// connections to it are destroyed and new ones refused (but from loopback) until the drain ends.
+// Not when it answers again: one whose member was added back answers consistent reads from etcd
+// at once, while its watch cache may stay frozen for minutes (robustness CONTROL_PLANES=3 SEED=4
+// TRIAL=8: a kubelet and a sidecar blind on it after such a lift). A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
 // is never fenced.
 import { isApiError } from '../../shared/kube/client.ts';
 import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
@@ -27,9 +29,6 @@ export const CLUSTER_READ_AFTER_MS = 100;
 
 /** How often the local API server is asked while this node drains and it is not fenced. */
 export const PROBE_INTERVAL_MS = 250;
-
-/** How often a fenced one is asked whether it answers again. */
-export const FENCED_PROBE_INTERVAL_MS = 2_000;
 
 /** The EndpointSlice fields read (discovery.k8s.io v1 and v1beta1 alike). */
 export interface ApiEndpointSlice {
@@ -109,6 +108,15 @@ export type StaleApiDecision =
   | { kind: 'unfence'; why: string }
   | undefined;
 
+/**
+ * Whether the rule applies now: the node drains, or the speaker pod goes away (its handover's
+ * peers may be blind all the same); not a restart of the guarded container alone, which is no news
+ * about this node. A fence left by a pod that went away is lifted by the next pod's sidecar unless
+ * the node drains.
+ */
+export const fenceWanted = (nodeDraining: boolean, podTerminating: boolean): boolean =>
+  nodeDraining || podTerminating;
+
 /** Whether this probe proves the local API server stale. */
 export const provesStale = (p: ProbeResult | undefined): boolean =>
   p !== undefined && p.local === 'no-answer' && p.clusterAnswered === true;
@@ -117,7 +125,6 @@ export function decideApiFence(o: StaleApiObservation): StaleApiDecision {
   if (o.installed) {
     if (!o.wanted) return { kind: 'unfence', why: 'the drain is over' };
     if (!o.enabled) return { kind: 'unfence', why: 'fencing a stale API server is turned off' };
-    if (o.probe?.local === 'answered') return { kind: 'unfence', why: 'it answers consistent reads again' };
     // The endpoints read since may name more (another address of the same server).
     if (provesStale(o.probe) && o.endpoints.length > 0 && !sameApiFence(o.installed, o.endpoints))
       return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
@@ -127,11 +134,11 @@ export function decideApiFence(o: StaleApiObservation): StaleApiDecision {
   return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
 }
 
-/** Whether a probe is due now: only while a handover is wanted and an API server runs here. */
+/** Whether a probe is due now: while a handover is wanted, an API server runs here, not fenced yet. */
 export function probeDue(
   o: Pick<StaleApiObservation, 'now' | 'wanted' | 'enabled' | 'endpoints' | 'installed'>,
   lastProbeAt: number,
 ): boolean {
-  if (!o.wanted || !o.enabled || o.endpoints.length === 0) return false;
-  return o.now - lastProbeAt >= (o.installed ? FENCED_PROBE_INTERVAL_MS : PROBE_INTERVAL_MS);
+  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || o.installed) return false;
+  return o.now - lastProbeAt >= PROBE_INTERVAL_MS;
 }

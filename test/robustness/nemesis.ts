@@ -7,6 +7,7 @@ import { openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { killAndWait, pidAlive } from '../../lab/bed/proc.ts';
 import type { Cluster } from '../../lab/cluster/cluster.ts';
+import { memberList, memberRemove } from '../../lab/cluster/etcd-cluster.ts';
 import type { LabNode } from '../../lab/cluster/node.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
@@ -14,7 +15,7 @@ import { apiProxy } from '../e2e/bed/api-proxy.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
 import { LIVENESS_FAIL_FILE, type PodView } from './scene.ts';
 
-/** The kinds this runner injects; stale-api-server is not (yet). */
+/** The kinds this runner injects on the lab's single control plane. */
 export const IMPLEMENTED: FaultKind[] = [
   'sidecar-sigkill',
   'pod-delete',
@@ -28,6 +29,17 @@ export const IMPLEMENTED: FaultKind[] = [
   'uncordon-recordon',
   'kubelet-restart',
   'webhook-down',
+];
+
+/**
+ * On the HA control plane (CONTROL_PLANES=3): the stale API server too; not `api-path-drop` nor
+ * `api-429`, which aim at one API server's address (the first member's) where the nodes' traffic
+ * now spreads over three. `api-server-restart` stops every API server; `etcd-pause` the first
+ * member's etcd.
+ */
+export const IMPLEMENTED_HA: FaultKind[] = [
+  ...IMPLEMENTED.filter((k) => k !== 'api-path-drop' && k !== 'api-429'),
+  'stale-api-server',
 ];
 
 export interface Target {
@@ -222,6 +234,33 @@ async function restartKubelet(t: Target, downMs: number): Promise<Lift> {
   };
 }
 
+/**
+ * The seed's own failure: the acting node's etcd member removed (through another member), so its
+ * API server answers from its cache, keeps watches silent and holds consistent reads, while the
+ * cluster moves on (docs/lab-cluster.md). The runner's own API access moves to another member
+ * first. The lift adds the member back (a fresh etcd on the node) and waits until its API server
+ * answers from etcd again.
+ */
+async function staleApiServer(t: Target): Promise<Lift> {
+  const ha = t.c.ha;
+  if (!ha) throw new Error('stale-api-server needs the HA control plane (CONTROL_PLANES=3)');
+  const m = ha.members.find((x) => x.name === t.node);
+  if (!m) throw new NotInjected(`${t.node} runs no API server`);
+  const other = ha.members.find((x) => x !== m) as (typeof ha.members)[number];
+  if (ha.admin === m) ha.useAdmin(other.name);
+  const id = (await memberList(other.etcdClientURL)).find((x) => x.name === m.name)?.id;
+  if (!id) throw new NotInjected(`${m.name}'s etcd member is not listed (removed already)`);
+  await memberRemove(other.etcdClientURL, id);
+  t.note(`${m.name}: etcd member ${id} removed; its API server is stale`);
+  let back = false;
+  return async () => {
+    if (back) return;
+    back = true;
+    await ha.rejoin(m.name);
+    t.note(`${m.name}: etcd member added back; its API server answers from etcd again`);
+  };
+}
+
 /** Injects `f`; returns its lift. */
 export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
   const c = t.c;
@@ -331,6 +370,8 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
         ]);
       };
     }
+    case 'stale-api-server':
+      return staleApiServer(t);
     default:
       throw new Error(`fault ${f.kind} is not implemented by this runner`);
   }

@@ -97,9 +97,11 @@ export const FAULTS = {
     needsApi: true,
   },
   'stale-api-server': {
-    what: "the acting node's local API server made stale (its etcd member removed)",
+    what: "the acting node's local API server made stale (its etcd member removed; added back when the trial settles)",
     durationMs: [0, 0],
     ha: true,
+    // When the removed member led etcd, no API server answers until the others elect a leader.
+    apiOutage: true,
   },
 } as const satisfies Record<string, FaultSpec>;
 export type FaultKind = keyof typeof FAULTS;

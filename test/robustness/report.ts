@@ -21,7 +21,8 @@ export interface TrialResult {
   skipped?: string[];
 }
 
-export const replayCommand = (seed: number, trial: number) => `make robustness SEED=${seed} TRIAL=${trial}`;
+export const replayCommand = (seed: number, trial: number, controlPlanes = 1) =>
+  `make robustness${controlPlanes > 1 ? ` CONTROL_PLANES=${controlPlanes}` : ''} SEED=${seed} TRIAL=${trial}`;
 
 const s = (ms: number) => (ms / 1000).toFixed(2);
 
@@ -64,6 +65,8 @@ export function faultTable(results: TrialResult[]): string {
 export interface Summary {
   bench: 'robustness';
   seed: number;
+  /** The HA lab's (CONTROL_PLANES=3); absent on the single control plane. */
+  control_planes?: number;
   trials: number;
   fault_kinds: FaultKind[];
   violations: number;
@@ -76,11 +79,12 @@ export interface Summary {
   failed: { trial: number; replay: string; invariants: string[] }[];
 }
 
-export function summary(seed: number, results: TrialResult[]): Summary {
+export function summary(seed: number, results: TrialResult[], controlPlanes = 1): Summary {
   const all = rowOf(results);
   return {
     bench: 'robustness',
     seed,
+    ...(controlPlanes > 1 ? { control_planes: controlPlanes } : {}),
     trials: results.length,
     fault_kinds: [...new Set(results.flatMap((r) => r.plan.faults.map((f) => f.kind)))].sort(),
     violations: all.violations,
@@ -92,14 +96,19 @@ export function summary(seed: number, results: TrialResult[]): Summary {
       .filter((r) => r.violations.length > 0)
       .map((r) => ({
         trial: r.plan.trial,
-        replay: replayCommand(r.plan.seed, r.plan.trial),
+        replay: replayCommand(r.plan.seed, r.plan.trial, controlPlanes),
         invariants: [...new Set(r.violations.map((v) => v.invariant))],
       })),
   };
 }
 
 /** The whole text report: the table, each violation with its replay, errors, the JSON line last. */
-export function renderText(seed: number, results: TrialResult[], htmlOf?: (trial: number) => string): string {
+export function renderText(
+  seed: number,
+  results: TrialResult[],
+  htmlOf?: (trial: number) => string,
+  controlPlanes = 1,
+): string {
   const lines = [faultTable(results), ''];
   for (const r of results) {
     if (r.violations.length === 0 && r.error === undefined && !r.skipped?.length) continue;
@@ -108,11 +117,11 @@ export function renderText(seed: number, results: TrialResult[], htmlOf?: (trial
       lines.push(`  ✖ ${v.invariant}${v.t === undefined ? '' : ` at ${s(v.t)} s`}: ${v.detail}`);
     if (r.error !== undefined) lines.push(`  ! not carried out: ${r.error}`);
     for (const k of r.skipped ?? []) lines.push(`  – not injected: ${k}`);
-    lines.push(`  replay: ${replayCommand(seed, r.plan.trial)}`);
+    lines.push(`  replay: ${replayCommand(seed, r.plan.trial, controlPlanes)}`);
     const html = r.violations.length > 0 ? htmlOf?.(r.plan.trial) : undefined;
     if (html) lines.push(`  timeline: ${html}`);
   }
-  lines.push(JSON.stringify(summary(seed, results)));
+  lines.push(JSON.stringify(summary(seed, results, controlPlanes)));
   return `${lines.join('\n')}\n`;
 }
 

@@ -5,6 +5,8 @@
 //   TRIAL    replay this one trial of SEED alone
 //   OUT      where the HTML timelines go (default $TMPDIR/drainguard-robustness-<seed>)
 //   KEEP_LOGS=1  keep every trial's container logs (trial-<n>-logs/), not only a violating one's
+//   CONTROL_PLANES=3  on the HA lab (cp-1..cp-3, each an etcd member and an API server, the speakers
+//                     on them): the stale API server joins the fault kinds (IMPLEMENTED_HA)
 // stdout: the table per fault kind, each violation with its replay command and timeline, the last
 // line JSON {"bench":"robustness", seed, trials, fault_kinds, violations, max_dark_s, max_dual_s, …}.
 // Progress on stderr.
@@ -12,7 +14,7 @@ import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
-import { IMPLEMENTED } from './nemesis.ts';
+import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
@@ -26,6 +28,8 @@ export interface SuiteOptions {
   out: string;
   /** Every trial's container logs kept, not only a violating one's. */
   keepLogs?: boolean;
+  /** 3: on the HA lab (control-plane nodes only), with the stale API server among the faults. */
+  controlPlanes?: number;
   note(line: string): void;
 }
 
@@ -39,19 +43,23 @@ export interface SuiteRun {
 export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   const { seed, note } = opts;
   mkdirSync(opts.out, { recursive: true });
-  const c = await startCluster({ clients: ['client'], log: (l) => note(`cluster: ${l}`) });
+  const ha = (opts.controlPlanes ?? 1) > 1;
+  const kinds = ha ? IMPLEMENTED_HA : IMPLEMENTED;
+  const c = await startCluster({
+    clients: ['client'],
+    ...(ha ? { controlPlanes: opts.controlPlanes as number, nodes: [] } : {}),
+    log: (l) => note(`cluster: ${l}`),
+  });
   const html = new Map<number, string>();
   const results: TrialResult[] = [];
   try {
-    const plans = opts.trials.map((trial) =>
-      planTrial(seed, trial, { kinds: IMPLEMENTED, actions: ACTIONS, ha: false }),
-    );
+    const plans = opts.trials.map((trial) => planTrial(seed, trial, { kinds, actions: ACTIONS, ha }));
     const s = await setUpScene(c, {
       liveness: plans.some((p) => p.faults.some((f) => f.kind === 'liveness-failure')),
     });
     await setUpNetfilter(c);
     note(
-      `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}, netfilter cleanup and live pods on every node; faults ${IMPLEMENTED.join(', ')}`,
+      `scene ready: VIP ${s.vip} on ${s.nodes.join(', ')}, Lease ${LEASE}, netfilter cleanup and live pods on every node; faults ${kinds.join(', ')}`,
     );
     const ctx = { tokens: await tokens(s), logsSeen: new Map<string, number>(), note };
     for (const plan of plans) {
@@ -81,8 +89,8 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   }
   return {
     results,
-    text: renderText(seed, results, (t) => html.get(t) ?? ''),
-    summary: summary(seed, results),
+    text: renderText(seed, results, (t) => html.get(t) ?? '', opts.controlPlanes),
+    summary: summary(seed, results, opts.controlPlanes),
   };
 }
 
@@ -91,6 +99,7 @@ if (import.meta.main) {
   const seed = env('SEED') ? Number(env('SEED')) : Date.now() % 1_000_000;
   const one = env('TRIAL');
   const count = env('TRIALS') ? Number(env('TRIALS')) : 20;
+  const controlPlanes = env('CONTROL_PLANES') ? Number(env('CONTROL_PLANES')) : 1;
   for (const [k, v] of [
     ['SEED', seed],
     ['TRIALS', count],
@@ -100,13 +109,20 @@ if (import.meta.main) {
       process.stderr.write(`${k}: "${env(k)}" is not a whole number ≥ 0\n`);
       process.exit(2);
     }
+  if (controlPlanes !== 1 && controlPlanes !== 3) {
+    process.stderr.write(`CONTROL_PLANES: "${env('CONTROL_PLANES')}" is not accepted: 1 (default) or 3\n`);
+    process.exit(2);
+  }
   const note = (l: string) => process.stderr.write(`[robustness] ${l}\n`);
-  note(`seed ${seed}${one ? `, trial ${one} alone` : `, ${count} trials`}`);
+  note(
+    `seed ${seed}${one ? `, trial ${one} alone` : `, ${count} trials`}${controlPlanes > 1 ? `, ${controlPlanes} control planes` : ''}`,
+  );
   const run = await runSuite({
     seed,
     trials: one ? [Number(one)] : [...Array(count).keys()],
     out: env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`),
     keepLogs: env('KEEP_LOGS') === '1',
+    controlPlanes,
     note,
   });
   process.stdout.write(run.text);

@@ -93,11 +93,22 @@ export async function setUpScene(c: Cluster, opts: { liveness?: boolean } = {}):
   }
   await installSkupperSite(c, SITE_NS, { inject: true });
   const byMac = new Map(c.nodes.map((n) => [c.bed.node(n.name).mac.toLowerCase(), n.name]));
+  // On the HA control plane the runner's admin access moves off a member made stale
+  // (nemesis.ts, stale-api-server): the scene's client follows it.
+  let client = c.client();
+  let server = c.ha?.admin.server;
   return {
     c,
     vip,
     nodes: c.nodes.map((n) => n.name),
-    client: c.client(),
+    get client() {
+      if (c.ha && c.ha.admin.server !== server) {
+        client.close();
+        client = c.client();
+        server = c.ha.admin.server;
+      }
+      return client;
+    },
     nodeOfMac: (mac) => byMac.get(mac.toLowerCase()) ?? mac,
   };
 }

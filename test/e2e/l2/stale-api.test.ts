@@ -69,7 +69,12 @@ t.before(async () => {
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   await new Promise<void>((done) => createInterface({ input: server.stdout! }).once('line', () => done()));
-  // The sidecar as the webhook injects it into a speaker (hostNetwork: the node's namespace).
+  await startSidecar();
+});
+
+/** The sidecar as the webhook injects it into a speaker (hostNetwork: the node's namespace). */
+async function startSidecar(): Promise<void> {
+  output.length = 0;
   sidecar = node.spawn([process.execPath, join(ROOT, 'cli/drainguard.ts'), 'sidecar'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
@@ -81,6 +86,7 @@ t.before(async () => {
       DRAINGUARD_POD_NAMESPACE: 'metallb-system',
       DRAINGUARD_NODE_NAME: NODE,
       DRAINGUARD_PORT: String(SIDECAR_PORT),
+      DRAINGUARD_HANDOVER_BUDGET_SECONDS: '10',
     },
   });
   for (const s of [sidecar.stdout!, sidecar.stderr!])
@@ -93,7 +99,7 @@ t.before(async () => {
     () => output.some((l) => l.includes('an API server runs on this node')),
     { timeoutMs: 30_000, intervalMs: 50 },
   );
-});
+}
 
 t.teardown(async () => {
   if (sidecar) await stopProcess(sidecar, 'SIGKILL');
@@ -188,10 +194,7 @@ t.test(
       await connects(node),
       "and one from the node itself to its address (a pod's through the Service)",
     );
-    t.ok(
-      await connectsFromLoopback(),
-      'one from loopback (the sidecar asking whether it answers again) passes',
-    );
+    t.ok(await connectsFromLoopback(), 'one from loopback (the sidecar asking whether it answers) passes');
     const events = await waitFor(
       'the Event',
       async () => {
@@ -217,24 +220,55 @@ t.test(
   },
 );
 
-t.test('an API server that answers is never fenced; a fenced one that answers again is lifted', async (t) => {
-  writeFileSync(healthy, '');
-  await cordon(true);
-  const before = await probes();
-  await waitFor('a few probes answered', async () => (await probes()) >= before + 4, T);
-  t.equal(await installed(), undefined, 'answering: not fenced');
-  rmSync(healthy);
-  await waitFor('fenced once it holds reads', installed, T);
-  writeFileSync(healthy, '');
-  // Probed every 2 s once fenced.
-  await waitFor('lifted once it answers', async () => (await installed()) === undefined, T);
-  t.ok(await connects(peer));
-  await cordon(false);
-  t.ok(existsSync(healthy));
-});
+t.test(
+  'an API server that answers is never fenced; a fenced one stays fenced until the drain ends',
+  async (t) => {
+    writeFileSync(healthy, '');
+    await cordon(true);
+    const before = await probes();
+    await waitFor('a few probes answered', async () => (await probes()) >= before + 4, T);
+    t.equal(await installed(), undefined, 'answering: not fenced');
+    rmSync(healthy);
+    await waitFor('fenced once it holds reads', installed, T);
+    writeFileSync(healthy, '');
+    // A member added back answers consistent reads at once, while its watch cache may stay frozen.
+    // Two observation windows of four probe intervals: the first lets probes sent before the fence
+    // settle (750 ms at most), the second must see none.
+    await new Promise((r) => setTimeout(r, 1_000));
+    const fencedProbes = await probes();
+    await new Promise((r) => setTimeout(r, 1_000));
+    t.ok(await installed(), 'still fenced while the drain lasts, answering or not');
+    t.equal(await probes(), fencedProbes, 'not asked any more once fenced');
+    await cordon(false);
+    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    t.ok(await connects(peer));
+    t.ok(existsSync(healthy), 'it answered all along');
+  },
+);
 
 /** Established connections on the server's side in the node's namespace. */
 async function nodeSockets(): Promise<string[]> {
   const out = await node.run(['ss', '-H', '-tn', 'state', 'established', `( sport = :${PORT} )`]);
   return out.split('\n').filter((l) => l.trim() !== '');
 }
+
+t.test(
+  'a sidecar killed while fenced leaves the fence; the next one reads it back, keeps it while the node drains and lifts it at the drain end',
+  async (t) => {
+    rmSync(healthy, { force: true });
+    await cordon(true);
+    await waitFor('fenced', installed, T);
+    const exited = new Promise((r) => sidecar.once('exit', r));
+    sidecar.kill('SIGKILL');
+    await exited;
+    await startSidecar();
+    // Its own probes would fence again anyway: make the server answer, so only the read-back keeps it.
+    writeFileSync(healthy, '');
+    await new Promise((r) => setTimeout(r, 1_000)); // an observation window of four probe intervals
+    t.ok(await installed(), 'kept: read back from nft, the node still draining');
+    t.notOk(await connects(peer));
+    await cordon(false);
+    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    t.ok(await connects(peer));
+  },
+);

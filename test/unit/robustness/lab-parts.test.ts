@@ -4,6 +4,7 @@ import t from 'tap';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import {
   IMPLEMENTED,
+  IMPLEMENTED_HA,
   isSidecarRequest,
   renderApiRedirect,
   renderPathDrop,
@@ -85,6 +86,18 @@ t.test('the runner implements twelve kinds; the planner picks among them only', 
     [...Array(200).keys()].flatMap((i) => planTrial(5, i, { kinds: IMPLEMENTED }).faults.map((f) => f.kind)),
   );
   t.ok([...picked].every((k) => IMPLEMENTED.includes(k)));
+});
+
+t.test('on the HA lab: the stale API server too, not the faults aimed at one API server', async (t) => {
+  t.ok(IMPLEMENTED_HA.includes('stale-api-server'));
+  t.notOk(IMPLEMENTED_HA.includes('api-path-drop'));
+  t.notOk(IMPLEMENTED_HA.includes('api-429'));
+  t.equal(IMPLEMENTED_HA.length, 11);
+  const picked = [...Array(300).keys()].flatMap((i) =>
+    planTrial(7, i, { kinds: IMPLEMENTED_HA, ha: true }).faults.map((f) => f.kind),
+  );
+  t.ok(picked.includes('stale-api-server'), 'planned in HA runs');
+  t.ok(picked.every((k) => IMPLEMENTED_HA.includes(k)));
 });
 
 const speaker = (node: string, ready: boolean, deleting = false): PodView => ({

@@ -66,6 +66,13 @@ t.test('the last line is JSON with the fields the issue names; each violation ha
   t.ok(lines.includes('trial 1: drain(vip-owner) + etcd-pause@0.0s/1.0s + second-cordon@0.1s/1.0s'));
   t.ok(lines.includes('  ✖ dark at 1.00 s: 10.0.0.100 unanswered 1800 ms'));
   t.ok(lines.includes(`  replay: ${replayCommand(7, 1)}`));
+  t.equal(
+    replayCommand(7, 1, 3),
+    'make robustness CONTROL_PLANES=3 SEED=7 TRIAL=1',
+    'an HA run replays on the HA lab',
+  );
+  t.match(summary(7, results, 3), { control_planes: 3, failed: [{ replay: /CONTROL_PLANES=3/ }] });
+  t.notOk('control_planes' in summary(7, results));
   t.ok(lines.includes('  timeline: /tmp/trial-1.html'));
   t.notOk(text.includes('trial 0:'), 'clean trials are not listed');
 });
