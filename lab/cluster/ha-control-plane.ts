@@ -283,23 +283,27 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
       });
       // A new API server too, as an operator repairing the node would do: the old one answered
       // consistent reads again at once, but its watch cache stayed frozen for minutes (its kubelet
-      // never saw a new pod: robustness CONTROL_PLANES=3 SEED=4 TRIAL=8).
+      // never saw a new pod: robustness CONTROL_PLANES=3 SEED=4 TRIAL=8). Asked from inside the
+      // node over loopback: drainguard's stale API server fence refuses every other source until
+      // the drain ends.
       await killAndWait(m.apiserverPid);
-      await startApiServer(m);
-      const probe = m.client();
-      try {
-        await waitFor(
-          `${name}: its API server answers from etcd again`,
-          () =>
-            probe.get(`/api/v1/namespaces/default`, { timeoutMs: 2_000 }).then(
-              () => true,
-              () => false,
-            ),
-          { timeoutMs: 120_000, intervalMs: 250 },
-        );
-      } finally {
-        probe.close();
-      }
+      m.apiserverPid = spawnIn(m.node, `apiserver-${m.name}`, apiserverArgs(m.node, dir)).pid ?? 0;
+      const local = writeKubeconfig(`kubeconfig-local-admin.json`, LOCAL_API, 'admin');
+      await waitFor(
+        `${name}: its new API server answers from etcd`,
+        async () => {
+          if (!pidAlive(m.apiserverPid))
+            throw new Error(`${name}: kube-apiserver exited:\n${logTail(`apiserver-${m.name}`)}`);
+          const r = await m.node.exec(
+            ['kubectl', '--kubeconfig', local, 'get', '--raw', '/api/v1/namespaces/default'],
+            {
+              timeoutMs: 5_000,
+            },
+          );
+          return r.code === 0;
+        },
+        { timeoutMs: 180_000, intervalMs: 500 },
+      );
     },
     client: () => new KubeClient({ server: admin.server, ca, token: token('admin') }),
     kubeConfig: () => kubeConfigFrom(kubeconfigPath),
