@@ -84,7 +84,12 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         } finally {
           await w.cp.startApiServer();
         }
-        t.equal(longestDark(during), 0, 'never dark during the outage (no fail-safe over a refusal)');
+        // A fail-safe would fence node-a: seconds dark. One round may go unanswered on a loaded
+        // machine (the CI of 9d9d15a: one 50 ms round, node-a answering before and after it).
+        t.ok(
+          longestDark(during) <= ROUND_MS,
+          `never dark during the outage but for a lost probe (no fail-safe over a refusal): ${longestDark(during)} ms`,
+        );
         t.strictSame(macsIn(during), [mac(a)]);
         await waitFor(
           'the sidecar sees the API again',
@@ -94,7 +99,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
         );
         // Two more seconds of reconciles with the API back: still node-a, still no label.
         const after = await w.probeVip(vip, 40, ROUND_MS);
-        t.equal(longestDark(after), 0);
+        t.ok(longestDark(after) <= ROUND_MS, `dark ${longestDark(after)} ms after the outage`);
         t.strictSame(macsIn(after), [mac(a)]);
         t.notOk(await labelled(a), 'no exclude label after the outage: the refusal stands');
         t.notOk(await fenceTable(a), 'no fence');
