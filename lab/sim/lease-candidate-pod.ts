@@ -3,6 +3,8 @@
 // pod's service account, with ReleaseOnCancel set but a context that is never cancelled: on SIGTERM
 // it exits without releasing. A leader that loses the Lease releases it if it still sees itself as
 // holder, then runs the election again after skupper's backoff (the simulator's defaults).
+// With $LEASE_IDENTITY set (the downward API's spec.nodeName) it runs under that identity instead,
+// as kube-vip does under its node name (vip_nodename): two pods on one node then share it.
 //   node lab/sim/lease-candidate-pod.ts <lease name>
 // stdout: JSON lines {"ev":"leading"|"stopped-leading","identity","t"} (epoch ms), for tests.
 import { hostname } from 'node:os';
@@ -13,7 +15,7 @@ import { LeaseCandidate } from './lease-candidate.ts';
 const lease = process.argv[2] ?? 'skupper-site-leader';
 const namespace = process.env.POD_NAMESPACE;
 if (!namespace) throw new Error('lease-candidate-pod: $POD_NAMESPACE is required (downward API)');
-const identity = hostname();
+const identity = process.env.LEASE_IDENTITY || hostname();
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify({ identity, ...o })}\n`);
 const client = new KubeClient(kubeconfigAuth({}), {
   userAgent: `lease-candidate/${identity}`,
