@@ -1,5 +1,6 @@
 // An etcd cluster's membership as a test or benchmark sees it, through etcd's own JSON gateway
-// (the v3 gRPC API over HTTP, on every member's client URL in etcd 3.4): list, health, remove.
+// (the v3 gRPC API over HTTP, on every member's client URL in etcd 3.4): list, health, remove,
+// add, who leads and moving the leadership.
 // Debian's etcd-server package ships no etcdctl; this is what `etcdctl member list/remove` and
 // `endpoint health` do, without installing it.
 
@@ -69,4 +70,24 @@ export async function memberAdd(
 ): Promise<EtcdMember[]> {
   await post(clientURL, '/v3/cluster/member/add', { peerURLs }, timeoutMs);
   return memberList(clientURL, timeoutMs);
+}
+
+/** The leading member's ID (hex), as one member's `etcdctl endpoint status` reports it. */
+export async function leaderOf(clientURL: string, timeoutMs = 5_000): Promise<string> {
+  const r = await post<{ leader?: string }>(clientURL, '/v3/maintenance/status', {}, timeoutMs);
+  return BigInt(r.leader ?? '0').toString(16);
+}
+
+/** `etcdctl move-leader <id>` (hex ID): etcd accepts it only at the leader's client URL. */
+export async function moveLeader(
+  leaderClientURL: string,
+  targetHex: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  await post(
+    leaderClientURL,
+    '/v3/maintenance/transfer-leadership',
+    { targetID: BigInt(`0x${targetHex}`).toString() },
+    timeoutMs,
+  );
 }

@@ -14,22 +14,40 @@
 // cluster_api_unavailable_s (directly: what the API itself allowed), silenced_s, drain_seen_s. Last line JSON: {"bench":"seed", ..., "baseline"}.
 // A third pass with drainguard removes the member as soon as the cordon is in (removed_at_cordon):
 // the handover then races the removal.
-//   GONE_AFTER_S (default 20), WATCH_S (default 15)
+// With ETCD_LEADER=drained every pass first moves etcd's leadership to the drained node's member,
+// so its removal also costs an election; each pass reports removed_leader either way.
+//   GONE_AFTER_S (default 20), WATCH_S (default 15), ETCD_LEADER (any | drained; default any)
 import { API_VIP_SERVICE } from '../../../lab/cluster/api-vip.ts';
 import { type Pass, runSeed } from './sequence.ts';
 
 const GONE_AFTER_S = Number(process.env.GONE_AFTER_S || 20);
 const WATCH_S = Number(process.env.WATCH_S || 15);
+const ETCD_LEADER = process.env.ETCD_LEADER || 'any';
+if (ETCD_LEADER !== 'any' && ETCD_LEADER !== 'drained')
+  throw new Error(`ETCD_LEADER: "${ETCD_LEADER}" is not accepted; use any or drained`);
 const note = (line: string) => process.stderr.write(`[seed] ${line}\n`);
 
-const baseline = await runSeed({ inject: false, goneAfterS: GONE_AFTER_S, watchS: WATCH_S, note });
+const baseline = await runSeed({
+  inject: false,
+  goneAfterS: GONE_AFTER_S,
+  watchS: WATCH_S,
+  etcdLeader: ETCD_LEADER,
+  note,
+});
 note(`baseline: ${JSON.stringify(baseline)}`);
-const withDg = await runSeed({ inject: true, goneAfterS: GONE_AFTER_S, watchS: WATCH_S, note });
+const withDg = await runSeed({
+  inject: true,
+  goneAfterS: GONE_AFTER_S,
+  watchS: WATCH_S,
+  etcdLeader: ETCD_LEADER,
+  note,
+});
 note(`drainguard: ${JSON.stringify(withDg)}`);
 const race = await runSeed({
   inject: true,
   goneAfterS: GONE_AFTER_S,
   watchS: WATCH_S,
+  etcdLeader: ETCD_LEADER,
   note,
   removeAt: 'cordoned',
 });
@@ -41,12 +59,14 @@ const four = (p: Pass) => ({
   silenced_s: p.silenced_s,
   // Beside api_unavailable_s: what a node that stays answered directly (an etcd election's share).
   cluster_api_unavailable_s: p.cluster_api_unavailable_s,
+  removed_leader: p.removed_leader,
 });
 process.stdout.write(
   `${JSON.stringify({
     bench: 'seed',
     service: `${API_VIP_SERVICE.namespace}/${API_VIP_SERVICE.name}`,
     gone_after_s: GONE_AFTER_S,
+    etcd_leader: ETCD_LEADER,
     ...four(withDg),
     drain_seen_s: withDg.drain_seen_s,
     api_back_s: withDg.api_back_s,

@@ -15,7 +15,7 @@ import {
 } from '../../../lab/bed/arp-probe.ts';
 import { installApiVip, vipKubeconfig } from '../../../lab/cluster/api-vip.ts';
 import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
-import { memberList, memberRemove } from '../../../lab/cluster/etcd-cluster.ts';
+import { leaderOf, memberList, memberRemove, moveLeader } from '../../../lab/cluster/etcd-cluster.ts';
 import { API_PORT, type ControlPlaneMember } from '../../../lab/cluster/ha-control-plane.ts';
 import { installDrainguard, installMetalLbBase, webhookRolledOut } from '../../../lab/cluster/install.ts';
 import { installSpeakers } from '../../../lab/cluster/metallb.ts';
@@ -37,6 +37,11 @@ export interface SeedOptions {
   watchS: number;
   /** The member removed once `kubectl drain` returned (default), or as soon as the cordon is in. */
   removeAt?: 'drained' | 'cordoned';
+  /**
+   * `drained`: etcd's leadership moved to the drained node's member before the drain, so its
+   * removal also costs an election (every API server waits for it). Default: wherever it is.
+   */
+  etcdLeader?: 'drained' | 'any';
   note(line: string): void;
 }
 
@@ -46,6 +51,8 @@ export interface Pass extends SeedFigures {
   drain_s: number;
   drain_code: number;
   removed_at_s: number;
+  /** Whether the removed member led etcd just before its removal (null: not known). */
+  removed_leader: boolean | null;
   gone_at_s: number;
 }
 
@@ -138,6 +145,20 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
     probeApi(healthy.server, directReads);
     await waitFor('the probes run', () => rounds.length > 5 && reads.length > 5, T);
 
+    const members = await memberList(healthy.etcdClientURL);
+    const id = members.find((m) => m.name === drained.name)?.id as string;
+    if (opts.etcdLeader === 'drained') {
+      const leaderId = await leaderOf(healthy.etcdClientURL);
+      const leader = members.find((m) => m.id === leaderId);
+      const at = ha.members.find((m) => m.name === leader?.name)?.etcdClientURL;
+      if (leader && leader.id !== id && at) await moveLeader(at, id);
+      await waitFor(
+        `${drained.name}'s etcd member leads`,
+        async () => (await leaderOf(healthy.etcdClientURL).catch(() => '')) === id,
+        T,
+      );
+    }
+
     // 1. The drain, through the VIP, as Cluster API does it.
     const from = Date.now();
     const kubeconfig = vipKubeconfig(c);
@@ -155,7 +176,6 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       ],
       { timeoutMs: 90_000 },
     );
-    const id = (await memberList(healthy.etcdClientURL)).find((m) => m.name === drained.name)?.id as string;
     if (opts.removeAt === 'cordoned') {
       // The adversarial order: the member goes as soon as the cordon is in, while the handover runs.
       const hc = healthy.client();
@@ -168,6 +188,9 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       ).finally(() => hc.close());
     } else await draining;
     // 2. At once, its etcd member removed (through a healthy member).
+    const removedLeader = await leaderOf(healthy.etcdClientURL, 1_000)
+      .then((l) => l === id)
+      .catch(() => null);
     await memberRemove(healthy.etcdClientURL, id);
     const removedAt = Date.now();
     const drain = await draining;
@@ -209,6 +232,7 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       drain_s: Math.round(drainS * 1000) / 1000,
       drain_code: drain.code,
       removed_at_s: Math.round(removedAt - from) / 1000,
+      removed_leader: removedLeader,
       gone_at_s: Math.round(goneAt - from) / 1000,
       ...figures,
       owners: figures.owners.map(([s, macs]) => [s, macs.map((m) => byMac.get(m)?.name ?? m)]),

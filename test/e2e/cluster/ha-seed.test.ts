@@ -52,7 +52,7 @@ t.test(
     // for a new leader then), reported: the issue's ≤ 2 s through the VIP, beside what a node
     // that stays answered directly.
     t.comment(
-      `targets: silenced ${p.silenced_s} s (member removed at ${p.removed_at_s} s, node gone at ${p.gone_at_s} s), dark ${p.dark_s} s (≤ 1), dual ${p.dual_s} s (≤ 0.1), API unavailable through the VIP ${p.api_unavailable_s} s (≤ 2; directly from a node that stays: ${p.cluster_api_unavailable_s} s)`,
+      `targets: silenced ${p.silenced_s} s (member removed at ${p.removed_at_s} s${p.removed_leader ? ', it led etcd' : ''}, node gone at ${p.gone_at_s} s), dark ${p.dark_s} s (≤ 1), dual ${p.dual_s} s (≤ 0.1), API unavailable through the VIP ${p.api_unavailable_s} s (≤ 2; directly from a node that stays: ${p.cluster_api_unavailable_s} s)`,
     );
   },
 );
