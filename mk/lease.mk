@@ -5,7 +5,7 @@
 bench-lease: bootstrap
 	$(RUN) node test/bench/lease/handover.ts
 
-## make bench-lease-procs    Cost of the leader-stop check in a busy shared PID namespace vs. a full /proc scan; last line JSON
+## make bench-lease-procs    Cost of the leader-stop check (and the speaker's guarded-container poll) in a busy shared PID namespace vs. a full /proc scan; last line JSON
 .PHONY: bench-lease-procs
 bench-lease-procs: bootstrap
 	$(RUN) node test/bench/lease/leader-stop-check.ts

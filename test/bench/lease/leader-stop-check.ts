@@ -3,12 +3,15 @@
 // (shareProcessNamespace on a busy pod). Baseline, measured in the same run: a full /proc scan per
 // check (countProcesses, the check before). Measured: ContainerProcesses.gone(), which after one
 // scan reads only the leader's own pids. Both on a synthetic /proc of PROCS processes (cgroup v1
-// files of 13 lines, as on the lab cluster) and on this machine's real /proc.
+// files of 13 lines, as on the lab cluster) and on this machine's real /proc. The same check
+// watches an L2 speaker's guarded container (every GUARDED_PROCS_POLL_MS while it runs, on every
+// node): its share of a CPU is printed too.
 // Last line: one JSON object.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContainerProcesses, countProcesses, inContainer } from '../../../sidecar/drain/procs.ts';
+import { GUARDED_PROCS_POLL_MS } from '../../../sidecar/drain/watcher.ts';
 
 const PROCS = Number(process.env.LEASE_PROC_BENCH_PROCS ?? 2_000);
 const LEADER_PROCS = 3;
@@ -99,12 +102,16 @@ try {
       ratio: r(synthetic.ratio, 4),
       baseline_cpu_pct: r(synthetic.scanPct),
       known_pids_cpu_pct: r(synthetic.trackedPct, 3),
+      // The L2 speaker's guarded container, polled with the same check while it runs.
+      guarded_poll_ms: GUARDED_PROCS_POLL_MS,
+      guarded_cpu_pct: r((synthetic.trackedUs / (GUARDED_PROCS_POLL_MS * 1000)) * 100, 4),
       ...(real
         ? {
             real_procs: real.procs,
             real_baseline_full_scan_us: r(real.scanUs, 1),
             real_known_pids_us: r(real.trackedUs, 1),
             real_ratio: r(real.ratio, 4),
+            real_guarded_cpu_pct: r((real.trackedUs / (GUARDED_PROCS_POLL_MS * 1000)) * 100, 4),
           }
         : {}),
     })}\n`,
