@@ -157,6 +157,19 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
         async () => (await leaderOf(healthy.etcdClientURL).catch(() => '')) === id,
         T,
       );
+      // Right after the move an API server's writes may still fail ("transport is closing"):
+      // the drain starts once every one of them has written.
+      await waitFor(
+        'a write through every API server after the leader moved',
+        async () => {
+          const stamp = `lab.drainguard.io/seed-probe=${Date.now()}`;
+          const r = await Promise.all(
+            ha.members.map((m) => m.kubectl(['annotate', 'namespace', 'default', stamp, '--overwrite'])),
+          );
+          return r.every((x) => x.code === 0);
+        },
+        T,
+      );
     }
 
     // 1. The drain, through the VIP, as Cluster API does it.
