@@ -27,30 +27,12 @@ if (ETCD_LEADER !== 'any' && ETCD_LEADER !== 'drained')
   throw new Error(`ETCD_LEADER: "${ETCD_LEADER}" is not accepted; use any or drained`);
 const note = (line: string) => process.stderr.write(`[seed] ${line}\n`);
 
-const baseline = await runSeed({
-  inject: false,
-  goneAfterS: GONE_AFTER_S,
-  watchS: WATCH_S,
-  etcdLeader: ETCD_LEADER,
-  note,
-});
+const pass = { goneAfterS: GONE_AFTER_S, watchS: WATCH_S, etcdLeader: ETCD_LEADER, note } as const;
+const baseline = await runSeed({ ...pass, inject: false });
 note(`baseline: ${JSON.stringify(baseline)}`);
-const withDg = await runSeed({
-  inject: true,
-  goneAfterS: GONE_AFTER_S,
-  watchS: WATCH_S,
-  etcdLeader: ETCD_LEADER,
-  note,
-});
+const withDg = await runSeed({ ...pass, inject: true });
 note(`drainguard: ${JSON.stringify(withDg)}`);
-const race = await runSeed({
-  inject: true,
-  goneAfterS: GONE_AFTER_S,
-  watchS: WATCH_S,
-  etcdLeader: ETCD_LEADER,
-  note,
-  removeAt: 'cordoned',
-});
+const race = await runSeed({ ...pass, inject: true, removeAt: 'cordoned' });
 note(`drainguard, member removed at the cordon: ${JSON.stringify(race)}`);
 const four = (p: Pass) => ({
   dark_s: p.dark_s,

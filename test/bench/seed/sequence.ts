@@ -51,7 +51,7 @@ export interface Pass extends SeedFigures {
   drain_s: number;
   drain_code: number;
   removed_at_s: number;
-  /** Whether the removed member led etcd just before its removal (null: not known). */
+  /** Whether the removed member led etcd when the drain began (null: not known). */
   removed_leader: boolean | null;
   gone_at_s: number;
 }
@@ -172,6 +172,12 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       );
     }
 
+    // Read before the drain: a request between the cordon and the removal would delay the racing
+    // order's removal.
+    const removedLeader = await leaderOf(healthy.etcdClientURL)
+      .then((l) => l === id)
+      .catch(() => null);
+
     // 1. The drain, through the VIP, as Cluster API does it.
     const from = Date.now();
     const kubeconfig = vipKubeconfig(c);
@@ -201,9 +207,6 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
       ).finally(() => hc.close());
     } else await draining;
     // 2. At once, its etcd member removed (through a healthy member).
-    const removedLeader = await leaderOf(healthy.etcdClientURL, 1_000)
-      .then((l) => l === id)
-      .catch(() => null);
     await memberRemove(healthy.etcdClientURL, id);
     const removedAt = Date.now();
     const drain = await draining;
