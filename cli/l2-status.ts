@@ -61,7 +61,7 @@ export function formatRows(rows: NodeRow[], now: number): string {
   return `${formatTable([header, ...table])}\n`;
 }
 
-/** The FENCE column: where it is installed, whether it is the fail-safe's (with its memberlist cut), and named interfaces the node lacks. */
+/** The FENCE column: where it is installed, whether it is the fail-safe's (with its memberlist cut and the VIPs it holds), and named interfaces the node lacks. */
 function fenceText(s: L2State): string {
   const gone = s.missingInterfaces ?? [];
   const missing = gone.length > 0 ? ` (missing: ${gone.join(',')})` : '';
@@ -69,5 +69,6 @@ function fenceText(s: L2State): string {
   const failsafe = s.failsafe || s.failsafeKept ? 'fail-safe ' : '';
   // A fenced interface that vanished since is not fenced any more: listed as missing only.
   const on = s.interfaces.filter((i) => !gone.includes(i)).join(',') || '(none)';
-  return `${failsafe}${on}${s.memberlistCut ? ' + memberlist cut' : ''}${missing}`;
+  const held = s.held && s.held.length > 0 ? ` (holding ${s.held.join(',')} until claimed)` : '';
+  return `${failsafe}${on}${s.memberlistCut ? ' + memberlist cut' : ''}${held}${missing}`;
 }

@@ -42,6 +42,11 @@ export interface L2State {
   /** The fail-safe's memberlist cut is on (during the fail-safe and, once it fired, until the drain ends). */
   memberlistCut?: boolean;
   /**
+   * Under the fail-safe fence: the VIPs announced here that this node still answers until another
+   * node claims them on the wire (then dropped here at once). Absent when none.
+   */
+  held?: string[];
+  /**
    * Fenced after a fail-safe: why the fail-safe fence (`failsafeDrop`) and the memberlist cut stay
    * until the drain ends although the handover is confirmed. Absent otherwise.
    */

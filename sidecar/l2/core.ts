@@ -75,7 +75,7 @@
 // The Node annotation publishes each phase as one of shared/l2-state.ts's L2_PHASES
 // (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
 import type { L2Phase, L2State, ServiceVips } from '../../shared/l2-state.ts';
-import { type FenceSpec, fenceIsEmpty, normalizeFence } from './fence.ts';
+import { claimedVips, type FenceSpec, fenceIsEmpty, normalizeFence, sameFence } from './fence.ts';
 import { poolRanges } from './pool-ranges.ts';
 
 export interface L2Settings {
@@ -293,6 +293,8 @@ export const L2_EVENT_REASONS = {
   unconfirmedFence: 'L2HandoverUnconfirmedFence',
   confirmed: 'L2HandoverConfirmed',
   failsafeFence: 'L2FailsafeFence',
+  /** Under the fail-safe, another node claimed a VIP held here on the wire: dropped here now. */
+  vipClaimed: 'L2FailsafeVipClaimed',
   /** Interfaces named for the fence are not on this node (recorded by the edge). */
   interfacesMissing: 'L2FenceInterfacesMissing',
   undone: 'L2HandoverUndone',
@@ -412,8 +414,38 @@ export function step(
   // Remembered across phases like the pools: the handback waits on it (SPEAKER_CATCH_UP_MAX_MS).
   const apiOutage = outageAfter(memory.apiOutage, observation);
   const kept = { ...(pools ? { pools } : {}), ...(apiOutage ? { apiOutage } : {}) };
-  const next = decide({ ...memory, ...kept }, turn);
+  const next = decide(absorbClaims({ ...memory, ...kept }, turn), turn);
   return { memory: { ...next, ...kept }, actions: turn.actions };
+}
+
+/**
+ * Held VIPs (the fail-safe's: answered here until another node claims them) that the kernel saw
+ * claimed are dropped outright from now on: the fence this phase wants says so, and its re-render
+ * (one nft transaction) loses nothing the kernel already drops.
+ */
+function absorbClaims(memory: L2Memory, turn: Turn): L2Memory {
+  const fence = memory.fence;
+  const claimed = claimedVips(turn.observation.fence).filter((v) => fence?.held?.includes(v));
+  if (!fence || claimed.length === 0) return memory;
+  event(
+    turn,
+    'Normal',
+    L2_EVENT_REASONS.vipClaimed,
+    `another node claimed ${claimed.join(', ')} on the wire (its gratuitous ARP or unsolicited NA arrived here): this node's ARP/NA for ${claimed.length === 1 ? 'it' : 'them'} dropped since`,
+  );
+  return { ...memory, fence: dropOutright(fence, claimed) };
+}
+
+/** The fence with these held VIPs (all when none named) dropped outright instead. */
+function dropOutright(fence: FenceSpec, vips: string[] = fence.held ?? []): FenceSpec {
+  const held = fence.held ?? [];
+  return normalizeFence({
+    ...fence,
+    vips4: [...fence.vips4, ...vips.filter((v) => !v.includes(':'))],
+    vips6: [...fence.vips6, ...vips.filter((v) => v.includes(':'))],
+    held: held.filter((v) => !vips.includes(v)),
+    claimed: [],
+  });
 }
 
 function outageAfter(
@@ -509,24 +541,35 @@ function enterFailsafe(memory: L2Memory, turn: Turn, cause: string): L2Memory {
   const services = mergeServices(memory.services, observation.announced);
   // Cut off from memberlist, the speaker hears no peer and announces every VIP its pools allow:
   // drop ARP/NA in MetalLB's pools (remembered from the last read), not only the VIPs it had;
-  // pools never read: every ARP/NA not from the node's own addresses.
-  const spec = fenceFor(
-    services,
-    observation.interfaces,
-    failsafeCut(observation, settings),
-    observation.ownAddresses,
-    memory.pools,
-  );
+  // pools never read: every ARP/NA not from the node's own addresses. The VIPs announced here are
+  // held (answered on) until another node claims them on the wire, unless a new owner is known
+  // already: fenced at once, they were dark until the peers declared this node dead.
+  const owned = confirmations(services, observation);
+  const spec = normalizeFence({
+    ...fenceFor(
+      services.filter((s) => owned[s.service]),
+      observation.interfaces,
+      failsafeCut(observation, settings),
+      observation.ownAddresses,
+      memory.pools,
+    ),
+    held: vipsOf(services.filter((s) => !owned[s.service])),
+  });
   const cutText = cuts(spec)
     ? `cut memberlist ports ${settings.memberlistPorts.join(', ')} so peers re-elect without this node`
     : `left memberlist uncut: the pod is going away, and its speaker's leave on exit makes the peers re-elect at once`;
   ensureFence(turn, spec);
   const vips = vipsOf(services).join(', ') || '(none known)';
+  const held = spec.held ?? [];
+  const heldText =
+    held.length > 0
+      ? `; ${held.join(', ')} answered here until another node claims ${held.length === 1 ? 'it' : 'them'} on the wire (a takeover's gratuitous ARP or unsolicited NA), then dropped`
+      : '';
   const fencedWhat = spec.pools
-    ? `ARP/NA in MetalLB's address pools ${spec.pools.join(', ')} (VIPs announced here: ${vips})`
+    ? `ARP/NA in MetalLB's address pools ${spec.pools.join(', ')} (VIPs announced here: ${vips}${heldText})`
     : spec.ownAddresses
-      ? `every ARP/NA not from this node's own addresses (MetalLB's address pools never read; VIPs announced here: ${vips})`
-      : `VIPs ${vips}`;
+      ? `every ARP/NA not from this node's own addresses (MetalLB's address pools never read; VIPs announced here: ${vips}${heldText})`
+      : `VIPs ${vips}${heldText}`;
   event(
     turn,
     'Warning',
@@ -646,7 +689,10 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
         L2_EVENT_REASONS.unconfirmedFence,
         `MetalLB writes no ServiceL2Status (< 0.14.4): handover of ${vipsOf(services).join(', ')} unconfirmed; settle time passed ${took} after the API came back; ${FAILSAFE_KEPT}`,
       );
-    return { ...enter(memory, reached, now), handedTo };
+    // Confirmed (or settled): VIPs still held are another node's now.
+    const fence = memory.fence ? dropOutright(memory.fence) : undefined;
+    if (fence) ensureFence(turn, fence);
+    return { ...enter(memory, reached, now), handedTo, fence };
   }
   const spec = fenceFor(services, observation.interfaces, []);
   ensureFence(turn, spec);
@@ -910,7 +956,7 @@ function ensureFence(turn: Turn, spec: FenceSpec): void {
   const installed = turn.observation.fence;
   if (fenceIsEmpty(spec)) {
     if (installed) turn.actions.push({ kind: 'unfence' });
-  } else if (!installed || JSON.stringify(installed) !== JSON.stringify(spec)) {
+  } else if (!installed || !sameFence(installed, spec)) {
     turn.actions.push({ kind: 'fence', spec });
   }
 }
@@ -966,6 +1012,7 @@ export function statusOf(memory: L2Memory, observeOnly: boolean): L2State {
     ...(memory.fence?.pools ? { failsafeDrop: 'pools' as const } : {}),
     ...(memory.fence?.ownAddresses ? { failsafeDrop: 'foreign' as const } : {}),
     ...(cuts(memory.fence) ? { memberlistCut: true } : {}),
+    ...(memory.fence?.held ? { held: memory.fence.held } : {}),
     ...(keptAfterFailsafe(memory) ? { failsafeKept: FAILSAFE_KEPT } : {}),
     ...(memory.phase === 'refused' ? { stranded: true } : {}),
     ...(memory.phase === 'given-up' ? { gaveUp: true } : {}),
@@ -990,7 +1037,9 @@ export function resume(status: L2State | undefined, fence: FenceSpec | undefined
   };
   const services = status?.services ?? [];
   const fromFence = (f: FenceSpec): ServiceVips[] =>
-    services.length > 0 ? services : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6] }];
+    services.length > 0
+      ? services
+      : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6, ...(f.held ?? [])] }];
   if (fence) {
     // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
     // counts as confirmed (the fail-safe then leaves it alone). A fence with the memberlist cut is

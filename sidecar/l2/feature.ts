@@ -101,6 +101,7 @@ export class L2Handover implements Feature {
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
   private lastCheck = 0;
+  private lastClaimsRead = 0;
   private lastPoolsRead = 0;
   private lastProbe = 0;
   private lastStaleCheck = 0;
@@ -300,6 +301,11 @@ export class L2Handover implements Feature {
         // Someone may have flushed the ruleset, or installed MetalLB's CRD since.
         this.fence = await this.host.readFence().catch(() => this.fence);
         await this.metallb.checkCrd();
+      }
+      // VIPs held under the fail-safe: a claim the kernel saw shows in status and Events within 1 s.
+      if (this.memory.fence?.held && clock.now() - this.lastClaimsRead >= 1_000) {
+        this.lastClaimsRead = clock.now();
+        this.fence = await this.host.readFence().catch(() => this.fence);
       }
       if (clock.now() - this.lastPoolsRead > POOLS_REREAD_MS && drain.apiDownSince === undefined) {
         this.lastPoolsRead = clock.now();

@@ -28,6 +28,20 @@ export interface FenceSpec {
    * VIPs outside the pools keep their ARP. Never together with ownAddresses.
    */
   pools?: string[];
+  /**
+   * Fail-safe: the VIPs announced here, still answered until another node claims one on the wire
+   * (its gratuitous ARP or unsolicited NA for it arrives here: MetalLB sends them on every
+   * takeover). The kernel then drops this node's ARP/NA for that VIP at once: an ingress rule adds
+   * it to the `claimed` set the egress rules drop. Exempt from the pools' and own addresses' drops.
+   * Fencing them with the rest left the VIP dark until memberlist declared this node dead (~5 s:
+   * robustness SEED=91 TRIAL=62).
+   */
+  held?: string[];
+  /**
+   * Read back only: the held VIPs the kernel saw claimed and now drops. sameFence ignores it; a
+   * render keeps them claimed.
+   */
+  claimed?: string[];
 }
 
 const v4Number = (a: string) => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
@@ -61,6 +75,9 @@ export function validateFence(spec: FenceSpec): string[] {
       problems.push(`pools: ${JSON.stringify(r)} is not an address range "first-last" of one family`);
   if (spec.pools && spec.ownAddresses)
     problems.push('pools and ownAddresses: a fail-safe fence uses one of them');
+  for (const field of ['held', 'claimed'] as const)
+    for (const a of spec[field] ?? [])
+      if (!isIPv4(a) && !isIPv6(a)) problems.push(`${field}: ${JSON.stringify(a)} is not an IP address`);
   return problems;
 }
 
@@ -70,13 +87,20 @@ export function normalizeFence(spec: FenceSpec): FenceSpec {
   const canon = (a: string) => (isIPv6(a) ? hexToIpv6(ipv6ToHex(a)) : a);
   // Dropping everything foreign covers every VIP: none are listed, so a read-back compares equal.
   const foreign = spec.ownAddresses !== undefined;
+  const vips4 = uniq(spec.vips4);
+  const vips6 = uniq(spec.vips6.map(canon));
+  // A VIP dropped outright is not held as well; a claim counts only for a VIP held.
+  const held = uniq((spec.held ?? []).map(canon)).filter((v) => !vips4.includes(v) && !vips6.includes(v));
+  const claimed = uniq((spec.claimed ?? []).map(canon)).filter((v) => held.includes(v));
   return {
-    vips4: foreign ? [] : uniq(spec.vips4),
-    vips6: foreign ? [] : uniq(spec.vips6.map(canon)),
+    vips4: foreign ? [] : vips4,
+    vips6: foreign ? [] : vips6,
     interfaces: uniq(spec.interfaces),
     memberlistPorts: uniq(spec.memberlistPorts, (a, b) => a - b),
     ...(spec.ownAddresses ? { ownAddresses: uniq(spec.ownAddresses.map(canon)) } : {}),
     ...(spec.pools ? { pools: uniq(spec.pools.map((r) => r.split('-').map(canon).join('-'))) } : {}),
+    ...(held.length > 0 ? { held } : {}),
+    ...(claimed.length > 0 ? { claimed } : {}),
   };
 }
 const pools4 = (spec: FenceSpec) => (spec.pools ?? []).filter((r) => rangeFamily(r) === 4);
@@ -87,10 +111,19 @@ export const fencesForeign = (spec: FenceSpec): boolean => spec.ownAddresses !==
 const own4 = (spec: FenceSpec) => (spec.ownAddresses ?? []).filter((a) => isIPv4(a));
 const own6 = (spec: FenceSpec) => (spec.ownAddresses ?? []).filter((a) => isIPv6(a));
 
+const held4 = (spec: FenceSpec) => (spec.held ?? []).filter((a) => isIPv4(a));
+const held6 = (spec: FenceSpec) => (spec.held ?? []).filter((a) => isIPv6(a));
+
+/** The same fence, whatever the kernel has seen claimed of its held VIPs since it went on. */
 export function sameFence(a: FenceSpec | undefined, b: FenceSpec | undefined): boolean {
   if (!a || !b) return a === b;
-  return JSON.stringify(normalizeFence(a)) === JSON.stringify(normalizeFence(b));
+  const unclaimed = (s: FenceSpec) => JSON.stringify({ ...normalizeFence(s), claimed: undefined });
+  return unclaimed(a) === unclaimed(b);
 }
+
+/** The held VIPs of an installed fence the kernel saw another node claim (and now drops). */
+export const claimedVips = (installed: FenceSpec | undefined): string[] =>
+  installed ? (normalizeFence(installed).claimed ?? []) : [];
 
 export function fenceIsEmpty(spec: FenceSpec): boolean {
   return (
@@ -98,7 +131,9 @@ export function fenceIsEmpty(spec: FenceSpec): boolean {
     spec.vips6.length === 0 &&
     spec.memberlistPorts.length === 0 &&
     !fencesForeign(spec) &&
-    (spec.pools ?? []).length === 0
+    (spec.pools ?? []).length === 0 &&
+    (held4(spec).length === 0 || spec.interfaces.length === 0) &&
+    held6(spec).length === 0
   );
 }
 
@@ -157,8 +192,18 @@ export function renderFence(input: FenceSpec): string {
   const lines = [...UNFENCE_LINES];
   const foreign = fencesForeign(spec);
   const [p4, p6] = [pools4(spec), pools6(spec)];
-  if ((spec.vips4.length > 0 || foreign || p4.length > 0) && spec.interfaces.length > 0) {
+  const [h4, h6] = [held4(spec), held6(spec)];
+  const claimed = spec.claimed ?? [];
+  const elements = (xs: string[]) => (xs.length > 0 ? ` elements = { ${xs.join(', ')} };` : '');
+  if ((spec.vips4.length > 0 || foreign || p4.length > 0 || h4.length > 0) && spec.interfaces.length > 0) {
     lines.push(`table netdev ${FENCE_TABLE} {`);
+    if (h4.length > 0) {
+      lines.push(`  set held4 { type ipv4_addr; elements = { ${h4.join(', ')} } }`);
+      // Filled from the packet path (ingress below); kept across a re-render.
+      lines.push(
+        `  set claimed4 { type ipv4_addr; flags dynamic;${elements(claimed.filter((a) => isIPv4(a)))} }`,
+      );
+    }
     if (foreign) {
       // 0.0.0.0: the kernel's own duplicate-address probes.
       lines.push(`  set own4 { type ipv4_addr; elements = { ${['0.0.0.0', ...own4(spec)].join(', ')} } }`);
@@ -167,8 +212,19 @@ export function renderFence(input: FenceSpec): string {
     if (p4.length > 0)
       lines.push(`  set pool4 { type ipv4_addr; flags interval; elements = { ${p4.join(', ')} } }`);
     for (const dev of spec.interfaces) {
+      if (h4.length > 0) {
+        lines.push(`  chain claims-${dev} {`);
+        lines.push(`    type filter hook ingress device "${dev}" priority 0; policy accept;`);
+        // Only a node announcing the VIP sends ARP with it as sender (a takeover's gratuitous ARP).
+        lines.push('    arp saddr ip @held4 add @claimed4 { arp saddr ip } counter');
+        lines.push('  }');
+      }
       lines.push(`  chain egress-${dev} {`);
       lines.push(`    type filter hook egress device "${dev}" priority 0; policy accept;`);
+      if (h4.length > 0) {
+        lines.push('    arp saddr ip @claimed4 counter drop');
+        lines.push('    arp saddr ip @held4 accept');
+      }
       // Replies and gratuitous ARP (sent by MetalLB as request and reply) all carry the VIP as sender.
       if (foreign) lines.push('    arp saddr ip != @own4 counter drop');
       else if (spec.vips4.length > 0) lines.push('    arp saddr ip @vip4 counter drop');
@@ -177,17 +233,33 @@ export function renderFence(input: FenceSpec): string {
     }
     lines.push('}');
   }
-  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0 || foreign || p6.length > 0) {
+  if (spec.vips6.length > 0 || spec.memberlistPorts.length > 0 || foreign || p6.length > 0 || h6.length > 0) {
     lines.push(`table inet ${FENCE_TABLE} {`);
+    const heldFirst = () => {
+      if (h6.length === 0) return;
+      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @claimed6 counter drop');
+      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @held6 accept');
+    };
+    if (h6.length > 0) {
+      lines.push(`  set held6 { typeof @th,64,128; elements = { ${h6.map(ipv6ToHex).join(', ')} } }`);
+      const kept = claimed.filter((a) => isIPv6(a)).map(ipv6ToHex);
+      lines.push(`  set claimed6 { typeof @th,64,128; flags dynamic;${elements(kept)} }`);
+      lines.push('  chain claims {');
+      lines.push('    type filter hook input priority 0; policy accept;');
+      // A takeover's unsolicited NA carries the VIP as its target.
+      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 { @th,64,128 } counter');
+      lines.push('  }');
+    }
     if (foreign) {
       // :: is the unspecified address; the set is never empty, so the set declaration is valid.
       const own = ['::', ...own6(spec)].map(ipv6ToHex);
       lines.push(`  set own6 { typeof @th,64,128; elements = { ${own.join(', ')} } }`);
       lines.push('  chain output {');
       lines.push('    type filter hook output priority 0; policy accept;');
+      heldFirst();
       lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 != @own6 counter drop');
       lines.push('  }');
-    } else if (spec.vips6.length > 0 || p6.length > 0) {
+    } else if (spec.vips6.length > 0 || p6.length > 0 || h6.length > 0) {
       if (spec.vips6.length > 0)
         lines.push(
           `  set vip6 { typeof @th,64,128; elements = { ${spec.vips6.map(ipv6ToHex).join(', ')} } }`,
@@ -199,6 +271,7 @@ export function renderFence(input: FenceSpec): string {
         );
       lines.push('  chain output {');
       lines.push('    type filter hook output priority 0; policy accept;');
+      heldFirst();
       // The ND target address sits 8 bytes into the ICMPv6 header.
       if (spec.vips6.length > 0)
         lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @vip6 counter drop');
@@ -251,6 +324,14 @@ export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
         if (set.name === 'vip4') spec.vips4.push(...elems(set).map(String));
         if (set.name === 'vip6') spec.vips6.push(...elems(set).map((e) => hexToIpv6(String(e))));
         if (set.name === 'memberlist') spec.memberlistPorts.push(...elems(set).map(Number));
+        if (set.name === 'held4' || set.name === 'claimed4') {
+          const field = set.name === 'held4' ? 'held' : 'claimed';
+          spec[field] = [...(spec[field] ?? []), ...elems(set).map(String)];
+        }
+        if (set.name === 'held6' || set.name === 'claimed6') {
+          const field = set.name === 'held6' ? 'held' : 'claimed';
+          spec[field] = [...(spec[field] ?? []), ...elems(set).map((e) => hexToIpv6(String(e)))];
+        }
         if (set.name === 'pool4' || set.name === 'pool6') {
           const address = set.name === 'pool6' ? hexToIpv6 : (v: string) => v;
           spec.pools = [...(spec.pools ?? []), ...elems(set).map((e) => rangeElem(e, address))];

@@ -94,7 +94,10 @@ export class NodeHost implements L2Host {
   }
 
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
-    const input = spec ? renderFence(spec) : renderUnfence();
+    // VIPs still held that the kernel saw claimed since the last read stay dropped: the new
+    // table replaces the old one in one transaction, its claimed sets filled from the old.
+    const claimed = spec?.held ? (await this.readFence().catch(() => undefined))?.claimed : undefined;
+    const input = spec ? renderFence(claimed ? { ...spec, claimed } : spec) : renderUnfence();
     const r = await this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
     // Observe-only: nothing ran; what it would be.
     if (r.skipped) return spec;

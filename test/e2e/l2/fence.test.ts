@@ -94,6 +94,52 @@ t.test('nft fence on the wire', async (t) => {
     t.equal((await nft(['list', 'ruleset'])).trim(), '');
   });
 
+  t.test(
+    "fail-safe held VIPs: answered until another node's gratuitous ARP or unsolicited NA claims them, then dropped at once by the kernel; the rest of the pool dropped throughout",
+    async (t) => {
+      const garp = (vip: string, dev = 'eth0') => ns.run(['python3', WIRE, 'send-garp', dev, vip]);
+      const na = (target: string, dev = 'eth0') => ns.run(['python3', WIRE, 'send-na', dev, target]);
+      const arpOf = (vip: string) =>
+        `arp and arp[14:4] = 0x${vip
+          .split('.')
+          .map((o) => Number(o).toString(16).padStart(2, '0'))
+          .join('')}`;
+      const naOf = 'icmp6 and ip6[40] == 136';
+      const spec = {
+        vips4: [],
+        vips6: [],
+        interfaces: ['eth0'],
+        memberlistPorts: [],
+        pools: ['192.0.2.5-192.0.2.20', '2001:db8::5-2001:db8::20'],
+        held: ['192.0.2.10', '2001:db8::10'],
+      };
+      await nft(['-f', '-'], renderFence(spec));
+      t.ok((await seen(arpOf('192.0.2.10'), () => garp('192.0.2.10'))) >= 2, 'held VIP: still answered');
+      t.equal(await seen(arpOf('192.0.2.11'), () => garp('192.0.2.11')), 0, 'the rest of the pool: dropped');
+      t.ok((await seen(naOf, () => na('2001:db8::10'))) >= 1, 'held VIPv6: NAs still go out');
+      t.equal(await seen(naOf, () => na('2001:db8::11')), 0, 'the rest of the IPv6 pool: dropped');
+      // Another node takes them over: its takeover frames arrive on eth0 (sent from the far end).
+      await garp('192.0.2.10', 'peer0');
+      await na('2001:db8::10', 'peer0');
+      t.equal(await seen(arpOf('192.0.2.10'), () => garp('192.0.2.10')), 0, 'claimed: dropped at once');
+      t.equal(await seen(naOf, () => na('2001:db8::10')), 0, 'claimed VIPv6: dropped at once');
+      const back = parseFence([
+        await nft(['-j', 'list', 'table', 'netdev', 'drainguard']),
+        await nft(['-j', 'list', 'table', 'inet', 'drainguard']),
+      ]);
+      t.strictSame(back?.claimed, ['192.0.2.10', '2001:db8::10'], 'the claims read back');
+      // A re-render with the claims (what the sidecar does when it applies the same fence again)
+      // keeps them dropped.
+      await nft(['-f', '-'], renderFence({ ...spec, claimed: back?.claimed ?? [] }));
+      t.equal(
+        await seen(arpOf('192.0.2.10'), () => garp('192.0.2.10')),
+        0,
+        'still dropped after a re-render',
+      );
+      await nft(['-f', '-'], renderUnfence());
+    },
+  );
+
   t.test('fail-safe memberlist cut drops TCP and UDP on the speaker port, only that port', async (t) => {
     await nft(['-f', '-'], renderFence({ vips4: [], vips6: [], interfaces: [], memberlistPorts: [7946] }));
     const udp = (port: number) =>

@@ -389,7 +389,7 @@ t.test(
     t.strictSame(fence.spec.memberlistPorts, [7946]);
     t.match(
       (a[1] as { message: string }).message,
-      /every ARP\/NA not from this node's own addresses \(MetalLB's address pools never read; VIPs announced here: 192\.0\.2\.10\)/,
+      /every ARP\/NA not from this node's own addresses \(MetalLB's address pools never read; VIPs announced here: 192\.0\.2\.10; 192\.0\.2\.10 answered here until another node claims it on the wire/,
     );
     // Confirmed once the API is back: the broad drop and the cut stay until the drain ends.
     w.run({ now: T0 + 1000, apiDownSince: undefined, ownAddresses: undefined, otherCandidates: ['node-b'] });
@@ -447,9 +447,11 @@ t.test(
     t.strictSame(kinds(back), ['label', 'event']);
     t.strictSame(events(back), ['L2HandoverStarted']);
     const done = w.run({ now: T0 + 1100, newOwners: { 'web/www': 'node-b' } });
-    t.strictSame(kinds(done), ['event']);
+    t.strictSame(kinds(done), ['event', 'fence']);
     t.strictSame(events(done), ['L2HandoverConfirmed']);
     t.strictSame(w.o.fence?.memberlistPorts, [7946]);
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'node-b has it: the VIP held so far is dropped outright');
+    t.equal(w.o.fence?.held, undefined);
     t.equal(w.status.phase, 'fenced');
     t.ok(w.status.failsafeKept);
   },
@@ -613,6 +615,61 @@ function inFailsafe(over: Partial<L2Observation> = {}) {
 }
 
 t.test(
+  'the fail-safe holds the VIPs announced here (answered on) until another node claims them on the wire, then drops them outright (robustness SEED=91 TRIAL=62: fenced at once, dark 4.9 s until memberlist declared the node dead)',
+  async (t) => {
+    const pools = ['192.0.2.100-192.0.2.120'];
+    const two = { service: 'web/two', ips: ['192.0.2.11', '2001:db8::11'] };
+    const w = inFailsafe({ pools, announced: [svc, two] });
+    t.strictSame(w.o.fence?.held, ['192.0.2.10', '192.0.2.11', '2001:db8::11']);
+    t.strictSame([w.o.fence?.vips4, w.o.fence?.vips6], [[], []], 'no VIP announced here dropped yet');
+    t.strictSame(w.o.fence?.pools, pools, "the rest of MetalLB's pools dropped at once");
+    t.strictSame(w.o.fence?.memberlistPorts, [7946]);
+    t.match(w.status, {
+      phase: 'failsafe-fenced',
+      fenced: true,
+      held: ['192.0.2.10', '192.0.2.11', '2001:db8::11'],
+    });
+    t.strictSame(kinds(w.run({ now: T0 + 1_000 })), [], 'steady while nobody claims them');
+    // node-b's speaker takes 192.0.2.10 over (the peers declared node-a dead): the kernel saw its
+    // gratuitous ARP and drops node-a's ARP for it; the fence read back says so.
+    const claimedFence = { ...(w.o.fence ?? { vips4: [], vips6: [], interfaces: [], memberlistPorts: [] }) };
+    const a = w.run({ now: T0 + 5_000, fence: { ...claimedFence, claimed: ['192.0.2.10'] } });
+    t.strictSame(events(a), ['L2FailsafeVipClaimed']);
+    t.match(
+      (a.find((x) => x.kind === 'event') as { message: string }).message,
+      /another node claimed 192\.0\.2\.10 on the wire/,
+    );
+    t.strictSame(kinds(a), ['event', 'fence'], 're-rendered with the claimed VIP dropped outright');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    t.strictSame(w.o.fence?.held, ['192.0.2.11', '2001:db8::11']);
+    t.strictSame(w.status.held, ['192.0.2.11', '2001:db8::11']);
+    t.strictSame(kinds(w.run({ now: T0 + 6_000 })), [], 'once');
+    // The other two claimed as well (an unsolicited NA for the IPv6 one): nothing held any more.
+    w.run({
+      now: T0 + 7_000,
+      fence: { ...(w.o.fence ?? claimedFence), claimed: ['192.0.2.11', '2001:db8::11'] },
+    });
+    t.strictSame([w.o.fence?.vips4, w.o.fence?.vips6], [['192.0.2.10', '192.0.2.11'], ['2001:db8::11']]);
+    t.equal(w.o.fence?.held, undefined);
+    t.equal(w.status.held, undefined);
+    t.equal(w.status.phase, 'failsafe-fenced');
+    // A restart reads the fence back: the held VIPs count among the services it covers.
+    const restarted = resume(undefined, { ...claimedFence, claimed: [] }, T0 + 8_000);
+    t.strictSame(restarted.services[0]?.ips, ['192.0.2.10', '192.0.2.11', '2001:db8::11']);
+  },
+);
+
+t.test(
+  "a fail-safe after a new owner was already seen drops that service's VIPs at once: no claim may come (it took over before the fence)",
+  async (t) => {
+    const two = { service: 'web/two', ips: ['192.0.2.11'] };
+    const w = inFailsafe({ announced: [svc, two], newOwners: { 'web/www': 'node-b' } });
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    t.strictSame(w.o.fence?.held, ['192.0.2.11']);
+  },
+);
+
+t.test(
   'after a fail-safe, API back: a service no other node may announce refuses the handover; fail-safe fence and cut removed, no label',
   async (t) => {
     const w = inFailsafe();
@@ -700,7 +757,8 @@ t.test(
     const spec = w.o.fence;
     t.strictSame(spec?.pools, pools);
     t.equal(spec?.ownAddresses, undefined, 'not the broad drop');
-    t.strictSame(spec?.vips4, ['192.0.2.10']);
+    t.strictSame(spec?.vips4, []);
+    t.strictSame(spec?.held, ['192.0.2.10'], 'the VIP announced here is held until claimed');
     const ev = w.log[0]?.find((a) => a.kind === 'event') as { message: string };
     t.match(ev.message, /MetalLB's address pools 192\.0\.2\.100-192\.0\.2\.120, 2001:db8::100-2001:db8::1ff/);
     t.match(w.status, { failsafeDrop: 'pools', pools, memberlistCut: true });
@@ -770,7 +828,11 @@ t.test(
     );
     for (const dt of [6_100, 10_000, 60_000, 60 * 60_000])
       t.strictSame(kinds(w.run({ now: T0 + dt })), [], `${dt - 1100} ms after the label: nothing changes`);
-    t.strictSame(w.o.fence, failsafeFence, 'the pool drop and the memberlist cut are still installed');
+    t.strictSame(
+      w.o.fence,
+      (({ held: _held, ...rest }) => ({ ...rest, vips4: ['192.0.2.10'] }))(failsafeFence ?? ({} as never)),
+      'the pool drop and the memberlist cut are still installed; the VIP node-b has is dropped outright',
+    );
     t.match(w.status, {
       phase: 'fenced',
       memberlistCut: true,
@@ -811,7 +873,8 @@ t.test(
     w.run({ now: T0 + 1100 });
     const a = w.run({ now: T0 + 11_000 });
     t.strictSame(events(a), ['L2HandoverUnconfirmedFence']);
-    t.notOk(kinds(a).includes('fence'));
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'settled: the VIP held so far is dropped outright');
+    t.equal(w.o.fence?.held, undefined);
     t.match(w.status, { phase: 'fenced', memberlistCut: true, failsafeKept: /until the drain ends/ });
     t.strictSame(kinds(w.run({ now: T0 + 60 * 60_000 })), []);
     t.strictSame(kinds(w.run({ now: T0 + 61 * 60_000, draining: false })), ['unfence']);
@@ -990,7 +1053,7 @@ t.test(
     const a = w.run({ now: T0 + 5_000 });
     t.strictSame(kinds(a), ['fence', 'event']);
     t.strictSame(w.o.fence?.memberlistPorts, [], 'no cut: it would drop the leave');
-    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'ARP for the VIP dropped all the same');
+    t.strictSame(w.o.fence?.held, ['192.0.2.10'], 'the VIP held until another node claims it');
     t.match((a[1] as { message: string }).message, /left memberlist uncut: the pod is going away/);
     t.equal(w.status.phase, 'failsafe-fenced');
     t.ok(settled(w.memory), 'the hook returns: the speaker gets its SIGTERM and leaves');
@@ -1018,7 +1081,7 @@ t.test(
     });
     t.strictSame(kinds(a), ['event', 'fence']);
     t.strictSame(w.o.fence?.memberlistPorts, [7946], 'the new speaker cannot rejoin behind the fence');
-    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    t.strictSame(w.o.fence?.held, ['192.0.2.10']);
     t.match((a[0] as { message: string }).message, /the pod stays .* memberlist ports 7946 cut now/);
     t.strictSame(kinds(w.run({ now: T0 + 8_000 })), [], 'once');
   },

@@ -2,6 +2,7 @@
 // the kernel does there: kube-proxy in IPVS mode (every LoadBalancer VIP bound on kube-ipvs0, so
 // `ip route get` says `local … dev lo`), and NIC names that differ between nodes (issue 22,
 // defects 2 and 5).
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { createLogger } from '../../../shared/log.ts';
 import { NodeHost } from '../../../sidecar/l2/host.ts';
@@ -156,5 +157,49 @@ t.test(
       interfaces: ['eth0', 'ens9'],
       missing: [],
     });
+  },
+);
+
+t.test(
+  'applying a fence with held VIPs carries over what the kernel saw claimed: the new table never answers a claimed VIP again',
+  async (t) => {
+    const read = (name: string) => readFileSync(new URL(`../../golden/l2/${name}`, import.meta.url), 'utf8');
+    // nft as it answers with the fence of fence-held.nft installed and two claims seen (real nft 1.0.6).
+    const outputs: Record<string, string> = {
+      'nft -j list tables': read('list-tables.json'),
+      'nft -j list table netdev drainguard': read('list-netdev-held.json'),
+      'nft -j list table inet drainguard': read('list-inet-held.json'),
+      'ip -j link show': JSON.stringify([{ ifname: 'eth0' }]),
+    };
+    const inputs: string[] = [];
+    const runner = {
+      async run(tool: string, args: string[], opts: { input?: string } = {}) {
+        const line = `${tool} ${args.join(' ')}`;
+        if (line === 'nft -f -') {
+          inputs.push(opts.input ?? '');
+          return { stdout: '', stderr: '', skipped: false };
+        }
+        if (!(line in outputs)) throw new Error(`unexpected: ${line}`);
+        return { stdout: outputs[line], stderr: '', skipped: false };
+      },
+    } as unknown as ToolRunner;
+    const host = new NodeHost(runner, createLogger('test', 'silent'));
+    const spec = {
+      vips4: [],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [7946, 7947],
+      pools: ['192.0.2.100-192.0.2.120', '2001:db8::100-2001:db8::1ff'],
+      held: ['192.0.2.10', '192.0.2.11', '2001:db8::10'],
+    };
+    await host.applyFence(spec);
+    t.match(inputs[0], /set claimed4 \{ type ipv4_addr; flags dynamic; elements = \{ 192\.0\.2\.10 \}; \}/);
+    t.match(
+      inputs[0],
+      /set claimed6 \{ typeof @th,64,128; flags dynamic; elements = \{ 0x20010db8000000000000000000000010 \}; \}/,
+    );
+    // Nothing held: nothing read first.
+    await host.applyFence({ ...spec, held: [], vips4: ['192.0.2.10'] });
+    t.notMatch(inputs[1], /claimed/);
   },
 );

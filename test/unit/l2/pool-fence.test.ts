@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import {
+  claimedVips,
   type FenceSpec,
   parseFence,
   renderFence,
@@ -85,3 +86,56 @@ t.test('the pool fence reads back equal (real nft 1.0.6: ranges, prefixes, singl
   t.ok(sameFence(spec, pools), JSON.stringify(spec));
   t.notOk(sameFence(spec, { ...pools, pools: ['192.0.2.100-192.0.2.120'] }));
 });
+
+// The VIPs announced here, held under the fail-safe until another node claims them on the wire.
+const held: FenceSpec = {
+  vips4: ['192.0.2.12'],
+  vips6: [],
+  interfaces: ['eth0'],
+  memberlistPorts: [7946],
+  pools: ['192.0.2.100-192.0.2.120', '2001:db8::100-2001:db8::1ff'],
+  held: ['192.0.2.10', '192.0.2.11', '2001:db8::10'],
+};
+
+t.test(
+  'held VIPs: exempt from the pool drop until a claim arrives (ingress ARP, input NA), then dropped before anything else',
+  async (t) => {
+    const text = renderFence(held);
+    t.equal(text, read('fence-held.nft'), 'golden fence-held.nft');
+    t.match(
+      text,
+      /chain claims-eth0 \{\n\s+type filter hook ingress device "eth0"[^\n]*\n\s+arp saddr ip @held4 add @claimed4 \{ arp saddr ip \} counter\n/,
+    );
+    t.match(
+      text,
+      /chain egress-eth0 \{\n[^\n]*\n\s+arp saddr ip @claimed4 counter drop\n\s+arp saddr ip @held4 accept\n\s+arp saddr ip @vip4 counter drop\n\s+arp saddr ip @pool4 counter drop\n/,
+      'claimed dropped, held accepted, only then the VIPs and pools dropped',
+    );
+    t.match(text, /icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 \{ @th,64,128 \} counter/);
+    t.match(
+      text,
+      /@claimed6 counter drop\n\s+icmpv6 type nd-neighbor-advert @th,64,128 @held6 accept\n\s+icmpv6 type nd-neighbor-advert @th,64,128 @pool6 counter drop/,
+    );
+    // A VIP both dropped and held is dropped: held never widens what a fence answers.
+    t.notMatch(renderFence({ ...held, held: ['192.0.2.12'] }), /@held4/);
+    t.strictSame(validateFence({ ...held, held: ['x; flush ruleset'] }), [
+      'held: "x; flush ruleset" is not an IP address',
+    ]);
+    // A re-render keeps what the kernel saw claimed.
+    t.match(
+      renderFence({ ...held, claimed: ['192.0.2.10'] }),
+      /set claimed4 \{ type ipv4_addr; flags dynamic; elements = \{ 192\.0\.2\.10 \}; \}/,
+    );
+  },
+);
+
+t.test(
+  'held VIPs read back with what the kernel saw claimed (real nft 1.0.6, after a gratuitous ARP and an unsolicited NA arrived); the same fence all the same',
+  async (t) => {
+    const spec = parseFence([read('list-netdev-held.json'), read('list-inet-held.json')]);
+    t.strictSame(spec?.held, ['192.0.2.10', '192.0.2.11', '2001:db8::10']);
+    t.strictSame(claimedVips(spec), ['192.0.2.10', '2001:db8::10']);
+    t.ok(sameFence(spec, held), 'claims do not make it another fence (no re-render that would forget them)');
+    t.notOk(sameFence(spec, { ...held, held: ['192.0.2.11', '2001:db8::10'] }));
+  },
+);
