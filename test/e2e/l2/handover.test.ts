@@ -655,7 +655,10 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
           async () => !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})),
           T,
         );
-        await waitFor('its claim watch removed with the label', async () => !(await hasFenceTable(a)), T);
+        t.ok(
+          await waitFor('its claim watch removed with the label', async () => !(await hasFenceTable(a)), T),
+          'no fence left: its claim watch went with the label',
+        );
         // Events are written after the action, without holding it up: wait for it.
         await waitFor(
           'the refusal Event',
