@@ -545,14 +545,19 @@ function enterFailsafe(memory: L2Memory, turn: Turn, cause: string): L2Memory {
   // held (answered on) until another node claims them on the wire, unless a new owner is known
   // already: fenced at once, they were dark until the peers declared this node dead.
   const owned = confirmations(services, observation);
+  const base = fenceFor(
+    services.filter((s) => owned[s.service]),
+    observation.interfaces,
+    failsafeCut(observation, settings),
+    observation.ownAddresses,
+    memory.pools,
+  );
+  // What the fence on now drops stays dropped (fenced after the settle time, or claimed): held
+  // again, it would be answered beside the owner that took it over before the fail-safe.
   const spec = normalizeFence({
-    ...fenceFor(
-      services.filter((s) => owned[s.service]),
-      observation.interfaces,
-      failsafeCut(observation, settings),
-      observation.ownAddresses,
-      memory.pools,
-    ),
+    ...base,
+    vips4: [...base.vips4, ...(memory.fence?.vips4 ?? [])],
+    vips6: [...base.vips6, ...(memory.fence?.vips6 ?? [])],
     held: vipsOf(services.filter((s) => !owned[s.service])),
   });
   const cutText = cuts(spec)

@@ -670,6 +670,28 @@ t.test(
 );
 
 t.test(
+  'fenced after the settle time (nothing can confirm), then the API lost: the fail-safe keeps the VIP dropped, not held again beside the owner that took it over',
+  async (t) => {
+    const w = new World(obs({ statusSource: 'services' }));
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 10_100 });
+    t.equal(w.status.phase, 'fenced');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    w.run({
+      now: T0 + 20_000,
+      apiDownSince: T0 + 14_000,
+      otherCandidates: undefined,
+      pools: ['192.0.2.100-192.0.2.120'],
+    });
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'still dropped');
+    t.equal(w.o.fence?.held, undefined, 'not held: its takeover came before the fail-safe');
+    t.strictSame(w.o.fence?.memberlistPorts, [7946]);
+  },
+);
+
+t.test(
   'after a fail-safe, API back: a service no other node may announce refuses the handover; fail-safe fence and cut removed, no label',
   async (t) => {
     const w = inFailsafe();
