@@ -555,12 +555,12 @@ function enterFailsafe(memory: L2Memory, turn: Turn, cause: string): L2Memory {
     observation.ownAddresses,
     memory.pools,
   );
-  // VIPs the handover's claim watch saw taken over stay dropped.
-  const claimed = isClaimWatch(memory.fence) ? memory.fence : undefined;
+  // What the fence on now drops stays dropped (fenced after the settle time, or claimed): held
+  // again, it would be answered beside the owner that took it over before the fail-safe.
   const spec = normalizeFence({
     ...base,
-    vips4: [...base.vips4, ...(claimed?.vips4 ?? [])],
-    vips6: [...base.vips6, ...(claimed?.vips6 ?? [])],
+    vips4: [...base.vips4, ...(memory.fence?.vips4 ?? [])],
+    vips6: [...base.vips6, ...(memory.fence?.vips6 ?? [])],
     held: vipsOf(services.filter((s) => !owned[s.service])),
   });
   const cutText = cuts(spec)
@@ -616,9 +616,10 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
     return enter(memory, 'refused', now);
   }
   const services = mergeServices([], observation.announced);
-  if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
+  // The claim watch first: a new owner may take over the moment the label is seen.
   const watch = claimWatch(services, observation.interfaces);
   if (watch) ensureFence(turn, watch);
+  if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
   event(
     turn,
     'Normal',

@@ -82,9 +82,9 @@ t.test(
     const w = new World(obs());
     t.strictSame(w.run(), []);
     const a1 = w.run({ draining: true, drainReason: 'cordoned' });
-    t.strictSame(kinds(a1), ['label', 'fence', 'event']);
+    t.strictSame(kinds(a1), ['fence', 'label', 'event']);
     t.strictSame(
-      (a1[1] as Extract<L2Action, { kind: 'fence' }>).spec,
+      (a1[0] as Extract<L2Action, { kind: 'fence' }>).spec,
       { vips4: [], vips6: [], interfaces: ['eth0'], memberlistPorts: [], held: ['192.0.2.10'] },
       'the claim watch: the VIP held (answered), nothing dropped',
     );
@@ -198,13 +198,13 @@ t.test(
     // The pod going away after all (deleted during the drain): a new attempt, label kept this time.
     const going = structuredClone(w);
     Object.setPrototypeOf(going, World.prototype);
-    t.strictSame(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['label', 'fence', 'event']);
+    t.strictSame(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['fence', 'label', 'event']);
     t.notOk(going.status.gaveUp);
     t.equal(settled(going.memory), false, '/prestop waits for the new attempt');
     // Uncordon ends it; the next cordon is a new handover.
     t.strictSame(w.run({ now: T0 + 50_000, draining: false, newOwners: {} }), []);
     t.notOk(w.status.gaveUp);
-    t.strictSame(kinds(w.run({ now: T0 + 60_000, draining: true })), ['label', 'fence', 'event']);
+    t.strictSame(kinds(w.run({ now: T0 + 60_000, draining: true })), ['fence', 'label', 'event']);
   },
 );
 
@@ -238,7 +238,7 @@ t.test(
   'two nodes cordoned at once counted each other: the re-check after the label takes it back, no fence',
   async (t) => {
     const w = new World(obs({ otherCandidates: ['node-b'] }));
-    t.strictSame(kinds(w.run({ draining: true })), ['label', 'fence', 'event']);
+    t.strictSame(kinds(w.run({ draining: true })), ['fence', 'label', 'event']);
     // node-b was cordoned and labelled meanwhile: nobody else could announce.
     const a = w.run({ now: T0 + 2_000, otherCandidates: [] });
     t.strictSame(kinds(a), ['unlabel', 'unfence', 'event']);
@@ -259,7 +259,7 @@ t.test('never strand a VIP: no other candidate means no label and no fence, said
   t.ok(w.status.stranded && settled(w.memory));
   t.strictSame(w.run({ now: T0 + 1000 }), []);
   // A node becomes available: the handover starts.
-  t.strictSame(kinds(w.run({ now: T0 + 2000, otherCandidates: ['node-b'] })), ['label', 'fence', 'event']);
+  t.strictSame(kinds(w.run({ now: T0 + 2000, otherCandidates: ['node-b'] })), ['fence', 'label', 'event']);
 });
 
 t.test('unknown candidates (not listed yet) wait instead of guessing', async (t) => {
@@ -362,8 +362,8 @@ t.test(
     w.run({ now: T0 - 38_361, apiDownSince: T0 - 38_361, apiFailedAt: T0 - 38_361 });
     w.run({ now: T0 - 22_065, apiDownSince: undefined, apiFailedAt: T0 - 22_410 });
     t.strictSame(kinds(w.run({ now: T0 + 185, draining: true, drainReason: 'cordoned' })), [
-      'label',
       'fence',
+      'label',
       'event',
     ]);
     w.run({ now: T0 + 1_000 });
@@ -474,7 +474,7 @@ t.test(
       now: T0 + 2_000,
       serviceCandidates: { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] },
     });
-    t.strictSame(kinds(b), ['label', 'fence', 'event']);
+    t.strictSame(kinds(b), ['fence', 'label', 'event']);
   },
 );
 
@@ -548,7 +548,7 @@ t.test('the L2HandoverStarted Event names a few candidates and counts the rest',
 
 t.test('terminating pod triggers the handover too', async (t) => {
   const w = new World(obs());
-  t.strictSame(kinds(w.run({ terminating: true })), ['label', 'fence', 'event']);
+  t.strictSame(kinds(w.run({ terminating: true })), ['fence', 'label', 'event']);
 });
 
 t.test('restart mid-handover: resumes from annotation and nft without a second fence', async (t) => {
@@ -719,6 +719,28 @@ t.test(
     const w = inFailsafe({ announced: [svc, two], newOwners: { 'web/www': 'node-b' } });
     t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
     t.strictSame(w.o.fence?.held, ['192.0.2.11']);
+  },
+);
+
+t.test(
+  'fenced after the settle time (nothing can confirm), then the API lost: the fail-safe keeps the VIP dropped, not held again beside the owner that took it over',
+  async (t) => {
+    const w = new World(obs({ statusSource: 'services' }));
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 10_100 });
+    t.equal(w.status.phase, 'fenced');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10']);
+    w.run({
+      now: T0 + 20_000,
+      apiDownSince: T0 + 14_000,
+      otherCandidates: undefined,
+      pools: ['192.0.2.100-192.0.2.120'],
+    });
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.strictSame(w.o.fence?.vips4, ['192.0.2.10'], 'still dropped');
+    t.equal(w.o.fence?.held, undefined, 'not held: its takeover came before the fail-safe');
+    t.strictSame(w.o.fence?.memberlistPorts, [7946]);
   },
 );
 
