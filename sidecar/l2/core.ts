@@ -293,8 +293,11 @@ export const L2_EVENT_REASONS = {
   unconfirmedFence: 'L2HandoverUnconfirmedFence',
   confirmed: 'L2HandoverConfirmed',
   failsafeFence: 'L2FailsafeFence',
-  /** Under the fail-safe, another node claimed a VIP held here on the wire: dropped here now. */
-  vipClaimed: 'L2FailsafeVipClaimed',
+  /**
+   * Another node claimed a VIP held here (the fail-safe's, or the handover's claim watch) on the
+   * wire: dropped here since.
+   */
+  vipClaimed: 'L2VipClaimed',
   /** Interfaces named for the fence are not on this node (recorded by the edge). */
   interfacesMissing: 'L2FenceInterfacesMissing',
   undone: 'L2HandoverUndone',
@@ -419,7 +422,7 @@ export function step(
 }
 
 /**
- * Held VIPs (the fail-safe's: answered here until another node claims them) that the kernel saw
+ * Held VIPs (answered here until another node claims them: the fail-safe's, the claim watch's) that the kernel saw
  * claimed are dropped outright from now on: the fence this phase wants says so, and its re-render
  * (one nft transaction) loses nothing the kernel already drops.
  */
@@ -613,6 +616,9 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
     return enter(memory, 'refused', now);
   }
   const services = mergeServices([], observation.announced);
+  // The claim watch first: a new owner may take over the moment the label is seen.
+  const watch = claimWatch(services, observation.interfaces);
+  if (watch) ensureFence(turn, watch);
   if (!observation.excludeLabel) turn.actions.push({ kind: 'label' });
   event(
     turn,
@@ -625,9 +631,33 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
     handoverStartedAt: now,
     services,
     handedTo: {},
-    fence: undefined,
+    fence: watch,
   };
 }
+
+/**
+ * While the handover awaits its new owners: a fence that drops nothing yet but holds the VIPs
+ * announced here, so the kernel silences this node for a VIP the moment its new owner's takeover
+ * (gratuitous ARP, unsolicited NA) arrives, before any ServiceL2Status confirms it. This node's
+ * own speaker may not see the label at all (its API server stale: the racing order of bench-seed,
+ * answered twice 0.25 s until the confirmation). VIPs claimed already stay dropped. Undefined when
+ * there is nothing to hold.
+ */
+function claimWatch(services: ServiceVips[], interfaces: string[], prior?: FenceSpec): FenceSpec | undefined {
+  const dropped = [...(prior?.vips4 ?? []), ...(prior?.vips6 ?? [])];
+  const spec = normalizeFence({
+    vips4: dropped.filter((v) => !v.includes(':')),
+    vips6: dropped.filter((v) => v.includes(':')),
+    interfaces,
+    memberlistPorts: [],
+    held: vipsOf(services),
+  });
+  return fenceIsEmpty(spec) ? undefined : spec;
+}
+
+/** The handover's claim watch (not a fail-safe's fence, which cuts memberlist or drops the pools). */
+const isClaimWatch = (fence: FenceSpec | undefined): fence is FenceSpec =>
+  fence !== undefined && !cuts(fence) && !fence.pools && !fence.ownAddresses;
 
 function labelled(memory: L2Memory, turn: Turn): L2Memory {
   // After a fail-safe its fence stays until the new attempt decides.
@@ -643,7 +673,12 @@ function awaitingConfirmation(entered: L2Memory, turn: Turn): L2Memory {
   const { observation, settings, now } = turn;
   // A service moved to this node while labelled (rare) must be handed over as well.
   const services = mergeServices(entered.services, observation.announced);
-  const memory: L2Memory = { ...entered, services };
+  // The claim watch follows the services (announced here late, or known only now).
+  const watched =
+    entered.fence === undefined || isClaimWatch(entered.fence)
+      ? claimWatch(services, turn.observation.interfaces, entered.fence)
+      : entered.fence;
+  const memory: L2Memory = { ...entered, services, fence: watched };
   if (memory.fence) ensureFence(turn, memory.fence);
   const cutOn = cuts(memory.fence);
   const started = memory.attemptStartedAt ?? memory.handoverStartedAt ?? now;
@@ -748,14 +783,16 @@ function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
     return { ...initialMemory(now), phase: 'given-up' };
   }
   if (memory.phase === 'overdue') return memory;
-  dropFence(turn);
+  // The claim watch stays: it drops nothing a new owner has not claimed.
+  const watch = isClaimWatch(memory.fence) ? memory.fence : undefined;
+  if (!watch) dropFence(turn);
   event(
     turn,
     'Warning',
     L2_EVENT_REASONS.unconfirmed,
     `no other node took over ${missing.join(', ')} within ${secs(settings.handoverBudgetMs)} while the pod terminates: not fencing (a dark VIP is worse than a moving one); ${cutText}still watching`,
   );
-  return { ...enter(memory, 'overdue', now), fence: undefined };
+  return { ...enter(memory, 'overdue', now), fence: watch };
 }
 
 /** Keep the fence what this phase wants (someone else may have flushed it). */
@@ -1045,6 +1082,18 @@ export function resume(status: L2State | undefined, fence: FenceSpec | undefined
     services.length > 0
       ? services
       : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6, ...(f.held ?? [])] }];
+  const handingOver = status?.phase === 'labelled' || status?.phase === 'awaiting-confirmation';
+  if (fence?.held && isClaimWatch(fence) && (handingOver || !status)) {
+    // The handover's claim watch: still awaiting its new owners.
+    return {
+      ...memory,
+      phase: 'labelled',
+      since: t(status?.since) ?? now,
+      handoverStartedAt: t(status?.handoverStartedAt) ?? now,
+      services: fromFence(fence),
+      fence,
+    };
+  }
   if (fence) {
     // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
     // counts as confirmed (the fail-safe then leaves it alone). A fence with the memberlist cut is

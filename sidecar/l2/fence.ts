@@ -42,6 +42,12 @@ export interface FenceSpec {
    * render keeps them claimed.
    */
   claimed?: string[];
+  /**
+   * The fenced links' own MAC addresses, added by the host when it renders: a claim must come from
+   * another host, not from a frame of this node's own that the network reflects back (a hairpin
+   * bridge port, some bond modes). sameFence ignores it.
+   */
+  ownMacs?: string[];
 }
 
 const v4Number = (a: string) => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
@@ -75,6 +81,9 @@ export function validateFence(spec: FenceSpec): string[] {
       problems.push(`pools: ${JSON.stringify(r)} is not an address range "first-last" of one family`);
   if (spec.pools && spec.ownAddresses)
     problems.push('pools and ownAddresses: a fail-safe fence uses one of them');
+  for (const m of spec.ownMacs ?? [])
+    if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(m))
+      problems.push(`ownMacs: ${JSON.stringify(m)} is not a MAC address`);
   for (const field of ['held', 'claimed'] as const)
     for (const a of spec[field] ?? [])
       if (!isIPv4(a) && !isIPv6(a)) problems.push(`${field}: ${JSON.stringify(a)} is not an IP address`);
@@ -101,6 +110,9 @@ export function normalizeFence(spec: FenceSpec): FenceSpec {
     ...(spec.pools ? { pools: uniq(spec.pools.map((r) => r.split('-').map(canon).join('-'))) } : {}),
     ...(held.length > 0 ? { held } : {}),
     ...(claimed.length > 0 ? { claimed } : {}),
+    ...(held.length > 0 && spec.ownMacs?.length
+      ? { ownMacs: uniq(spec.ownMacs.map((m) => m.toLowerCase())) }
+      : {}),
   };
 }
 const pools4 = (spec: FenceSpec) => (spec.pools ?? []).filter((r) => rangeFamily(r) === 4);
@@ -117,7 +129,8 @@ const held6 = (spec: FenceSpec) => (spec.held ?? []).filter((a) => isIPv6(a));
 /** The same fence, whatever the kernel has seen claimed of its held VIPs since it went on. */
 export function sameFence(a: FenceSpec | undefined, b: FenceSpec | undefined): boolean {
   if (!a || !b) return a === b;
-  const unclaimed = (s: FenceSpec) => JSON.stringify({ ...normalizeFence(s), claimed: undefined });
+  const unclaimed = (s: FenceSpec) =>
+    JSON.stringify({ ...normalizeFence(s), claimed: undefined, ownMacs: undefined });
   return unclaimed(a) === unclaimed(b);
 }
 
@@ -194,6 +207,11 @@ export function renderFence(input: FenceSpec): string {
   const [p4, p6] = [pools4(spec), pools6(spec)];
   const [h4, h6] = [held4(spec), held6(spec)];
   const claimed = spec.claimed ?? [];
+  const macs = spec.ownMacs ?? [];
+  const notOwn = macs.length > 0 ? 'ether saddr != @ownmacs ' : '';
+  const ownMacSet = () => {
+    if (macs.length > 0) lines.push(`  set ownmacs { type ether_addr; elements = { ${macs.join(', ')} } }`);
+  };
   const elements = (xs: string[]) => (xs.length > 0 ? ` elements = { ${xs.join(', ')} };` : '');
   if ((spec.vips4.length > 0 || foreign || p4.length > 0 || h4.length > 0) && spec.interfaces.length > 0) {
     lines.push(`table netdev ${FENCE_TABLE} {`);
@@ -203,6 +221,7 @@ export function renderFence(input: FenceSpec): string {
       lines.push(
         `  set claimed4 { type ipv4_addr; flags dynamic;${elements(claimed.filter((a) => isIPv4(a)))} }`,
       );
+      ownMacSet();
     }
     if (foreign) {
       // 0.0.0.0: the kernel's own duplicate-address probes.
@@ -216,7 +235,7 @@ export function renderFence(input: FenceSpec): string {
         lines.push(`  chain claims-${dev} {`);
         lines.push(`    type filter hook ingress device "${dev}" priority 0; policy accept;`);
         // Only a node announcing the VIP sends ARP with it as sender (a takeover's gratuitous ARP).
-        lines.push('    arp saddr ip @held4 add @claimed4 { arp saddr ip } counter');
+        lines.push(`    ${notOwn}arp saddr ip @held4 add @claimed4 { arp saddr ip } counter`);
         lines.push('  }');
       }
       lines.push(`  chain egress-${dev} {`);
@@ -244,10 +263,13 @@ export function renderFence(input: FenceSpec): string {
       lines.push(`  set held6 { typeof @th,64,128; elements = { ${h6.map(ipv6ToHex).join(', ')} } }`);
       const kept = claimed.filter((a) => isIPv6(a)).map(ipv6ToHex);
       lines.push(`  set claimed6 { typeof @th,64,128; flags dynamic;${elements(kept)} }`);
+      ownMacSet();
       lines.push('  chain claims {');
       lines.push('    type filter hook input priority 0; policy accept;');
       // A takeover's unsolicited NA carries the VIP as its target.
-      lines.push('    icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 { @th,64,128 } counter');
+      lines.push(
+        `    ${notOwn}icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 { @th,64,128 } counter`,
+      );
       lines.push('  }');
     }
     if (foreign) {
@@ -328,6 +350,7 @@ export function parseFence(listTableJsons: string[]): FenceSpec | undefined {
           const field = set.name === 'held4' ? 'held' : 'claimed';
           spec[field] = [...(spec[field] ?? []), ...elems(set).map(String)];
         }
+        if (set.name === 'ownmacs') spec.ownMacs = [...(spec.ownMacs ?? []), ...elems(set).map(String)];
         if (set.name === 'held6' || set.name === 'claimed6') {
           const field = set.name === 'held6' ? 'held' : 'claimed';
           spec[field] = [...(spec[field] ?? []), ...elems(set).map((e) => hexToIpv6(String(e)))];

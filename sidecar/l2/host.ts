@@ -7,7 +7,7 @@ import { FENCE_TABLE } from '../../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
-import { linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
+import { linkAddresses, linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
 
 /** The links a fence goes on, and the named ones it cannot go on. */
 export interface FenceLinks {
@@ -97,7 +97,11 @@ export class NodeHost implements L2Host {
     // VIPs still held that the kernel saw claimed since the last read stay dropped: the new
     // table replaces the old one in one transaction, its claimed sets filled from the old.
     const claimed = spec?.held ? (await this.readFence().catch(() => undefined))?.claimed : undefined;
-    const input = spec ? renderFence(claimed ? { ...spec, claimed } : spec) : renderUnfence();
+    // A claim must come from another host: this node's own frames reflected back do not count.
+    const ownMacs = spec?.held ? await this.linkMacs(spec.interfaces) : undefined;
+    const input = spec
+      ? renderFence({ ...spec, ...(claimed ? { claimed } : {}), ...(ownMacs?.length ? { ownMacs } : {}) })
+      : renderUnfence();
     const r = await this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
     // Observe-only: nothing ran; what it would be.
     if (r.skipped) return spec;
@@ -130,6 +134,14 @@ export class NodeHost implements L2Host {
     this.routeDevs.clear();
     this.links = undefined;
     this.vanished = [];
+  }
+
+  private async linkMacs(names: readonly string[]): Promise<string[]> {
+    try {
+      return linkAddresses((await this.runner.run('ip', ['-j', 'link', 'show'])).stdout, names);
+    } catch {
+      return [];
+    }
   }
 
   private async readLinkNames(): Promise<string[] | null> {

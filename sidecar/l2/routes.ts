@@ -89,6 +89,14 @@ export function ownAddresses(json: string, notOwn: readonly string[] = []): stri
 }
 
 /** The names of the node's links, from `ip -j link show`. */
+/** The link-layer addresses of these links (`ip -j link show`), those that have one. */
+export function linkAddresses(json: string, names: readonly string[]): string[] {
+  return parseArray(json)
+    .filter((l) => typeof l.ifname === 'string' && names.includes(l.ifname))
+    .map((l) => l.address)
+    .filter((a): a is string => typeof a === 'string' && /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(a));
+}
+
 export function linkNames(json: string): string[] {
   return parseArray(json)
     .map((l) => l.ifname)

@@ -286,7 +286,7 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
           'the fail-safe Event says the VIP is held until claimed',
         );
         t.ok(
-          (await events('L2FailsafeVipClaimed')).some((m) => m.includes(`another node claimed ${w.vip}`)),
+          (await events('L2VipClaimed')).some((m) => m.includes(`another node claimed ${w.vip}`)),
           "node-b's claim is recorded as an Event",
         );
       } finally {

@@ -29,7 +29,11 @@ t.test('the fence is on the VIP route link only: no bridge, no veth, none that v
   await w.cordon(a, true);
   const fence = await waitFor(
     'fence installed',
-    () => netdevFence(w, a),
+    // The claim watch comes first (it drops nothing until a VIP is claimed): the VIP dropped.
+    async () => {
+      const f = await netdevFence(w, a);
+      return f && f.vips4.length > 0 ? f : undefined;
+    },
     // Confirmed by the new owner's status in a second or two; the settle path would take 10 s.
     { timeoutMs: 8_000, intervalMs: 100 },
   );

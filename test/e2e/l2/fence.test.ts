@@ -118,6 +118,20 @@ t.test('nft fence on the wire', async (t) => {
       t.equal(await seen(arpOf('192.0.2.11'), () => garp('192.0.2.11')), 0, 'the rest of the pool: dropped');
       t.ok((await seen(naOf, () => na('2001:db8::10'))) >= 1, 'held VIPv6: NAs still go out');
       t.equal(await seen(naOf, () => na('2001:db8::11')), 0, 'the rest of the IPv6 pool: dropped');
+      // A frame that carries a MAC of this node's own (reflected back by a hairpin port or a bond)
+      // claims nothing: peer0's MAC stands in for it here.
+      const peerMac = (
+        JSON.parse(await ns.run(['ip', '-j', 'link', 'show', 'peer0'])) as { address: string }[]
+      )[0]?.address;
+      await nft(['-f', '-'], renderFence({ ...spec, ownMacs: [peerMac ?? ''] }));
+      await garp('192.0.2.10', 'peer0');
+      await na('2001:db8::10', 'peer0');
+      t.ok(
+        (await seen(arpOf('192.0.2.10'), () => garp('192.0.2.10'))) >= 2,
+        'an own reflected frame: still answered',
+      );
+      t.ok((await seen(naOf, () => na('2001:db8::10'))) >= 1, 'an own reflected NA: still answered');
+      await nft(['-f', '-'], renderFence(spec));
       // Another node takes them over: its takeover frames arrive on eth0 (sent from the far end).
       await garp('192.0.2.10', 'peer0');
       await na('2001:db8::10', 'peer0');

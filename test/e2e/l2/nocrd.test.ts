@@ -4,7 +4,8 @@
 // here" would fence nothing and report the handover done.) The same holds when
 // 0.14.4–0.14.5 run with the flag on: their objects name no service, so they confirm nothing.
 import t from 'tap';
-import { createL2Scene, type L2Scene, macsIn } from '../../../lab/bed/l2-scene.ts';
+import { longestDark, longestDual } from '../../../lab/bed/arp-probe.ts';
+import { createL2Scene, killWait, type L2Scene, macsIn, type ProbeRound } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 
@@ -28,6 +29,41 @@ for (const [what, sceneOpts] of [
       await w?.destroy();
     });
 
+    t.test(
+      "the drained node's own speaker never sees the label (its API view stale, as on a removed etcd member): it falls silent at the new owner's takeover, not at the settle time",
+      async (t) => {
+        const a = w.initialOwner;
+        const status = async () =>
+          JSON.parse((await w.getNode(a)).metadata?.annotations?.[L2_STATE_ANNOTATION] ?? '{}') as {
+            phase?: string;
+          };
+        w.speakers.get(a)?.send('freeze');
+        const rounds: ProbeRound[] = [];
+        const probe = w.startProbe(50, (r) => rounds.push(r));
+        try {
+          await w.cordon(a, true);
+          await waitFor('fenced after the settle time', async () => (await status()).phase === 'fenced', T);
+        } finally {
+          await killWait(probe, 'SIGKILL');
+          w.speakers.get(a)?.send('unfreeze');
+        }
+        const [dark, dual] = [longestDark(rounds, 50), longestDual(rounds, 50)];
+        t.comment(`${rounds.length} rounds: dark ${dark} ms, dual ${dual} ms`);
+        // Before the claim watch node-a answered until the settle-time fence, beside node-b.
+        t.ok(dual <= 100, `answered twice ≤ 0.1 s (worst ${dual} ms)`);
+        t.ok(dark <= 1000, `dark ≤ 1 s (worst ${dark} ms)`);
+        await w.cordon(a, false);
+        await waitFor(
+          'label and fence gone',
+          async () =>
+            !(EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {})) &&
+            (await w.bed.node(a).exec(['nft', 'list', 'table', 'netdev', 'drainguard'])).code !== 0,
+          { ...T, timeoutMs: 60_000 },
+        );
+        await w.answeredOnlyBy(a);
+      },
+    );
+
     t.test('cordon: label, wait the settle time, fence all LoadBalancer VIPs unconfirmed', async (t) => {
       const a = w.initialOwner;
       const b = w.ownerAmong(w.nodes.map((n) => n.name).filter((n) => n !== a));
@@ -38,15 +74,16 @@ for (const [what, sceneOpts] of [
         async () => EXCLUDE_LABEL in ((await w.getNode(a)).metadata?.labels ?? {}),
         T,
       );
+      // The claim watch drops the VIP as soon as node-b's takeover arrives; the handover's own
+      // fence (the phase `fenced`) waits the settle time.
       const ruleset = await waitFor(
-        'fence installed',
+        'VIP dropped',
         async () => {
           const r = await w.bed.node(a).exec(['nft', 'list', 'ruleset']);
           return r.stdout.includes('arp saddr ip @vip4') ? r.stdout : undefined;
         },
         T,
       );
-      t.ok(Date.now() - t0 >= 2_000, 'not before the settle time');
       t.ok(ruleset.includes(w.vip), ruleset);
       const st = await waitFor(
         'status fenced',
@@ -59,6 +96,7 @@ for (const [what, sceneOpts] of [
         },
         T,
       );
+      t.ok(Date.now() - t0 >= 2_000, 'fenced, not before the settle time');
       t.strictSame(st.vips, [w.vip]);
       await waitFor(
         'unconfirmed-fence Event',

@@ -77,13 +77,19 @@ const kinds = (as: L2Action[]) => as.map((a) => a.kind);
 const events = (as: L2Action[]) => as.flatMap((a) => (a.kind === 'event' ? [a.reason] : []));
 
 t.test(
-  'cordon: label, wait for another node to confirm, then fence; nothing before confirmation',
+  'cordon: label, wait for another node to confirm, then fence; nothing dropped before confirmation unless claimed on the wire',
   async (t) => {
     const w = new World(obs());
     t.strictSame(w.run(), []);
     const a1 = w.run({ draining: true, drainReason: 'cordoned' });
-    t.strictSame(kinds(a1), ['label', 'event']);
+    t.strictSame(kinds(a1), ['fence', 'label', 'event']);
+    t.strictSame(
+      (a1[0] as Extract<L2Action, { kind: 'fence' }>).spec,
+      { vips4: [], vips6: [], interfaces: ['eth0'], memberlistPorts: [], held: ['192.0.2.10'] },
+      'the claim watch: the VIP held (answered), nothing dropped',
+    );
     t.equal(w.status.phase, 'labelled');
+    t.equal(w.status.fenced, false);
     t.strictSame(w.run({ now: T0 + 200 }), []);
     t.equal(w.status.phase, 'awaiting-confirmation');
     // The own ServiceL2Status lingers (MetalLB < 0.16): its presence or absence proves nothing.
@@ -106,6 +112,52 @@ t.test(
   },
 );
 
+t.test(
+  "the claim watch: the new owner's takeover seen on the wire silences this node at once, before its ServiceL2Status confirms (bench-seed's racing order: this node's speaker never saw the label, answered twice 0.25 s)",
+  async (t) => {
+    const two = { service: 'web/two', ips: ['192.0.2.11'] };
+    const w = new World(obs({ announced: [svc, two] }));
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    t.strictSame(w.o.fence?.held, ['192.0.2.10', '192.0.2.11']);
+    // This node's speaker still announces both (its API view is stale); node-b takes one over.
+    const watch = w.o.fence ?? { vips4: [], vips6: [], interfaces: [], memberlistPorts: [] };
+    const a = w.run({ now: T0 + 900, fence: { ...watch, claimed: ['192.0.2.10'] } });
+    t.strictSame(events(a), ['L2VipClaimed']);
+    t.strictSame(kinds(a), ['event', 'fence']);
+    t.strictSame([w.o.fence?.vips4, w.o.fence?.held], [['192.0.2.10'], ['192.0.2.11']]);
+    t.equal(w.status.phase, 'awaiting-confirmation');
+    t.equal(w.status.fenced, false, 'not reported fenced: the handover is not confirmed');
+    t.strictSame(w.run({ now: T0 + 1_000 }), [], 'once');
+    // A restart meanwhile resumes the handover with its watch (the annotation says awaiting).
+    const resumed = resume(parseL2State(JSON.stringify(w.status)), w.o.fence, T0 + 1_100);
+    t.strictSame([resumed.phase, resumed.fence], ['labelled', w.o.fence]);
+    // Both confirmed: the handover's own fence, both VIPs dropped.
+    const c = w.run({ now: T0 + 1_500, newOwners: { 'web/www': 'node-b', 'web/two': 'node-c' } });
+    t.strictSame(kinds(c), ['fence', 'event']);
+    t.strictSame(w.o.fence, {
+      vips4: ['192.0.2.10', '192.0.2.11'],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    });
+    t.equal(w.status.phase, 'fenced');
+  },
+);
+
+t.test(
+  'the claim watch comes off with the label when the handover is refused or given up, and first at the uncordon',
+  async (t) => {
+    const w = new World(obs());
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    t.ok(w.o.fence?.held);
+    t.strictSame(kinds(w.run({ now: T0 + 200, draining: false })), ['unfence']);
+    t.strictSame(kinds(w.run({ now: T0 + 300 })), ['unlabel']);
+    t.equal(w.o.fence, undefined);
+  },
+);
+
 t.test('a confirmation for only some services does not fence', async (t) => {
   const two = [svc, { service: 'web/api', ips: ['192.0.2.11'] }];
   const w = new World(obs({ announced: two }));
@@ -125,9 +177,9 @@ t.test(
     w.run({ now: T0 + 100 });
     t.equal(w.o.excludeLabel, true);
     const a = w.run({ now: T0 + 30_001 });
-    t.strictSame(kinds(a), ['unlabel', 'event']);
+    t.strictSame(kinds(a), ['unlabel', 'unfence', 'event']);
     t.strictSame(events(a), ['L2HandoverUnconfirmed']);
-    t.match((a[1] as { message: string }).message, /exclude label removed so this node announces again/);
+    t.match((a[2] as { message: string }).message, /exclude label removed so this node announces again/);
     t.equal(w.o.excludeLabel, false);
     t.equal(w.status.phase, 'idle');
     t.ok(w.status.gaveUp);
@@ -146,13 +198,13 @@ t.test(
     // The pod going away after all (deleted during the drain): a new attempt, label kept this time.
     const going = structuredClone(w);
     Object.setPrototypeOf(going, World.prototype);
-    t.strictSame(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['label', 'event']);
+    t.strictSame(kinds(going.run({ now: T0 + 45_000, terminating: true })), ['fence', 'label', 'event']);
     t.notOk(going.status.gaveUp);
     t.equal(settled(going.memory), false, '/prestop waits for the new attempt');
     // Uncordon ends it; the next cordon is a new handover.
     t.strictSame(w.run({ now: T0 + 50_000, draining: false, newOwners: {} }), []);
     t.notOk(w.status.gaveUp);
-    t.strictSame(kinds(w.run({ now: T0 + 60_000, draining: true })), ['label', 'event']);
+    t.strictSame(kinds(w.run({ now: T0 + 60_000, draining: true })), ['fence', 'label', 'event']);
   },
 );
 
@@ -167,7 +219,7 @@ t.test(
     t.strictSame(events(a), ['L2HandoverUnconfirmed']);
     t.strictSame(w.run({ now: T0 + 31_000 }), []);
     t.equal(w.o.excludeLabel, true);
-    t.equal(w.o.fence, undefined);
+    t.strictSame(w.o.fence?.held, ['192.0.2.10'], 'the claim watch stays: it drops nothing unclaimed');
     t.strictSame(kinds(w.run({ now: T0 + 40_000, newOwners: { 'web/www': 'node-c' } })), ['fence', 'event']);
   },
 );
@@ -177,8 +229,8 @@ t.test("a pre-existing exclude label (not drainguard's) stays when the handover 
   w.run({ draining: true });
   w.run({ now: T0 + 100 });
   const a = w.run({ now: T0 + 30_001 });
-  t.strictSame(kinds(a), ['event']);
-  t.match((a[0] as { message: string }).message, /not added by drainguard: left in place/);
+  t.strictSame(kinds(a), ['unfence', 'event']);
+  t.match((a[1] as { message: string }).message, /not added by drainguard: left in place/);
   t.equal(w.o.excludeLabel, true);
 });
 
@@ -186,10 +238,10 @@ t.test(
   'two nodes cordoned at once counted each other: the re-check after the label takes it back, no fence',
   async (t) => {
     const w = new World(obs({ otherCandidates: ['node-b'] }));
-    t.strictSame(kinds(w.run({ draining: true })), ['label', 'event']);
+    t.strictSame(kinds(w.run({ draining: true })), ['fence', 'label', 'event']);
     // node-b was cordoned and labelled meanwhile: nobody else could announce.
     const a = w.run({ now: T0 + 2_000, otherCandidates: [] });
-    t.strictSame(kinds(a), ['unlabel', 'event']);
+    t.strictSame(kinds(a), ['unlabel', 'unfence', 'event']);
     t.strictSame(events(a), ['L2HandoverImpossible']);
     t.equal(w.o.excludeLabel, false);
     t.ok(w.status.stranded && w.status.phase === 'idle');
@@ -207,7 +259,7 @@ t.test('never strand a VIP: no other candidate means no label and no fence, said
   t.ok(w.status.stranded && settled(w.memory));
   t.strictSame(w.run({ now: T0 + 1000 }), []);
   // A node becomes available: the handover starts.
-  t.strictSame(kinds(w.run({ now: T0 + 2000, otherCandidates: ['node-b'] })), ['label', 'event']);
+  t.strictSame(kinds(w.run({ now: T0 + 2000, otherCandidates: ['node-b'] })), ['fence', 'label', 'event']);
 });
 
 t.test('unknown candidates (not listed yet) wait instead of guessing', async (t) => {
@@ -233,7 +285,7 @@ t.test('uncordon: fence removed first, then the label drainguard added', async (
 t.test('a pre-existing exclude label (kubeadm control plane) is kept on uncordon', async (t) => {
   const w = new World(obs({ excludeLabel: true, labelOwned: false }));
   const a = w.run({ draining: true });
-  t.strictSame(kinds(a), ['event'], 'no label action: it is already there');
+  t.strictSame(kinds(a), ['fence', 'event'], 'no label action: it is already there');
   w.run({ now: T0 + 100, newOwners: { 'web/www': 'node-b' } });
   w.run({ now: T0 + 200, draining: false });
   const rest = [w.run({ now: T0 + 300 }), w.run({ now: T0 + 400 })].flat();
@@ -310,6 +362,7 @@ t.test(
     w.run({ now: T0 - 38_361, apiDownSince: T0 - 38_361, apiFailedAt: T0 - 38_361 });
     w.run({ now: T0 - 22_065, apiDownSince: undefined, apiFailedAt: T0 - 22_410 });
     t.strictSame(kinds(w.run({ now: T0 + 185, draining: true, drainReason: 'cordoned' })), [
+      'fence',
       'label',
       'event',
     ]);
@@ -421,7 +474,7 @@ t.test(
       now: T0 + 2_000,
       serviceCandidates: { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] },
     });
-    t.strictSame(kinds(b), ['label', 'event']);
+    t.strictSame(kinds(b), ['fence', 'label', 'event']);
   },
 );
 
@@ -430,7 +483,7 @@ t.test('per service: eligibility lost after the label takes the label back', asy
   w.run({ draining: true, drainReason: 'cordoned' });
   t.equal(w.o.excludeLabel, true);
   const a = w.run({ now: T0 + 500, serviceCandidates: { 'web/www': [] } });
-  t.strictSame(kinds(a), ['unlabel', 'event']);
+  t.strictSame(kinds(a), ['unlabel', 'unfence', 'event']);
   t.strictSame(events(a), ['L2HandoverImpossible']);
   t.equal(w.status.phase, 'idle');
   t.ok(w.status.stranded);
@@ -495,7 +548,7 @@ t.test('the L2HandoverStarted Event names a few candidates and counts the rest',
 
 t.test('terminating pod triggers the handover too', async (t) => {
   const w = new World(obs());
-  t.strictSame(kinds(w.run({ terminating: true })), ['label', 'event']);
+  t.strictSame(kinds(w.run({ terminating: true })), ['fence', 'label', 'event']);
 });
 
 t.test('restart mid-handover: resumes from annotation and nft without a second fence', async (t) => {
@@ -634,7 +687,7 @@ t.test(
     // gratuitous ARP and drops node-a's ARP for it; the fence read back says so.
     const claimedFence = { ...(w.o.fence ?? { vips4: [], vips6: [], interfaces: [], memberlistPorts: [] }) };
     const a = w.run({ now: T0 + 5_000, fence: { ...claimedFence, claimed: ['192.0.2.10'] } });
-    t.strictSame(events(a), ['L2FailsafeVipClaimed']);
+    t.strictSame(events(a), ['L2VipClaimed']);
     t.match(
       (a.find((x) => x.kind === 'event') as { message: string }).message,
       /another node claimed 192\.0\.2\.10 on the wire/,

@@ -213,19 +213,21 @@ t.test(
     w.clock.advance(200);
     await w.pass();
     t.equal(w.api.status()?.phase, 'awaiting-confirmation');
-    t.strictSame(w.host.applied, [], 'no fence before a confirmation');
+    const watch = { vips4: [], vips6: [], interfaces: ['eth0'], memberlistPorts: [], held: ['192.0.2.10'] };
+    t.strictSame(w.host.applied, [watch], 'before a confirmation only the claim watch: nothing dropped');
     t.ok(w.candidates.watching, 'the candidates are watched until the fence');
 
     // A ServiceL2Status naming a node that may not announce the service confirms nothing.
     w.candidates.perService = { 'web/www': ['node-c'] };
     w.metallb.owners = { 'web/www': 'node-b' };
     await w.pass();
-    t.strictSame(w.host.applied, []);
+    t.strictSame(w.host.applied, [watch]);
 
     w.metallb.owners = { 'web/www': 'node-c' };
     w.clock.advance(300);
     await w.pass();
     t.strictSame(w.host.applied, [
+      watch,
       { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [] },
     ]);
     t.strictSame(w.reasons(), [L2_EVENT_REASONS.started, L2_EVENT_REASONS.done]);
@@ -239,7 +241,7 @@ t.test(
     await w.pass();
     await w.pass();
     t.equal(w.api.patches.length, patches);
-    t.equal(w.host.applied.length, 1);
+    t.equal(w.host.applied.length, 2);
 
     // Uncordon: fence off first, then the label, then idle.
     w.drain.set({ draining: false, drainReason: undefined });
@@ -429,9 +431,16 @@ t.test(
     w.clock.advance(300);
     await w.pass();
     await w.pass();
-    t.strictSame(w.host.applied, [
-      { vips4: ['192.0.2.10'], vips6: [], interfaces: ['eth0'], memberlistPorts: [] },
-    ]);
+    t.strictSame(w.host.applied.at(-1), {
+      vips4: ['192.0.2.10'],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    });
+    t.ok(
+      w.host.applied.every((f) => f !== 'unfence' && f.interfaces.join() === 'eth0'),
+      'neither the claim watch nor the fence on the missing interface',
+    );
     const missing = w.events.filter(
       (e) => e.kind === 'Node' && e.reason === L2_EVENT_REASONS.interfacesMissing,
     );

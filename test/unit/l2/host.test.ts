@@ -169,7 +169,10 @@ t.test(
       'nft -j list tables': read('list-tables.json'),
       'nft -j list table netdev drainguard': read('list-netdev-held.json'),
       'nft -j list table inet drainguard': read('list-inet-held.json'),
-      'ip -j link show': JSON.stringify([{ ifname: 'eth0' }]),
+      'ip -j link show': JSON.stringify([
+        { ifname: 'eth0', address: '02:00:00:00:00:0A' },
+        { ifname: 'eth1', address: '02:00:00:00:00:0b' },
+      ]),
     };
     const inputs: string[] = [];
     const runner = {
@@ -198,6 +201,12 @@ t.test(
       inputs[0],
       /set claimed6 \{ typeof @th,64,128; flags dynamic; elements = \{ 0x20010db8000000000000000000000010 \}; \}/,
     );
+    t.match(
+      inputs[0],
+      /set ownmacs \{ type ether_addr; elements = \{ 02:00:00:00:00:0a \} \}/,
+      "the fenced link's own MAC: its reflected frames claim nothing",
+    );
+    t.match(inputs[0], /ether saddr != @ownmacs arp saddr ip @held4 add @claimed4/);
     // Nothing held: nothing read first.
     await host.applyFence({ ...spec, held: [], vips4: ['192.0.2.10'] });
     t.notMatch(inputs[1], /claimed/);

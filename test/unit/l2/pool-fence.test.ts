@@ -121,6 +121,10 @@ t.test(
     t.strictSame(validateFence({ ...held, held: ['x; flush ruleset'] }), [
       'held: "x; flush ruleset" is not an IP address',
     ]);
+    t.strictSame(validateFence({ ...held, ownMacs: ['02:00:00:00:00:zz'] }), [
+      'ownMacs: "02:00:00:00:00:zz" is not a MAC address',
+    ]);
+    t.ok(sameFence({ ...held, ownMacs: ['02:00:00:00:00:01'] }, held), 'the own MACs are a render detail');
     // A re-render keeps what the kernel saw claimed.
     t.match(
       renderFence({ ...held, claimed: ['192.0.2.10'] }),
