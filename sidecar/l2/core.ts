@@ -349,8 +349,7 @@ export function fenceFor(
 ): FenceSpec {
   const vips = vipsOf(services);
   return normalizeFence({
-    vips4: vips.filter((v) => !v.includes(':')),
-    vips6: vips.filter((v) => v.includes(':')),
+    ...byFamily(vips),
     interfaces,
     memberlistPorts,
     ...(pools ? { pools } : ownAddresses ? { ownAddresses } : {}),
@@ -441,14 +440,19 @@ function absorbClaims(memory: L2Memory, turn: Turn): L2Memory {
 
 /** The fence with these held VIPs (all when none named) dropped outright instead. */
 function dropOutright(fence: FenceSpec, vips: string[] = fence.held ?? []): FenceSpec {
-  const held = fence.held ?? [];
+  const added = byFamily(vips);
+  // normalizeFence takes what is dropped outright out of `held`.
   return normalizeFence({
     ...fence,
-    vips4: [...fence.vips4, ...vips.filter((v) => !v.includes(':'))],
-    vips6: [...fence.vips6, ...vips.filter((v) => v.includes(':'))],
-    held: held.filter((v) => !vips.includes(v)),
+    vips4: [...fence.vips4, ...added.vips4],
+    vips6: [...fence.vips6, ...added.vips6],
     claimed: [],
   });
+}
+
+/** VIPs as a fence lists them, by family. */
+function byFamily(vips: readonly string[]): Pick<FenceSpec, 'vips4' | 'vips6'> {
+  return { vips4: vips.filter((v) => !v.includes(':')), vips6: vips.filter((v) => v.includes(':')) };
 }
 
 function outageAfter(
@@ -644,10 +648,9 @@ function atRest(memory: L2Memory, turn: Turn): L2Memory {
  * there is nothing to hold.
  */
 function claimWatch(services: ServiceVips[], interfaces: string[], prior?: FenceSpec): FenceSpec | undefined {
-  const dropped = [...(prior?.vips4 ?? []), ...(prior?.vips6 ?? [])];
   const spec = normalizeFence({
-    vips4: dropped.filter((v) => !v.includes(':')),
-    vips6: dropped.filter((v) => v.includes(':')),
+    vips4: prior?.vips4 ?? [],
+    vips6: prior?.vips6 ?? [],
     interfaces,
     memberlistPorts: [],
     held: vipsOf(services),

@@ -50,6 +50,9 @@ export interface FenceSpec {
   ownMacs?: string[];
 }
 
+/** An Ethernet address as `ip` prints it (aa:bb:cc:dd:ee:ff, either case). */
+export const isMacAddress = (text: string) => /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(text);
+
 const v4Number = (a: string) => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
 const v4Text = (n: number) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
 /** "first-last" of one family, first <= last. */
@@ -82,8 +85,7 @@ export function validateFence(spec: FenceSpec): string[] {
   if (spec.pools && spec.ownAddresses)
     problems.push('pools and ownAddresses: a fail-safe fence uses one of them');
   for (const m of spec.ownMacs ?? [])
-    if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(m))
-      problems.push(`ownMacs: ${JSON.stringify(m)} is not a MAC address`);
+    if (!isMacAddress(m)) problems.push(`ownMacs: ${JSON.stringify(m)} is not a MAC address`);
   for (const field of ['held', 'claimed'] as const)
     for (const a of spec[field] ?? [])
       if (!isIPv4(a) && !isIPv6(a)) problems.push(`${field}: ${JSON.stringify(a)} is not an IP address`);

@@ -60,13 +60,17 @@ export class NodeHost implements L2Host {
   }
 
   async readFence(): Promise<FenceSpec | undefined> {
+    const fence = await this.readFenceTables();
+    await this.checkFenceLinks(fence);
+    return fence;
+  }
+
+  private async readFenceTables(): Promise<FenceSpec | undefined> {
     const tables = fenceTablesIn((await this.runner.run('nft', ['-j', 'list', 'tables'])).stdout);
     const texts: string[] = [];
     for (const family of tables)
       texts.push((await this.runner.run('nft', ['-j', 'list', 'table', family, FENCE_TABLE])).stdout);
-    const fence = parseFence(texts);
-    await this.checkFenceLinks(fence);
-    return fence;
+    return parseFence(texts);
   }
 
   /**
@@ -96,7 +100,8 @@ export class NodeHost implements L2Host {
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
     // VIPs still held that the kernel saw claimed since the last read stay dropped: the new
     // table replaces the old one in one transaction, its claimed sets filled from the old.
-    const claimed = spec?.held ? (await this.readFence().catch(() => undefined))?.claimed : undefined;
+    // (The links are read just below: no link check here.)
+    const claimed = spec?.held ? (await this.readFenceTables().catch(() => undefined))?.claimed : undefined;
     // A claim must come from another host: this node's own frames reflected back do not count.
     const ownMacs = spec?.held ? await this.linkMacs(spec.interfaces) : undefined;
     const input = spec

@@ -3,6 +3,7 @@
 // `kube-ipvs0` (kube-router on `kube-dummy-if`): the VIP is then a local address, `ip route get`
 // answers `local … dev lo`, and the link that carries the VIP's subnet is found in the main table.
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { isMacAddress } from './fence.ts';
 
 /** Links that hold Service IPs, not the node's own addresses; nothing is announced out of them. */
 export const SERVICE_IP_LINKS: readonly string[] = ['kube-ipvs0', 'kube-dummy-if'];
@@ -88,15 +89,15 @@ export function ownAddresses(json: string, notOwn: readonly string[] = []): stri
   ].sort();
 }
 
-/** The names of the node's links, from `ip -j link show`. */
 /** The link-layer addresses of these links (`ip -j link show`), those that have one. */
 export function linkAddresses(json: string, names: readonly string[]): string[] {
   return parseArray(json)
     .filter((l) => typeof l.ifname === 'string' && names.includes(l.ifname))
     .map((l) => l.address)
-    .filter((a): a is string => typeof a === 'string' && /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(a));
+    .filter((a): a is string => typeof a === 'string' && isMacAddress(a));
 }
 
+/** The names of the node's links, from `ip -j link show`. */
 export function linkNames(json: string): string[] {
   return parseArray(json)
     .map((l) => l.ifname)
