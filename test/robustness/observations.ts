@@ -22,6 +22,29 @@ export interface FenceReport {
   liftedT?: number;
 }
 
+/** The runner uncordoned `node` at `t`: from then on its fence is lifted on purpose. */
+export interface RunnerUncordon {
+  node: string;
+  t: number;
+}
+
+/**
+ * The fences as the checkers count them: each lifted when the poll saw its report go, or when the
+ * runner uncordoned its node after it was reported (mid-trial or at the settle), whichever came
+ * first. drainguard lifts the fence on the uncordon at once, and the handback that follows (the
+ * returning node's speaker and the interim owner both answering until the latter sees the label
+ * go) is MetalLB's owner change, not a fence failing; the report of the lift comes a poll later.
+ */
+export function fencesAsCounted(polled: FenceReport[], uncordons: RunnerUncordon[]): FenceReport[] {
+  return polled.map((f) => {
+    const lifted = [
+      ...(f.liftedT === undefined ? [] : [f.liftedT]),
+      ...uncordons.filter((u) => u.node === f.node && u.t >= f.t).map((u) => u.t),
+    ];
+    return { node: f.node, t: f.t, ...(lifted.length ? { liftedT: Math.min(...lifted) } : {}) };
+  });
+}
+
 /** A Lease holder read from the API. `''`: none. */
 export interface HolderSample {
   t: number;

@@ -15,7 +15,12 @@ import {
   eligibleMs,
   trialFigures,
 } from '../../robustness/checks.ts';
-import { type ArpRound, leftoversOf, type TrialObservations } from '../../robustness/observations.ts';
+import {
+  type ArpRound,
+  fencesAsCounted,
+  leftoversOf,
+  type TrialObservations,
+} from '../../robustness/observations.ts';
 
 const VIP = '10.0.0.100';
 /** Rounds every 50 ms from t=0: each entry is who answered. */
@@ -105,6 +110,56 @@ t.test('dual: two nodes over 0.1 s after the fence was reported; before it, no v
   o.fences = [{ node: 'node-a', t: 100, liftedT: 900 }];
   t.same(checkDual(o), [], 'a fence lifted before the dual window does not count');
 });
+
+t.test(
+  'the runner uncordoning a node lifts its fence as counted; the poll may report it later',
+  async (t) => {
+    // SEED=108 TRIAL=89, as data: node-c drained, fenced (reported at 2.09 s), node-b the owner;
+    // the settle uncordoned node-c at 32.75 s, its sidecar lifted fence and label at 32.95 s, and
+    // node-c's speaker answered beside node-b until node-b saw the label go (the handback, 102 ms).
+    // The poll saw the report go only at 33.2 s.
+    const o = clean();
+    o.arp[VIP] = rounds([
+      ...times(30, ['node-c']),
+      ...times(629, ['node-b']),
+      ...times(3, ['node-b', 'node-c']),
+      ...times(40, ['node-c']),
+    ]);
+    o.endT = 35_100;
+    o.settledT = 32_750;
+    const polled = [{ node: 'node-c', t: 2_090, liftedT: 33_200 }];
+    o.fences = fencesAsCounted(polled, []);
+    t.match(
+      checkDual(o),
+      [{ invariant: 'dual', detail: /node-b and node-c for 150 ms/ }],
+      'counted before the fix',
+    );
+    o.fences = fencesAsCounted(polled, [
+      { node: 'node-a', t: 32_750 },
+      { node: 'node-c', t: 32_750 },
+    ]);
+    t.same(o.fences, [{ node: 'node-c', t: 2_090, liftedT: 32_750 }], 'lifted at the uncordon');
+    t.same(checkDual(o), []);
+    t.same(
+      fencesAsCounted(polled, [{ node: 'node-c', t: 1_000 }]),
+      polled,
+      'an uncordon before the fence was reported lifts nothing',
+    );
+    t.same(
+      fencesAsCounted([{ node: 'node-c', t: 2_090 }], [{ node: 'node-c', t: 5_000 }]),
+      [{ node: 'node-c', t: 2_090, liftedT: 5_000 }],
+      'a fence the poll never saw go',
+    );
+    // A dual answer while the fence still stands (before the uncordon) is still a violation.
+    o.arp[VIP] = rounds([
+      ...times(30, ['node-c']),
+      ...times(300, ['node-b']),
+      ...times(5, ['node-b', 'node-c']),
+    ]);
+    o.arp[VIP].push(...rounds(times(40, ['node-b'])).map((r) => ({ ...r, t: r.t + 16_750 })));
+    t.match(checkDual(o), [{ invariant: 'dual', t: 16_500, detail: /for 250 ms/ }]);
+  },
+);
 
 t.test(
   'split brain: two acting leaders beyond RenewDeadline; a container exit ends leader work',
