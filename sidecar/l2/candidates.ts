@@ -11,7 +11,7 @@
 // fence — 127.5 MiB peak at 300 Nodes (a 128 Mi container's limit), OOM-killed from 1,000; now
 // 68.2 MiB at 5,000 (81.7 when nobody confirms for 30 s), one list (make bench-api's drain).
 import { Backoff } from '../../shared/backoff.ts';
-import { HEDGE_AFTER_MS, isApiError } from '../../shared/kube/client.ts';
+import { countsAsApiDown, HEDGE_AFTER_MS, isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
@@ -122,6 +122,12 @@ export class CandidateReader implements CandidateView {
   private narrow: NarrowRead | undefined;
   /** Failed narrow reads back off (a missing grant must not become a read per second). */
   private readonly narrowBackoff = new Backoff({ baseMs: 1_000, capMs: 30_000 });
+  /**
+   * ... except for a handover about to start whose read failed as the whole API does in an etcd
+   * election (5xx, timeout, unreachable; not 429): asked again within a second, so the label follows the
+   * API's return (issue 23: the 1 s doubling put it 1.25 s after an election's 1.7 s).
+   */
+  private readonly narrowStartBackoff = new Backoff({ baseMs: 250, capMs: 1_000 });
   private narrowNotBefore = 0;
   /** The inputs of the candidates as last computed. */
   private computedFor = '';
@@ -341,10 +347,13 @@ export class CandidateReader implements CandidateView {
       ]);
       this.narrow = { metallb, ready: new Map(slices), locals, at: ctx.clock.now() };
       this.narrowBackoff.reset();
+      this.narrowStartBackoff.reset();
       this.narrowNotBefore = 0;
       return true;
     } catch (e) {
-      const waitMs = this.narrowBackoff.next();
+      // Not a 429: a throttled sidecar must back off as API Priority and Fairness asks.
+      const election = countsAsApiDown(isApiError(e) ? e : undefined) && !isApiError(e, 429);
+      const waitMs = (fresh && election ? this.narrowStartBackoff : this.narrowBackoff).next();
       this.narrowNotBefore = ctx.clock.now() + waitMs;
       const usable = this.narrowUsable(fresh, locals, now);
       ctx.log.warn(

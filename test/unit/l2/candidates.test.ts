@@ -47,6 +47,10 @@ function wideApi(names: string[]) {
     pods: names.map(speaker),
     /** Paths answered 403 (a grant missing). */
     forbidden: new Set<string>(),
+    /** Paths answered 503 (an API server waiting out an etcd election). */
+    unavailable: new Set<string>(),
+    /** Paths answered 429 (API Priority and Fairness). */
+    throttled: new Set<string>(),
     /** While set, the pages after the first wait for it. */
     held: undefined as Promise<void> | undefined,
     /** The Local service's ready endpoints are also on these nodes. */
@@ -75,6 +79,8 @@ function wideApi(names: string[]) {
       );
       if (api.down) throw new ApiError('GET', path, 503, 'ServiceUnavailable', 'down');
       if (api.forbidden.has(base)) throw new ApiError('GET', path, 403, 'Forbidden', 'nodes is forbidden');
+      if (api.unavailable.has(base)) throw new ApiError('GET', path, 503, 'ServiceUnavailable', 'election');
+      if (api.throttled.has(base)) throw new ApiError('GET', path, 429, 'TooManyRequests', 'throttled');
       if (q.continue && api.held) await api.held;
       if (base === '/api/v1/nodes') return streamed(page(api.nodes, q), opts);
       if (base === '/api/v1/namespaces/metallb-system/pods') return streamed(page(api.pods, q), opts);
@@ -277,6 +283,61 @@ t.test('narrow reads that fail back off instead of being retried at every reconc
   }
   // Due after 2 s, then backing off 1 s, 2 s, 4 s... (jittered): a handful, not 20.
   t.ok(slices() - before <= 4, `${slices() - before} reads of the slices in 6 s while failing`);
+});
+
+t.test(
+  'a handover about to start whose narrow read fails with a 5xx asks again within a second (issue 23: an etcd election)',
+  async (t) => {
+    const { candidates, api, clock } = reader();
+    t.teardown(() => candidates.release());
+    const slicesPath = '/apis/discovery.k8s.io/v1beta1/namespaces/web/endpointslices';
+    api.unavailable.add(slicesPath);
+    const slices = () => api.calls.filter((c) => c.includes('/endpointslices')).length;
+    // Reconciles every 100 ms while the handover waits for its candidates, for 6 s.
+    const start = clock.now();
+    const readsAt: number[] = [];
+    let seen = 0;
+    let known = false;
+    while (clock.now() - start <= 6_000) {
+      await candidates.refresh(true, [www, local], isLocal);
+      if (slices() > seen) readsAt.push(clock.now() - start);
+      seen = slices();
+      if (candidates.others !== undefined) known = true;
+      clock.advance(100);
+    }
+    t.notOk(known, 'not known while the read fails');
+    const gaps = [
+      ...readsAt.slice(1).map((at, i) => at - (readsAt[i] as number)),
+      6_000 - (readsAt.at(-1) ?? 0),
+    ];
+    t.ok(
+      Math.max(...gaps) <= 1_100,
+      `asked again within a second each time (reads at ${readsAt.join(', ')} ms)`,
+    );
+    // The election over: known at the next read, within a second.
+    api.unavailable.delete(slicesPath);
+    const back = clock.now();
+    while (candidates.perService === undefined && clock.now() - back <= 5_000) {
+      clock.advance(100);
+      await candidates.refresh(true, [www, local], isLocal);
+    }
+    t.ok(clock.now() - back <= 1_100, `known ${clock.now() - back} ms after the API answers again`);
+    t.strictSame(candidates.perService, { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] });
+  },
+);
+
+t.test('a handover about to start whose narrow read is answered 429 backs off as before', async (t) => {
+  const { candidates, api, clock } = reader();
+  t.teardown(() => candidates.release());
+  api.throttled.add('/apis/discovery.k8s.io/v1beta1/namespaces/web/endpointslices');
+  const slices = () => api.calls.filter((c) => c.includes('v1beta1/namespaces/web/endpointslices')).length;
+  const start = clock.now();
+  while (clock.now() - start <= 6_000) {
+    await candidates.refresh(true, [www, local], isLocal);
+    clock.advance(100);
+  }
+  // 1 s doubling (jittered): reads at 0, 0.5–1, +1–2, +2–4 s: at most four in 6 s.
+  t.ok(slices() <= 4, `${slices()} reads of the slices in 6 s while throttled`);
 });
 
 t.test(
