@@ -152,6 +152,13 @@ export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>):
  */
 export const HEDGE_AFTER_MS = 750;
 
+/** A connection refused at connect is dialled again at once this many times (KubeClient.once). */
+export const REDIAL_REFUSED = 2;
+
+/** Refused before anything was sent: the request may go again on a new connection, whatever its method. */
+export const refusedAtConnect = (e: unknown): boolean =>
+  e instanceof ApiError && e.code === 0 && /^connect ECONNREFUSED\b/.test(e.detail);
+
 /** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
 export const REOPEN_WATCHES_MS = 5_000;
 
@@ -448,7 +455,24 @@ export class KubeClient {
       for (const s of sockets ?? []) s.destroy();
   }
 
+  /**
+   * One request, dialled again at once (up to REDIAL_REFUSED times) when the connection is refused:
+   * nothing reached a server, so any method may go again, and behind the `kubernetes` Service a
+   * new connection lands on another API server. A stale one fenced on a control-plane node
+   * refuses every connection but from loopback (stale-api-guard.ts); with three servers a third of
+   * new connections land on it, and a backoff on each cost a handover ~0.9 s (ha-seed, issue 23).
+   */
   private async once<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
+    for (let redial = 0; ; redial++) {
+      try {
+        return await this.sendOnce<T>(path, opts);
+      } catch (e) {
+        if (redial >= REDIAL_REFUSED || !refusedAtConnect(e) || opts.signal?.aborted) throw e;
+      }
+    }
+  }
+
+  private async sendOnce<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
     const method = opts.method ?? 'GET';
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const url = this.url(path, opts.query);
