@@ -588,6 +588,26 @@ export class KubeClient {
     signal: AbortSignal,
     opts: WatchOptions = {},
   ): Promise<void> {
+    // A watch refused at connect is dialled again at once too (once(): another API server).
+    for (let redial = 0; ; redial++) {
+      const last = redial >= REDIAL_REFUSED;
+      try {
+        return await this.watchOnce(path, query, onEvent, signal, opts, last);
+      } catch (e) {
+        if (last || !refusedAtConnect(e) || signal.aborted) throw e;
+      }
+    }
+  }
+
+  /** One watch stream (watch()); a refusal at connect counts in onResult only if `reportRefused`. */
+  private async watchOnce<T>(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onEvent: (ev: WatchEvent<T>) => void,
+    signal: AbortSignal,
+    opts: WatchOptions,
+    reportRefused: boolean,
+  ): Promise<void> {
     const { onOpen } = opts;
     if (this.lifetime?.aborted) return;
     signal = this.joined(signal) ?? signal;
@@ -694,7 +714,7 @@ export class KubeClient {
         else if (reopened) reject(reopened);
         else {
           const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
-          this.onResult?.(false, err);
+          if (reportRefused || !refusedAtConnect(err)) this.onResult?.(false, err);
           reject(err);
         }
       });

@@ -5,7 +5,14 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import t from 'tap';
-import { ApiError, KubeClient, REDIAL_REFUSED, refusedAtConnect } from '../../../shared/kube/client.ts';
+import { waitFor } from '../../../shared/clock.ts';
+import {
+  ApiError,
+  KubeClient,
+  type KubeClientOptions,
+  REDIAL_REFUSED,
+  refusedAtConnect,
+} from '../../../shared/kube/client.ts';
 
 /** A port with nothing listening on it: connections to it are refused. */
 async function closedPort(): Promise<number> {
@@ -20,7 +27,11 @@ async function closedPort(): Promise<number> {
  * A server and a client whose agent sends each new connection to the port `route` names for it
  * (by its number, from 0), as a Service's load balancing sends it to one of its endpoints.
  */
-async function behindService(route: (n: number) => 'refusing' | 'server', handler: http.RequestListener) {
+async function behindService(
+  route: (n: number) => 'refusing' | 'server',
+  handler: http.RequestListener,
+  opts: KubeClientOptions = {},
+) {
   const server = http.createServer(handler);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const up = (server.address() as AddressInfo).port;
@@ -36,11 +47,14 @@ async function behindService(route: (n: number) => 'refusing' | 'server', handle
     dials.push(to);
     return net.createConnection({ host: '127.0.0.1', port: to === 'server' ? up : down }, cb);
   }) as typeof net.createConnection;
-  const client = new KubeClient({
-    server: 'http://10.96.0.1:443',
-    apply: async () => ({ agent, headers: {} }),
-    close: () => agent.destroy(),
-  });
+  const client = new KubeClient(
+    {
+      server: 'http://10.96.0.1:443',
+      apply: async () => ({ agent, headers: {} }),
+      close: () => agent.destroy(),
+    },
+    opts,
+  );
   t.teardown(() => {
     client.close();
     server.closeAllConnections();
@@ -111,4 +125,50 @@ t.test('a connection reset after the request went out is not sent again by the c
   t.equal((err as ApiError).code, 0);
   t.equal(requests, 1, 'the server may have applied it: not re-sent without a retry asked');
   t.equal(dials.length, 1);
+});
+
+t.test(
+  'a watch refused at connect opens at once on a new connection, and no API failure is reported',
+  async (t) => {
+    const results: boolean[] = [];
+    const { client, dials } = await behindService(
+      (n) => (n === 0 ? 'refusing' : 'server'),
+      (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"type":"ADDED","object":{"metadata":{"name":"cp-1"}}}\n');
+      },
+      { onResult: (ok) => results.push(ok) },
+    );
+    const stop = new AbortController();
+    const events: string[] = [];
+    const watching = client
+      .watch<{ metadata: { name: string } }>(
+        '/api/v1/nodes',
+        {},
+        (ev) => events.push(ev.object.metadata.name),
+        stop.signal,
+      )
+      .catch((e: unknown) => e);
+    await waitFor('the event', () => events.length > 0, { timeoutMs: 5_000 });
+    t.strictSame(events, ['cp-1']);
+    t.strictSame(dials, ['refusing', 'server']);
+    t.strictSame(results, [], 'a refusal dialled again is no API failure');
+    stop.abort();
+    t.equal(await watching, undefined);
+  },
+);
+
+t.test('a watch refused on every dial: rejected with the refusal, reported once', async (t) => {
+  const results: boolean[] = [];
+  const { client, dials } = await behindService(
+    () => 'refusing',
+    (_req, res) => res.end(),
+    { onResult: (ok) => results.push(ok) },
+  );
+  const err = await client
+    .watch('/api/v1/nodes', {}, () => {}, new AbortController().signal)
+    .catch((e: unknown) => e);
+  t.ok(refusedAtConnect(err));
+  t.equal(dials.length, 1 + REDIAL_REFUSED);
+  t.strictSame(results, [false]);
 });
