@@ -152,6 +152,13 @@ export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>):
  */
 export const HEDGE_AFTER_MS = 750;
 
+/** A connection refused at connect is dialled again at once this many times (KubeClient.once). */
+export const REDIAL_REFUSED = 2;
+
+/** Refused before anything was sent: the request may go again on a new connection, whatever its method. */
+export const refusedAtConnect = (e: unknown): boolean =>
+  e instanceof ApiError && e.code === 0 && /^connect ECONNREFUSED\b/.test(e.detail);
+
 /** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
 export const REOPEN_WATCHES_MS = 5_000;
 
@@ -448,7 +455,24 @@ export class KubeClient {
       for (const s of sockets ?? []) s.destroy();
   }
 
+  /**
+   * One request, dialled again at once (up to REDIAL_REFUSED times) when the connection is refused:
+   * nothing reached a server, so any method may go again, and behind the `kubernetes` Service a
+   * new connection lands on another API server. A stale one fenced on a control-plane node
+   * refuses every connection but from loopback (stale-api-guard.ts); with three servers a third of
+   * new connections land on it, and a backoff on each cost a handover ~0.9 s (ha-seed, issue 23).
+   */
   private async once<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
+    for (let redial = 0; ; redial++) {
+      try {
+        return await this.sendOnce<T>(path, opts);
+      } catch (e) {
+        if (redial >= REDIAL_REFUSED || !refusedAtConnect(e) || opts.signal?.aborted) throw e;
+      }
+    }
+  }
+
+  private async sendOnce<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
     const method = opts.method ?? 'GET';
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const url = this.url(path, opts.query);
@@ -564,6 +588,26 @@ export class KubeClient {
     signal: AbortSignal,
     opts: WatchOptions = {},
   ): Promise<void> {
+    // A watch refused at connect is dialled again at once too (once(): another API server).
+    for (let redial = 0; ; redial++) {
+      const last = redial >= REDIAL_REFUSED;
+      try {
+        return await this.watchOnce(path, query, onEvent, signal, opts, last);
+      } catch (e) {
+        if (last || !refusedAtConnect(e) || signal.aborted) throw e;
+      }
+    }
+  }
+
+  /** One watch stream (watch()); a refusal at connect counts in onResult only if `reportRefused`. */
+  private async watchOnce<T>(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onEvent: (ev: WatchEvent<T>) => void,
+    signal: AbortSignal,
+    opts: WatchOptions,
+    reportRefused: boolean,
+  ): Promise<void> {
     const { onOpen } = opts;
     if (this.lifetime?.aborted) return;
     signal = this.joined(signal) ?? signal;
@@ -670,7 +714,7 @@ export class KubeClient {
         else if (reopened) reject(reopened);
         else {
           const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
-          this.onResult?.(false, err);
+          if (reportRefused || !refusedAtConnect(err)) this.onResult?.(false, err);
           reject(err);
         }
       });
