@@ -24,15 +24,17 @@ import {
 } from './api-fence.ts';
 import {
   type ApiEndpointSlice,
+  apiEndpointsOf,
   CLUSTER_READ_AFTER_MS,
   classifyLocalRead,
   decideApiFence,
   fenceWanted,
-  LOCAL_READ_TIMEOUT_MS,
-  localApiEndpoints,
+  LOCAL_READ_MAX_MS,
+  OTHER_READ_TIMEOUT_MS,
   type ProbeResult,
   probeDue,
   type StaleApiObservation,
+  silentWhileOthersAnswer,
 } from './stale-api.ts';
 
 export const STALE_API_EVENT_REASONS = {
@@ -69,10 +71,17 @@ export class StaleApiGuard {
   private readonly metrics: Metrics<typeof METRICS>;
   private readonly abort = new AbortController();
   private endpoints: ApiEndpoint[] = [];
+  private others: ApiEndpoint[] = [];
   private installed: ApiEndpoint[] | undefined;
   private probe: ProbeResult | undefined;
   private lastProbeAt = Number.NEGATIVE_INFINITY;
-  private readonly locals = new Map<string, KubeClient>();
+  /** The local reads in flight. */
+  private readonly pending = new Set<PendingRead>();
+  /** When an API server on another host last answered the probe's read. */
+  private othersAnsweredAt: number | undefined;
+  private othersRound: Promise<boolean> | undefined;
+  /** Clients of the local API servers and of those on other hosts, by endpoint. */
+  private readonly clients = new Map<string, KubeClient>();
   private wasWanted = false;
   private acting = false;
   private loop: Promise<void> | undefined;
@@ -111,7 +120,7 @@ export class StaleApiGuard {
   async stop(): Promise<void> {
     this.abort.abort();
     await this.loop;
-    for (const c of this.locals.values()) c.close();
+    for (const c of this.clients.values()) c.close();
   }
 
   private wanted(): boolean {
@@ -124,6 +133,7 @@ export class StaleApiGuard {
       wanted: this.wanted(),
       enabled: this.ctx.config.fenceStaleApiServer,
       endpoints: this.endpoints,
+      others: this.others,
       probe: this.probe,
       installed: this.installed,
     };
@@ -139,6 +149,8 @@ export class StaleApiGuard {
         this.probe = undefined;
         void this.readEndpoints();
       }
+      // A read sent in an earlier drain says nothing about this one.
+      if (wanted !== this.wasWanted) this.dropPending();
       if (!wanted && this.installed === undefined && clock.now() - this.lastReadEndpoints > 10 * 60_000)
         void this.readEndpoints();
       this.wasWanted = wanted;
@@ -147,6 +159,7 @@ export class StaleApiGuard {
         this.lastProbeAt = o.now;
         for (const e of this.endpoints) void this.probeOnce(e, o.now);
       }
+      this.judgePending(o.now);
       await this.act(o);
       await clock.sleep(100, this.abort.signal);
     }
@@ -168,9 +181,19 @@ export class StaleApiGuard {
         if ((e as { code?: number }).code === 404) return get('v1beta1');
         throw e;
       });
-      const found = localApiEndpoints(list.items ?? [], own);
+      const { local: found, others } = apiEndpointsOf(list.items ?? [], own);
       // Read after the member went, this node's address may be gone from them already: keep it.
       if (found.length === 0 && this.endpoints.length > 0 && this.wanted()) return;
+      if (
+        found.length > 0 &&
+        others.length === 0 &&
+        (this.others.length > 0 || endpointsKey(found) !== endpointsKey(this.endpoints))
+      )
+        this.ctx.log.info(
+          { endpoints: found.map(endpointText) },
+          "no API server on another host: the one on this node is never fenced as stale (it is the cluster's only one)",
+        );
+      this.others = others;
       if (endpointsKey(found) !== endpointsKey(this.endpoints))
         this.ctx.log.info(
           { endpoints: found.map(endpointText) },
@@ -187,54 +210,126 @@ export class StaleApiGuard {
     }
   }
 
+  /** A client for the API server at `e`, kept (its connections reused) while it is asked. */
+  private clientAt(e: ApiEndpoint, local: boolean): KubeClient {
+    const key = `${local ? 'local' : 'other'} ${endpointText(e)}`;
+    let client = this.clients.get(key);
+    if (!client) {
+      const { nodeName } = this.ctx.config;
+      client = this.ctx.client.at(`https://${endpointText(e)}`, {
+        userAgent: `drainguard-sidecar/${nodeName} (${local ? 'local' : 'another'} API server)`,
+        // From loopback: the fence lets the local probe through.
+        ...(local ? { localAddress: probeSource(e) } : {}),
+      });
+      this.clients.set(key, client);
+    }
+    return client;
+  }
+
+  /**
+   * While a local read is CLUSTER_READ_AFTER_MS late, the same read goes to the API servers on other
+   * hosts directly (not through the `kubernetes` Service, which may bring it back to this server;
+   * one request at a time, again on each tick until one answers); and a pending local read that
+   * silentWhileOthersAnswer proves stale is judged at once.
+   */
+  private judgePending(now: number): void {
+    for (const p of this.pending)
+      if (
+        p.othersAnsweredAt === undefined &&
+        this.othersAnsweredAt !== undefined &&
+        this.othersAnsweredAt >= p.sentAt
+      )
+        p.othersAnsweredAt = this.othersAnsweredAt;
+    // Asked again only for a late read that no answer of theirs has followed yet.
+    if (
+      [...this.pending].some(
+        (p) => p.othersAnsweredAt === undefined && now - p.sentAt >= CLUSTER_READ_AFTER_MS,
+      )
+    )
+      void this.askOthers();
+    for (const p of this.pending)
+      if (silentWhileOthersAnswer(now, p.sentAt, p.othersAnsweredAt)) {
+        p.judgedAt = now;
+        p.stop.abort();
+      }
+  }
+
+  /** Stops the local reads in flight; they count as no probe. */
+  private dropPending(): void {
+    for (const p of this.pending) {
+      p.dropped = true;
+      p.stop.abort();
+    }
+  }
+
+  /**
+   * The probe's read sent to the API servers on other hosts, one round at a time (a round asked
+   * meanwhile shares it): whether one answered; its time kept in othersAnsweredAt.
+   */
+  private askOthers(): Promise<boolean> {
+    if (this.others.length === 0) return Promise.resolve(false);
+    this.othersRound ??= Promise.any(
+      this.others.map((o) =>
+        this.clientAt(o, false).get(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
+          timeoutMs: OTHER_READ_TIMEOUT_MS,
+          signal: this.abort.signal,
+        }),
+      ),
+    )
+      .then(
+        () => {
+          this.othersAnsweredAt = this.ctx.clock.now();
+          return true;
+        },
+        () => false,
+      )
+      .finally(() => {
+        this.othersRound = undefined;
+      });
+    return this.othersRound;
+  }
+
   /**
    * One consistent read of the own Node from the local server (from loopback: the fence lets that
-   * through); once it is CLUSTER_READ_AFTER_MS late, the same read through the Service beside it
-   * (a healthy local server answers in milliseconds, so the cluster is asked only when it may be
-   * stale, and without waiting for its timeout). The newest probe sent wins.
+   * through), held LOCAL_READ_MAX_MS at most; judged earlier by judgePending. A healthy local server
+   * answers in milliseconds, so the others are asked only when it may be stale. The newest probe
+   * sent wins.
    */
   private async probeOnce(e: ApiEndpoint, sentAt: number): Promise<void> {
     const { ctx } = this;
     const path = `/api/v1/nodes/${ctx.config.nodeName}`;
-    const key = endpointText(e);
-    let client = this.locals.get(key);
-    if (!client) {
-      client = ctx.client.at(`https://${key}`, {
-        userAgent: `drainguard-sidecar/${ctx.config.nodeName} (local API server)`,
-        localAddress: probeSource(e),
-      });
-      this.locals.set(key, client);
-    }
-    const answered = new AbortController();
-    const signal = AbortSignal.any([this.abort.signal, answered.signal]);
-    let cluster: Promise<boolean> | undefined;
-    const askCluster = () =>
-      (cluster ??= ctx.client
-        .get(path, { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS, signal: this.abort.signal })
-        .then(
-          () => true,
-          () => false,
-        ));
-    void ctx.clock.sleep(CLUSTER_READ_AFTER_MS, signal).then(
-      () => askCluster(),
-      () => {},
-    );
+    const read: PendingRead = { sentAt, stop: new AbortController() };
+    this.pending.add(read);
     let err: unknown;
-    await client
-      .get(path, { timeoutMs: LOCAL_READ_TIMEOUT_MS, signal: this.abort.signal })
+    await this.clientAt(e, true)
+      .get(path, {
+        timeoutMs: LOCAL_READ_MAX_MS,
+        signal: AbortSignal.any([this.abort.signal, read.stop.signal]),
+      })
       .catch((x: unknown) => {
         err = x;
       });
-    answered.abort();
+    this.pending.delete(read);
+    if (this.abort.signal.aborted || read.dropped) return;
+    const result: ProbeResult =
+      read.judgedAt !== undefined
+        ? {
+            at: sentAt,
+            local: 'no-answer',
+            clusterAnswered: true,
+            detail: `GET ${path}: no answer in ${read.judgedAt - sentAt} ms while another API server answered`,
+          }
+        : {
+            at: sentAt,
+            local: classifyLocalRead(err),
+            ...(err ? { detail: (err as Error).message } : {}),
+          };
+    // Failed on its own (held LOCAL_READ_MAX_MS, or a 5xx): stale if the others answer now.
+    if (read.judgedAt === undefined && result.local === 'no-answer')
+      result.clusterAnswered =
+        (this.othersAnsweredAt !== undefined && this.othersAnsweredAt >= sentAt) || (await this.askOthers());
     if (this.abort.signal.aborted) return;
-    const local = classifyLocalRead(err);
-    this.metrics.probes.inc({ answer: local });
-    const result: ProbeResult = {
-      at: sentAt,
-      local,
-      ...(err ? { detail: (err as Error).message } : {}),
-    };
-    if (local === 'no-answer') result.clusterAnswered = await askCluster();
+    this.metrics.probes.inc({ answer: result.local });
     if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
   }
 
@@ -258,6 +353,8 @@ export class StaleApiGuard {
           closed += killedCount(r.stdout);
         }
         this.metrics.closed.inc({}, closed);
+        // The reads still held are moot now: no probe after the fence.
+        this.dropPending();
         const first = this.installed === undefined;
         this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
         this.metrics.fenced.set({}, this.installed ? 1 : 0);
@@ -299,6 +396,17 @@ export class StaleApiGuard {
     if (!apiFenceTableIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout)) return undefined;
     return parseApiFence((await runner.run('nft', ['-j', 'list', 'table', 'inet', API_FENCE_TABLE])).stdout);
   }
+}
+
+/** A local read in flight: when it was sent; judged stale (and stopped) at `judgedAt`. */
+interface PendingRead {
+  sentAt: number;
+  stop: AbortController;
+  /** The first answer of another API server after it was sent. */
+  othersAnsweredAt?: number;
+  judgedAt?: number;
+  /** Stopped because the fence went on: not counted, not a probe result. */
+  dropped?: boolean;
 }
 
 const endpointsKey = (es: ApiEndpoint[]) => es.map(endpointText).sort().join(',');

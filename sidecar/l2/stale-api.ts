@@ -8,8 +8,10 @@
 //
 // The rule: while this node drains (or its speaker pod goes away), an API server on one of this
 // node's addresses that does not answer a consistent read of one object within
-// LOCAL_READ_TIMEOUT_MS, while the same read through the Service is answered, is stale: the
-// connections to it are destroyed and new ones refused (but from loopback) until the drain ends.
+// LOCAL_READ_TIMEOUT_MS, while the same read sent directly to an API server on another host is
+// answered, is stale: the connections to it are destroyed and new ones refused (but from loopback)
+// until the drain ends. With no API server on another host, never: a slow read of the only one
+// must not cut the cluster off it (the Service's answer would come from this very server).
 // Not when it answers again: one whose member was added back answers consistent reads from etcd
 // at once, while its watch cache may stay frozen for minutes (robustness CONTROL_PLANES=3 SEED=4
 // TRIAL=8: a kubelet and a sidecar blind on it after such a lift). A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
@@ -24,8 +26,38 @@ import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
  */
 export const LOCAL_READ_TIMEOUT_MS = 750;
 
-/** A local read not answered this long: the same read is sent through the Service beside it. */
+/** A local read not answered this long: the same read is sent to the API servers on other hosts. */
 export const CLUSTER_READ_AFTER_MS = 100;
+
+/** How long the API servers on other hosts are given to answer that read (an etcd election's ~1–2 s). */
+export const OTHER_READ_TIMEOUT_MS = 2_000;
+
+/**
+ * A local read is held this long at most. Past LOCAL_READ_TIMEOUT_MS it is judged as soon as
+ * another API server has answered and it stayed silent STILL_SILENT_MS after (silentWhileOthersAnswer):
+ * when the removed member led etcd, the whole API is out for the election (~1.2 s here), and a
+ * read sent during it proves the local server stale once the others answer again — not one
+ * LOCAL_READ_TIMEOUT_MS after the next probe (issue 23: the API through the VIP out 2.3 s).
+ */
+export const LOCAL_READ_MAX_MS = 3_000;
+
+/** How long a local read must stay unanswered after another API server answered. */
+export const STILL_SILENT_MS = 250;
+
+/**
+ * Whether a local read sent at `sentAt` and not answered by `now` proves its server stale: held at
+ * least LOCAL_READ_TIMEOUT_MS, and another API server answered a consistent read after it was sent
+ * and at least STILL_SILENT_MS ago (a healthy local server, held by an election too, answers
+ * within milliseconds of the others).
+ */
+export function silentWhileOthersAnswer(
+  now: number,
+  sentAt: number,
+  othersAnsweredAt: number | undefined,
+): boolean {
+  if (othersAnsweredAt === undefined || othersAnsweredAt < sentAt) return false;
+  return now - sentAt >= LOCAL_READ_TIMEOUT_MS && now - othersAnsweredAt >= STILL_SILENT_MS;
+}
 
 /** How often the local API server is asked while this node drains and it is not fenced. */
 export const PROBE_INTERVAL_MS = 250;
@@ -38,25 +70,32 @@ export interface ApiEndpointSlice {
 }
 
 /**
- * The API servers on this node: every address of the `kubernetes` Service's EndpointSlices that is
- * one of the node's own, with each TCP port.
+ * The API servers of the `kubernetes` Service's EndpointSlices, each address with each TCP port:
+ * `local` on one of the node's own addresses, `others` on other hosts.
  */
-export function localApiEndpoints(
+export function apiEndpointsOf(
   slices: readonly ApiEndpointSlice[],
   ownAddresses: readonly string[],
-): ApiEndpoint[] {
+): { local: ApiEndpoint[]; others: ApiEndpoint[] } {
   const own = new Set(ownAddresses.map((a) => a.toLowerCase()));
-  const out: ApiEndpoint[] = [];
+  const local: ApiEndpoint[] = [];
+  const others: ApiEndpoint[] = [];
   for (const s of slices) {
     const ports = (s.ports ?? [])
       .filter((p) => (p.protocol ?? 'TCP') === 'TCP' && typeof p.port === 'number')
       .map((p) => p.port as number);
     for (const e of s.endpoints ?? [])
-      for (const a of e.addresses ?? [])
-        if (own.has(a.toLowerCase())) for (const port of ports) out.push({ address: a.toLowerCase(), port });
+      for (const a of e.addresses ?? []) {
+        const address = a.toLowerCase();
+        for (const port of ports) (own.has(address) ? local : others).push({ address, port });
+      }
   }
-  return out;
+  return { local, others };
 }
+
+/** The API servers on this node (apiEndpointsOf's `local`). */
+export const localApiEndpoints = (slices: readonly ApiEndpointSlice[], ownAddresses: readonly string[]) =>
+  apiEndpointsOf(slices, ownAddresses).local;
 
 /**
  * What one consistent read of the own Node from the local API server says about it:
@@ -79,11 +118,16 @@ export function classifyLocalRead(err: unknown): LocalAnswer {
   return 'answered';
 }
 
-/** One probe: the local read's answer, and (after a no-answer) whether the Service answered. */
+/** One probe: the local read's answer, and (after a no-answer) whether another API server answered. */
 export interface ProbeResult {
   at: number;
   local: LocalAnswer;
-  /** The same read through the `kubernetes` Service succeeded (asked only after a no-answer). */
+  /**
+   * The same read sent directly to the API servers on other hosts: one answered (asked only after
+   * a no-answer). Not through the `kubernetes` Service: with one API server, or the others down,
+   * the Service's answer comes from this very server (slow, not stale), and fencing it would cut
+   * the cluster off its only API server until the drain ends — which then could not be seen.
+   */
   clusterAnswered?: boolean;
   /** Why, for the Event: the local read's error. */
   detail?: string;
@@ -95,8 +139,10 @@ export interface StaleApiObservation {
   wanted: boolean;
   /** DRAINGUARD_FENCE_STALE_API_SERVER. */
   enabled: boolean;
-  /** The API servers on this node (localApiEndpoints), as last read. */
+  /** The API servers on this node (apiEndpointsOf's `local`), as last read. */
   endpoints: ApiEndpoint[];
+  /** The API servers on other hosts, as last read: none, and this node's is never fenced. */
+  others: ApiEndpoint[];
   /** The latest probe that settled, if any since the drain began. */
   probe: ProbeResult | undefined;
   /** The fence installed now (read back), or undefined. */
@@ -130,15 +176,17 @@ export function decideApiFence(o: StaleApiObservation): StaleApiDecision {
       return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
     return undefined;
   }
-  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || !provesStale(o.probe)) return undefined;
+  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || o.others.length === 0 || !provesStale(o.probe))
+    return undefined;
   return { kind: 'fence', endpoints: o.endpoints, why: o.probe?.detail ?? 'no answer' };
 }
 
 /** Whether a probe is due now: while a handover is wanted, an API server runs here, not fenced yet. */
 export function probeDue(
-  o: Pick<StaleApiObservation, 'now' | 'wanted' | 'enabled' | 'endpoints' | 'installed'>,
+  o: Pick<StaleApiObservation, 'now' | 'wanted' | 'enabled' | 'endpoints' | 'others' | 'installed'>,
   lastProbeAt: number,
 ): boolean {
-  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || o.installed) return false;
+  if (!o.wanted || !o.enabled || o.endpoints.length === 0 || o.others.length === 0 || o.installed)
+    return false;
   return o.now - lastProbeAt >= PROBE_INTERVAL_MS;
 }

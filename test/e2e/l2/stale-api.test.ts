@@ -54,6 +54,10 @@ t.before(async () => {
       ports: [{ name: 'https', port: PORT, protocol: 'TCP' }],
     },
   });
+  await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+    method: 'POST',
+    body: othersSlice(),
+  });
   server = node.spawn(
     [
       process.execPath,
@@ -71,6 +75,20 @@ t.before(async () => {
   await new Promise<void>((done) => createInterface({ input: server.stdout! }).once('line', () => done()));
   await startSidecar();
 });
+
+/**
+ * The real API server (on the host) among the `kubernetes` Service's endpoints too: another API
+ * server of an HA control plane, the one the sidecar asks directly for the proof.
+ */
+function othersSlice() {
+  const url = new URL(cp.server);
+  return {
+    metadata: { name: 'kubernetes-others', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: [url.hostname], conditions: { ready: true } }],
+    ports: [{ name: 'https', port: Number(url.port), protocol: 'TCP' }],
+  };
+}
 
 /** The sidecar as the webhook injects it into a speaker (hostNetwork: the node's namespace). */
 async function startSidecar(): Promise<void> {
@@ -175,6 +193,43 @@ t.test('not draining: the local API server is not asked, nothing is fenced', asy
   t.equal(await installed(), undefined);
   t.ok(await connects(peer), 'another host connects');
 });
+
+t.test(
+  'the only API server (no other in the `kubernetes` endpoints): never fenced, however it answers',
+  async (t) => {
+    // A single control plane drained: its API server holds a consistent read, then the sidecar's
+    // own client (not the Service's other endpoints: there are none) answers the same read. Before,
+    // that counted as "the cluster's API answers" and the only API server was fenced until the
+    // drain's end: every pod and remote client cut off it, and the uncordon unseen.
+    await client.request(
+      '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others',
+      {
+        method: 'DELETE',
+      },
+    );
+    const seen = output.length;
+    await cordon(true);
+    await waitFor(
+      'the endpoints read again at the drain start',
+      () => output.slice(seen).some((l) => l.includes('no API server on another host')),
+      T,
+    );
+    // An observation window past LOCAL_READ_MAX_MS (3 s: a read sent before the endpoints were
+    // read again is held that long, then judged): before the fix it was fenced within 1 s.
+    await new Promise((r) => setTimeout(r, 3_500));
+    t.equal(await installed(), undefined, 'not fenced');
+    t.notOk(
+      output.some((l) => l.includes('stale API server on this node: fenced')),
+      'never fenced in between',
+    );
+    t.ok(await connects(peer), 'another host connects');
+    await cordon(false);
+    await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+      method: 'POST',
+      body: othersSlice(),
+    });
+  },
+);
 
 t.test(
   "a stale API server on a draining node: the connections to it closed, new ones refused but from loopback; lifted at the drain's end",

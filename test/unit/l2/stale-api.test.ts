@@ -1,13 +1,17 @@
 import t from 'tap';
 import { ApiError } from '../../../shared/kube/client.ts';
 import {
+  apiEndpointsOf,
   classifyLocalRead,
   decideApiFence,
   fenceWanted,
+  LOCAL_READ_TIMEOUT_MS,
   localApiEndpoints,
   PROBE_INTERVAL_MS,
   probeDue,
+  STILL_SILENT_MS,
   type StaleApiObservation,
+  silentWhileOthersAnswer,
 } from '../../../sidecar/l2/stale-api.ts';
 
 const ep = { address: '10.0.0.1', port: 6443 };
@@ -29,6 +33,15 @@ t.test(
       { address: 'fd00::1', port: 6443 },
     ]);
     t.strictSame(localApiEndpoints(slices, ['10.0.0.9']), [], 'a worker: none');
+    t.strictSame(
+      apiEndpointsOf(slices, ['10.0.0.1']).others,
+      [
+        { address: '10.0.0.2', port: 6443 },
+        { address: '10.0.0.3', port: 6443 },
+        { address: 'fd00::1', port: 6443 },
+      ],
+      'the API servers on other hosts, asked directly for the proof',
+    );
   },
 );
 
@@ -55,6 +68,7 @@ const base: StaleApiObservation = {
   wanted: true,
   enabled: true,
   endpoints: [ep],
+  others: [{ address: '10.0.0.2', port: 6443 }],
   probe: undefined,
   installed: undefined,
 };
@@ -90,6 +104,15 @@ t.test(
     t.equal(decideApiFence({ ...base, probe: stale, endpoints: [] }), undefined, 'no API server here');
   },
 );
+
+t.test('the only API server (no other host has one) is never fenced, however slow', async (t) => {
+  // A single control plane drained: its one API server slow on a consistent read (an etcd fsync
+  // stall), then answering the same read through the `kubernetes` Service — the same server.
+  // Fenced, it would cut every pod and remote client off the cluster's only API server until the
+  // drain ends, and the sidecar could not see that end through it.
+  t.equal(decideApiFence({ ...base, others: [], probe: stale }), undefined);
+  t.notOk(probeDue({ ...base, others: [] }, 0), 'not even asked');
+});
 
 t.test('lifted when the drain ends or when turned off; kept otherwise, answering again too', async (t) => {
   const fenced = { ...base, installed: [ep] };
@@ -137,3 +160,29 @@ t.test('probed only while draining with an API server here, until it is fenced',
   t.notOk(probeDue({ ...base, enabled: false }, 0));
   t.notOk(probeDue({ ...base, installed: [ep] }, 0), 'fenced: not asked any more');
 });
+
+t.test(
+  'a local read held through an etcd election: judged once the others answer and it stays silent',
+  async (t) => {
+    // The removed member led etcd: every API server is out for the election (0.2–1.45 s here). A read
+    // sent at 0.25 s to the local (stale) server is still unanswered when the others answer again.
+    t.notOk(silentWhileOthersAnswer(1_000, 250, undefined), 'nobody answered yet: the whole API is out');
+    t.notOk(
+      silentWhileOthersAnswer(1_500, 250, 1_450),
+      'the others answered 50 ms ago: a healthy local one may too',
+    );
+    t.ok(
+      silentWhileOthersAnswer(1_450 + STILL_SILENT_MS, 250, 1_450),
+      `${STILL_SILENT_MS} ms silent after them`,
+    );
+    t.notOk(
+      silentWhileOthersAnswer(1_000, 900, 950),
+      `held less than LOCAL_READ_TIMEOUT_MS (${LOCAL_READ_TIMEOUT_MS} ms)`,
+    );
+    t.ok(silentWhileOthersAnswer(900 + LOCAL_READ_TIMEOUT_MS, 900, 950));
+    t.notOk(
+      silentWhileOthersAnswer(5_000, 2_000, 1_900),
+      'an answer of the others from before it was sent counts not',
+    );
+  },
+);
