@@ -159,6 +159,18 @@ export const REDIAL_REFUSED = 2;
 export const refusedAtConnect = (e: unknown): boolean =>
   e instanceof ApiError && e.code === 0 && /^connect ECONNREFUSED\b/.test(e.detail);
 
+/** `send` again at once while it is refused at connect, REDIAL_REFUSED times at most; `last` on the final try. */
+async function redialRefused<T>(send: (last: boolean) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  for (let redial = 0; ; redial++) {
+    const last = redial >= REDIAL_REFUSED;
+    try {
+      return await send(last);
+    } catch (e) {
+      if (last || !refusedAtConnect(e) || signal?.aborted) throw e;
+    }
+  }
+}
+
 /** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
 export const REOPEN_WATCHES_MS = 5_000;
 
@@ -463,13 +475,7 @@ export class KubeClient {
    * new connections land on it, and a backoff on each cost a handover ~0.9 s (ha-seed, issue 23).
    */
   private async once<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
-    for (let redial = 0; ; redial++) {
-      try {
-        return await this.sendOnce<T>(path, opts);
-      } catch (e) {
-        if (redial >= REDIAL_REFUSED || !refusedAtConnect(e) || opts.signal?.aborted) throw e;
-      }
-    }
+    return redialRefused(() => this.sendOnce<T>(path, opts), opts.signal);
   }
 
   private async sendOnce<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {
@@ -589,14 +595,7 @@ export class KubeClient {
     opts: WatchOptions = {},
   ): Promise<void> {
     // A watch refused at connect is dialled again at once too (once(): another API server).
-    for (let redial = 0; ; redial++) {
-      const last = redial >= REDIAL_REFUSED;
-      try {
-        return await this.watchOnce(path, query, onEvent, signal, opts, last);
-      } catch (e) {
-        if (last || !refusedAtConnect(e) || signal.aborted) throw e;
-      }
-    }
+    return redialRefused((last) => this.watchOnce(path, query, onEvent, signal, opts, last), signal);
   }
 
   /** One watch stream (watch()); a refusal at connect counts in onResult only if `reportRefused`. */

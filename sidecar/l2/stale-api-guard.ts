@@ -234,11 +234,7 @@ export class StaleApiGuard {
    */
   private judgePending(now: number): void {
     for (const p of this.pending)
-      if (
-        p.othersAnsweredAt === undefined &&
-        this.othersAnsweredAt !== undefined &&
-        this.othersAnsweredAt >= p.sentAt
-      )
+      if (p.othersAnsweredAt === undefined && this.othersAnsweredSince(p.sentAt))
         p.othersAnsweredAt = this.othersAnsweredAt;
     // Asked again only for a late read that no answer of theirs has followed yet.
     if (
@@ -252,6 +248,11 @@ export class StaleApiGuard {
         p.judgedAt = now;
         p.stop.abort();
       }
+  }
+
+  /** Whether another API server answered the probe's read at or after `t`. */
+  private othersAnsweredSince(t: number): boolean {
+    return this.othersAnsweredAt !== undefined && this.othersAnsweredAt >= t;
   }
 
   /** Stops the local reads in flight; they count as no probe. */
@@ -326,8 +327,7 @@ export class StaleApiGuard {
           };
     // Failed on its own (held LOCAL_READ_MAX_MS, or a 5xx): stale if the others answer now.
     if (read.judgedAt === undefined && result.local === 'no-answer')
-      result.clusterAnswered =
-        (this.othersAnsweredAt !== undefined && this.othersAnsweredAt >= sentAt) || (await this.askOthers());
+      result.clusterAnswered = this.othersAnsweredSince(sentAt) || (await this.askOthers());
     if (this.abort.signal.aborted) return;
     this.metrics.probes.inc({ answer: result.local });
     if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
