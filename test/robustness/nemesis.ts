@@ -62,6 +62,8 @@ export type Lift = () => Promise<void>;
 /** The fault found nothing to strike (its pod already gone or its container stopped): not injected. */
 export class NotInjected extends Error {}
 const nothing: Lift = async () => {};
+/** Longest a trial's API outages can hold back a kubelet's status report (each ≤ 30 s, two may follow each other), with room for its resync. */
+const RESTART_REPORT_WAIT_MS = 90_000;
 
 /** Kills one container of a pod through its node's containerd (the kubelet then restarts it). */
 async function killContainer(t: Target, pod: PodView | undefined, container: string): Promise<void> {
@@ -311,11 +313,14 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       // restart's own handover as the scene not at rest (SEED=36 TRIAL=1 in CI).
       const restarts = (q: PodView | undefined) =>
         q?.status?.containerStatuses?.find((x) => x.name === 'speaker')?.restartCount ?? 0;
+      // The kubelet reports the restart through the API: a path drop or API restart of this
+      // trial struck after the touch (≤ 30 s each) delays the report, so the wait outlasts one
+      // (SEED=109 TRIAL=27: path dropped 2.2–26.7 s, a 30 s wait ran out).
       const before = restarts(p);
       await waitFor(
         `${p.metadata.name}: speaker restarted by its liveness probe`,
         async () => restarts(await t.speaker()) > before,
-        { timeoutMs: 30_000, intervalMs: 250 },
+        { timeoutMs: RESTART_REPORT_WAIT_MS, intervalMs: 250 },
       );
       return nothing;
     }
