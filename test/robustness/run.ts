@@ -1,7 +1,11 @@
 // make robustness: randomized faults during drains on the lab cluster, invariants checked from
 // the outside, every violation replayable (issue 24; docs/robustness.md).
 //   SEED     the run's seed (default: from the clock, printed)
-//   TRIALS   how many trials (default 20): trials 0..TRIALS-1
+//   TRIALS   how many trials (default 20): trials FROM..FROM+TRIALS-1
+//   FROM     the first trial (default 0): a run cut short continued with the same SEED and OUT; the
+//            table then covers trials 0..FROM+TRIALS-1, the earlier ones from OUT/results.jsonl
+//   STOP_AFTER_MIN  no trial starts after this many minutes: the table of those finished, and the
+//            FROM= that continues the run
 //   TRIAL    replay this one trial of SEED alone
 //   OUT      where the HTML timelines go (default $TMPDIR/drainguard-robustness-<seed>)
 //   KEEP_LOGS=1  keep every trial's container logs (trial-<n>-logs/), not only a violating one's
@@ -10,7 +14,7 @@
 // stdout: the table per fault kind, each violation with its replay command and timeline, the last
 // line JSON {"bench":"robustness", seed, trials, fault_kinds, violations, max_dark_s, max_dual_s, …}.
 // Progress on stderr.
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
@@ -18,6 +22,7 @@ import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
+import { earlierResults, resultLine } from './resume.ts';
 import { LEASE, setUpScene, tokens } from './scene.ts';
 import { runTrial } from './trial.ts';
 
@@ -30,6 +35,12 @@ export interface SuiteOptions {
   keepLogs?: boolean;
   /** 3: on the HA lab (control-plane nodes only), with the stale API server among the faults. */
   controlPlanes?: number;
+  /** No trial starts after this time (ms since the epoch). */
+  stopAt?: number;
+  /** Results of this seed's trials before the first one run here (FROM): in the table too. */
+  earlier?: TrialResult[];
+  /** Each finished trial appended to OUT/results.jsonl (not for a replay of one trial). */
+  record?: boolean;
   note(line: string): void;
 }
 
@@ -64,8 +75,14 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
     const ctx = { tokens: await tokens(s), logsSeen: new Map<string, number>(), note };
     for (const plan of plans) {
       const trial = plan.trial;
+      if (opts.stopAt !== undefined && Date.now() >= opts.stopAt) {
+        note(`time budget spent: stopped before trial ${trial}; continue with FROM=${trial} OUT=${opts.out}`);
+        break;
+      }
       const { result, observations } = await runTrial(s, plan, ctx);
       results.push(result);
+      if (opts.record)
+        appendFileSync(join(opts.out, 'results.jsonl'), resultLine(seed, opts.controlPlanes ?? 1, result));
       if (result.violations.length > 0 && observations) {
         const path = join(opts.out, `trial-${trial}.html`);
         writeFileSync(
@@ -87,10 +104,16 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   } finally {
     await c.stop();
   }
+  const all = [...(opts.earlier ?? []), ...results];
+  // An earlier part's violating trial has its timeline in OUT too.
+  const htmlOf = (t: number) => {
+    const path = html.get(t) ?? join(opts.out, `trial-${t}.html`);
+    return existsSync(path) ? path : '';
+  };
   return {
-    results,
-    text: renderText(seed, results, (t) => html.get(t) ?? '', opts.controlPlanes),
-    summary: summary(seed, results, opts.controlPlanes),
+    results: all,
+    text: renderText(seed, all, htmlOf, opts.controlPlanes),
+    summary: summary(seed, all, opts.controlPlanes),
   };
 }
 
@@ -99,11 +122,15 @@ if (import.meta.main) {
   const seed = env('SEED') ? Number(env('SEED')) : Date.now() % 1_000_000;
   const one = env('TRIAL');
   const count = env('TRIALS') ? Number(env('TRIALS')) : 20;
+  const from = env('FROM') ? Number(env('FROM')) : 0;
+  const stopAfterMin = env('STOP_AFTER_MIN') ? Number(env('STOP_AFTER_MIN')) : undefined;
   const controlPlanes = env('CONTROL_PLANES') ? Number(env('CONTROL_PLANES')) : 1;
   for (const [k, v] of [
     ['SEED', seed],
     ['TRIALS', count],
     ['TRIAL', one ? Number(one) : 0],
+    ['FROM', from],
+    ['STOP_AFTER_MIN', stopAfterMin ?? 0],
   ] as const)
     if (!Number.isSafeInteger(v) || v < 0) {
       process.stderr.write(`${k}: "${env(k)}" is not a whole number ≥ 0\n`);
@@ -113,17 +140,40 @@ if (import.meta.main) {
     process.stderr.write(`CONTROL_PLANES: "${env('CONTROL_PLANES')}" is not accepted: 1 (default) or 3\n`);
     process.exit(2);
   }
+  if (one && from > 0) {
+    process.stderr.write('FROM and TRIAL: one or the other (TRIAL replays one trial alone)\n');
+    process.exit(2);
+  }
   const note = (l: string) => process.stderr.write(`[robustness] ${l}\n`);
+  const out = env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`);
+  // The trials before FROM, as an earlier run of this seed recorded them in OUT.
+  const results = join(out, 'results.jsonl');
+  const earlier = earlierResults(
+    existsSync(results) ? readFileSync(results, 'utf8') : '',
+    seed,
+    controlPlanes,
+    from,
+  );
+  if (earlier.missing.length > 0) {
+    const shown = earlier.missing.slice(0, 10).join(', ');
+    process.stderr.write(
+      `FROM=${from}: ${results} has no result of trial${earlier.missing.length > 1 ? 's' : ''} ${shown}${earlier.missing.length > 10 ? ', …' : ''} of seed ${seed}: FROM continues a run of the same SEED and OUT\n`,
+    );
+    process.exit(2);
+  }
   note(
-    `seed ${seed}${one ? `, trial ${one} alone` : `, ${count} trials`}${controlPlanes > 1 ? `, ${controlPlanes} control planes` : ''}`,
+    `seed ${seed}${one ? `, trial ${one} alone` : `, ${count} trials from ${from}`}${from > 0 ? ` (0–${from - 1} from ${results})` : ''}${controlPlanes > 1 ? `, ${controlPlanes} control planes` : ''}`,
   );
   const run = await runSuite({
     seed,
-    trials: one ? [Number(one)] : [...Array(count).keys()],
-    out: env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`),
+    trials: one ? [Number(one)] : Array.from({ length: count }, (_, i) => from + i),
+    out,
     keepLogs: env('KEEP_LOGS') === '1',
     controlPlanes,
+    ...(stopAfterMin !== undefined ? { stopAt: Date.now() + stopAfterMin * 60_000 } : {}),
     note,
+    earlier: earlier.results,
+    record: !one,
   });
   process.stdout.write(run.text);
   process.exit(run.summary.violations > 0 || run.summary.errors > 0 ? 1 : 0);
