@@ -301,6 +301,57 @@ export async function containers(
   return out;
 }
 
+/**
+ * A container restarted this often in earlier trials gets a fresh pod before the next trial: the
+ * kubelet's crash backoff (10 s doubling to 5 min, reset only after 10 min of running) would
+ * otherwise hold its next restart past the settle's wait (here two more crashes in one trial wait
+ * 20 + 40 s at most) (SEED=110 TRIAL=88: a speaker at 7
+ * restarts, killed in the trial, not back within 120 s — drainguard rightly kept its node handed
+ * over, and the runner checked for leftovers in a scene not at rest).
+ */
+export const RENEW_AFTER_RESTARTS = 2;
+
+/** The speaker and router pods with a container restarted RENEW_AFTER_RESTARTS times or more. */
+export function wornPods(pods: readonly PodView[]): PodView[] {
+  return pods.filter(
+    (p) =>
+      !p.metadata.deletionTimestamp &&
+      (p.status?.containerStatuses ?? []).some((x) => x.restartCount >= RENEW_AFTER_RESTARTS),
+  );
+}
+
+/**
+ * Deletes the worn speaker and router pods (their DaemonSet and Deployment make fresh ones) and
+ * waits until they are gone: between trials, before the scene is awaited at rest. Their names.
+ */
+export async function renewWornPods(s: Scene): Promise<string[]> {
+  const worn = [
+    ...wornPods(await podsIn(s, SPEAKER_NS)),
+    ...wornPods((await podsIn(s, SITE_NS)).filter(isRouter)),
+  ];
+  for (const p of worn) {
+    const r = await s.c.kubectl([
+      'delete',
+      'pod',
+      '-n',
+      p.metadata.namespace,
+      p.metadata.name,
+      '--wait=false',
+    ]);
+    if (r.code !== 0) throw new Error(`delete pod ${p.metadata.name}: ${r.stderr.trim()}`);
+  }
+  const names = new Set(worn.map((p) => p.metadata.name));
+  await waitFor(
+    'the worn pods gone',
+    async () =>
+      [...(await podsIn(s, SPEAKER_NS)), ...(await podsIn(s, SITE_NS))].every(
+        (p) => !names.has(p.metadata.name),
+      ),
+    { timeoutMs: 120_000, intervalMs: 500 },
+  );
+  return [...names];
+}
+
 /** The service account tokens of the scene's pods (speaker, skupper-router, netfilter cleanup). */
 export async function tokens(s: Scene): Promise<string[]> {
   const out: string[] = [];

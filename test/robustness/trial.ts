@@ -22,7 +22,9 @@ import {
   containers,
   leftovers,
   podsIn,
+  RENEW_AFTER_RESTARTS,
   RENEW_DEADLINE_MS,
+  renewWornPods,
   type Scene,
   SITE_NS,
   SPEAKER_NS,
@@ -80,6 +82,22 @@ export async function runTrial(
   } catch (e) {
     return {
       result: { ...base, error: `the scene was not at rest before the trial: ${(e as Error).message}` },
+    };
+  }
+  try {
+    const renewed = await renewWornPods(s);
+    if (renewed.length > 0) {
+      note(
+        `fresh pods for ${renewed.join(', ')} (a container restarted ${RENEW_AFTER_RESTARTS}+ times: crash backoff)`,
+      );
+      ready = await sceneReady(s, 180_000);
+    }
+  } catch (e) {
+    return {
+      result: {
+        ...base,
+        error: `the scene was not at rest after renewing worn pods: ${(e as Error).message}`,
+      },
     };
   }
   // Log lines of earlier trials are theirs.

@@ -11,7 +11,13 @@ import {
 } from '../../robustness/nemesis.ts';
 import { goneRules, perPodRules } from '../../robustness/netfilter.ts';
 import { FAULT_KINDS, FAULTS, planTrial } from '../../robustness/plan.ts';
-import { eligibleNodes, fencedNodes, type PodView } from '../../robustness/scene.ts';
+import {
+  eligibleNodes,
+  fencedNodes,
+  type PodView,
+  RENEW_AFTER_RESTARTS,
+  wornPods,
+} from '../../robustness/scene.ts';
 
 t.test('the path drop: host traffic on output/input, pod traffic on forward, per direction', async (t) => {
   const to = 'ip daddr 10.1.2.3 tcp dport 6443 drop';
@@ -158,3 +164,30 @@ t.test(
     );
   },
 );
+
+t.test('worn pods: a container restarted often enough to be in a long crash backoff', async (t) => {
+  const pod = (name: string, restarts: number[], deleting = false): PodView => ({
+    metadata: {
+      name,
+      namespace: 'metallb-system',
+      uid: name,
+      ...(deleting ? { deletionTimestamp: 'x' } : {}),
+    },
+    spec: { nodeName: 'node-b' },
+    status: {
+      containerStatuses: restarts.map((n, i) => ({ name: `c${i}`, ready: true, restartCount: n })),
+    },
+  });
+  const pods = [
+    pod('fresh', [0, 0]),
+    pod('speaker-worn', [RENEW_AFTER_RESTARTS, 0]),
+    pod('sidecar-worn', [0, RENEW_AFTER_RESTARTS + 4]),
+    pod('almost', [RENEW_AFTER_RESTARTS - 1, RENEW_AFTER_RESTARTS - 1]),
+    pod('going', [9], true),
+  ];
+  t.strictSame(
+    wornPods(pods).map((p) => p.metadata.name),
+    ['speaker-worn', 'sidecar-worn'],
+    'either container; not one already being deleted',
+  );
+});
