@@ -316,12 +316,21 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       // The kubelet reports the restart through the API: a path drop or API restart of this
       // trial struck after the touch (≤ 30 s each) delays the report, so the wait outlasts one
       // (SEED=109 TRIAL=27: path dropped 2.2–26.7 s, a 30 s wait ran out).
+      // Not when the pod itself went away meanwhile: the trial's own action may delete it, its
+      // deletion not yet seen when the fault looked it up (SEED=111 TRIAL=62: struck 0.1 s after
+      // the deletion, then 90 s waiting for a restart that could not come).
       const before = restarts(p);
+      let replaced = false;
       await waitFor(
         `${p.metadata.name}: speaker restarted by its liveness probe`,
-        async () => restarts(await t.speaker()) > before,
+        async () => {
+          const q = await t.speaker();
+          replaced = q?.metadata.uid !== p.metadata.uid;
+          return replaced || restarts(q) > before;
+        },
         { timeoutMs: RESTART_REPORT_WAIT_MS, intervalMs: 250 },
       );
+      if (replaced) throw new NotInjected(`${p.metadata.name} went away before its liveness restart`);
       return nothing;
     }
     case 'api-server-restart': {
