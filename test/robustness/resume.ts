@@ -1,7 +1,11 @@
 // A long run in parts: every finished trial is appended to OUT/results.jsonl, so that a run cut
 // short (a time budget, a session's end) is continued with FROM= and the same SEED and OUT, and the
 // table covers every trial of the seed from 0. Pure: the file's text in, the trials out.
+import { join } from 'node:path';
 import type { TrialResult } from './report.ts';
+
+/** Where a run records its finished trials, in its OUT. */
+export const resultsPath = (out: string): string => join(out, 'results.jsonl');
 
 /** One line of results.jsonl. */
 export interface ResultLine {

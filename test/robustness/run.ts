@@ -22,7 +22,7 @@ import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
-import { earlierResults, resultLine } from './resume.ts';
+import { earlierResults, resultLine, resultsPath } from './resume.ts';
 import { LEASE, setUpScene, tokens } from './scene.ts';
 import { runTrial } from './trial.ts';
 
@@ -82,7 +82,7 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
       const { result, observations } = await runTrial(s, plan, ctx);
       results.push(result);
       if (opts.record)
-        appendFileSync(join(opts.out, 'results.jsonl'), resultLine(seed, opts.controlPlanes ?? 1, result));
+        appendFileSync(resultsPath(opts.out), resultLine(seed, opts.controlPlanes ?? 1, result));
       if (result.violations.length > 0 && observations) {
         const path = join(opts.out, `trial-${trial}.html`);
         writeFileSync(
@@ -147,9 +147,9 @@ if (import.meta.main) {
   const note = (l: string) => process.stderr.write(`[robustness] ${l}\n`);
   const out = env('OUT') || join(tmpdir(), `drainguard-robustness-${seed}`);
   // The trials before FROM, as an earlier run of this seed recorded them in OUT.
-  const results = join(out, 'results.jsonl');
+  const results = resultsPath(out);
   const earlier = earlierResults(
-    existsSync(results) ? readFileSync(results, 'utf8') : '',
+    from > 0 && existsSync(results) ? readFileSync(results, 'utf8') : '',
     seed,
     controlPlanes,
     from,
