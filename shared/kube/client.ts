@@ -354,6 +354,9 @@ export class KubeClient {
         // Not an answer from the API server (credentials could not be obtained): nothing to retry.
         if (!(e instanceof ApiError)) throw e;
         if (this.lifetime?.aborted) throw this.abandoned(e.method, path);
+        // Abandoned by its caller: says nothing about the API either.
+        if (given.signal?.aborted)
+          throw new ApiError(e.method, path, 0, 'Aborted', 'request abandoned by its caller');
         const err = e;
         // A credential revoked before its expiry: one more try with a fresh one, as client-go does.
         if (err.code === 401 && this.auth.refresh && !refreshed) {

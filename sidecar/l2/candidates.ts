@@ -80,6 +80,8 @@ export interface CandidateView {
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
     waiting?: boolean,
+    /** Aborted: stop waiting and abandon the reads in flight (the fail-safe is due). */
+    signal?: AbortSignal,
   ): Promise<void>;
   /** No handover needs the candidates now (fenced, given up, drain over): the watches stop. */
   release?(): Promise<void>;
@@ -182,13 +184,13 @@ export class CandidateReader implements CandidateView {
   }
 
   /** Until the next page, change or failure, or `ms`. */
-  private async nextProgress(ms: number): Promise<void> {
+  private async nextProgress(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = new AbortController();
     await Promise.race([
       new Promise<void>((r) => {
         this.wake = r;
       }),
-      this.ctx.clock.sleep(ms, timer.signal),
+      this.ctx.clock.sleep(ms, signal ? AbortSignal.any([timer.signal, signal]) : timer.signal),
     ]);
     timer.abort();
   }
@@ -218,13 +220,14 @@ export class CandidateReader implements CandidateView {
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
     waiting = false,
+    signal?: AbortSignal,
   ): Promise<void> {
     const { ctx } = this;
     const starting = this.nodes === undefined;
     this.watch();
     const watched = [this.nodes, this.pods].filter((w) => w !== undefined);
     // The narrow reads go out while the first pages arrive.
-    const narrowKnown = await this.readNarrow(fresh || starting, services, isLocal, waiting);
+    const narrowKnown = await this.readNarrow(fresh || starting, services, isLocal, waiting, signal);
     // A decision about to be taken waits for the first list — or for enough of it: part of the
     // Nodes and speakers gives part of the candidates (never one too many), so a part in which
     // every service has somewhere to go already proves the handover may start, and at 5,000
@@ -235,9 +238,10 @@ export class CandidateReader implements CandidateView {
       while (
         !watched.every((w) => w.settled) &&
         !(narrowKnown && this.narrow && this.partialProves(services, isLocal, this.narrow)) &&
-        ctx.clock.now() < deadline
+        ctx.clock.now() < deadline &&
+        !signal?.aborted
       )
-        await this.nextProgress(deadline - ctx.clock.now());
+        await this.nextProgress(deadline - ctx.clock.now(), signal);
     }
     const now = ctx.clock.now();
     const synced = watched.every((w) => w.informer.hasSynced);
@@ -327,6 +331,7 @@ export class CandidateReader implements CandidateView {
     services: readonly ServiceVips[],
     isLocal: (service: string) => boolean,
     waiting: boolean,
+    signal: AbortSignal | undefined,
   ): Promise<boolean> {
     const { ctx } = this;
     const now = ctx.clock.now();
@@ -342,8 +347,8 @@ export class CandidateReader implements CandidateView {
     if (now < this.narrowNotBefore) return this.narrowUsable(fresh, locals, now);
     try {
       const [metallb, slices] = await Promise.all([
-        this.readMetalLbConfig(),
-        Promise.all(keys.map(async (k) => [k, await this.readyNodesOf(k)] as const)),
+        this.readMetalLbConfig(signal),
+        Promise.all(keys.map(async (k) => [k, await this.readyNodesOf(k, signal)] as const)),
       ]);
       this.narrow = { metallb, ready: new Map(slices), locals, at: ctx.clock.now() };
       this.narrowBackoff.reset();
@@ -351,6 +356,8 @@ export class CandidateReader implements CandidateView {
       this.narrowNotBefore = 0;
       return true;
     } catch (e) {
+      // Abandoned (the fail-safe is due): no answer, so nothing learnt about the API.
+      if (signal?.aborted) return this.narrowUsable(fresh, locals, now);
       // Not a 429: a throttled sidecar must back off as API Priority and Fairness asks.
       const election = countsAsApiDown(isApiError(e) ? e : undefined) && !isApiError(e, 429);
       const waitMs = (fresh && election ? this.narrowStartBackoff : this.narrowBackoff).next();
@@ -377,13 +384,13 @@ export class CandidateReader implements CandidateView {
   }
 
   /** Nodes with a ready endpoint of a service; a failed read fails the whole candidate read. */
-  private async readyNodesOf(key: string): Promise<string[]> {
+  private async readyNodesOf(key: string, signal?: AbortSignal): Promise<string[]> {
     const [ns, name] = key.split('/') as [string, string];
     const q = `labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${name}`)}`;
     const get = (v: string) =>
       this.ctx.client.get<KubeList<KubeObject>>(
         `/apis/discovery.k8s.io/${v}/namespaces/${ns}/endpointslices?${q}`,
-        NARROW_READ,
+        { ...NARROW_READ, signal },
       );
     let list: KubeList<KubeObject>;
     try {
@@ -421,12 +428,12 @@ export class CandidateReader implements CandidateView {
    * MetalLB's IPAddressPools and L2Advertisements (the pools' addresses remembered). Unreadable (no such CRDs before MetalLB 0.13,
    * or no grant): undefined, and L2Advertisement node selectors do not narrow the candidates.
    */
-  private async readMetalLbConfig(): Promise<MetalLbConfig | undefined> {
+  private async readMetalLbConfig(signal?: AbortSignal): Promise<MetalLbConfig | undefined> {
     const base = `/apis/metallb.io/v1beta1/namespaces/${this.ctx.config.metallbNamespace}`;
     try {
       const [pools, ads] = await Promise.all([
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, NARROW_READ),
-        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, NARROW_READ),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/ipaddresspools`, { ...NARROW_READ, signal }),
+        this.ctx.client.get<KubeList<KubeObject>>(`${base}/l2advertisements`, { ...NARROW_READ, signal }),
       ]);
       const config = metallbConfigFrom(pools.items ?? [], ads.items ?? []);
       this.pools = config.pools.flatMap((p) => p.addresses);

@@ -107,6 +107,9 @@ export class L2Handover implements Feature {
   private lastStaleCheck = 0;
   private lastStatusRead = 0;
   private staleCheckRunning = false;
+  private probeRunning = false;
+  /** Abandons the API I/O the running reconcile awaits (abandonPassForFailsafe). */
+  private passAbort: AbortController | undefined;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
   /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
@@ -151,7 +154,39 @@ export class L2Handover implements Feature {
 
   /** Asks for a reconcile (coalesced with any already asked for). */
   trigger(reason: string): void {
+    this.abandonPassForFailsafe();
     this.reconciler.request(reason);
+  }
+
+  /**
+   * A reconcile awaits API reads and writes: the candidates' lists (up to WIDE_READ's 10 s), the
+   * narrow reads and the label, each with retries. On a path that drops packets (not refused) they
+   * end only at their timeouts, and the fail-safe would be decided after them, seconds past its
+   * grace. Once it is due, they are abandoned and the next reconcile decides at once.
+   */
+  private abandonPassForFailsafe(): void {
+    const pass = this.passAbort;
+    if (!pass || pass.signal.aborted || !this.failsafeDueNow()) return;
+    this.ctx.log.warn(
+      { apiDownSince: this.ctx.drain.current.apiDownSince },
+      "fail-safe due: the reconcile's API requests abandoned",
+    );
+    pass.abort();
+  }
+
+  private failsafeDueNow(): boolean {
+    const drain = this.ctx.drain.current;
+    return failsafeDue(
+      this.memory,
+      {
+        now: this.ctx.clock.now(),
+        draining: drain.draining,
+        terminating: drain.terminating,
+        apiDownSince: drain.apiDownSince,
+        otherCandidates: this.candidates.others,
+      },
+      this.settings,
+    );
   }
 
   /** Resolves once started and no reconcile is running (tests). */
@@ -258,17 +293,24 @@ export class L2Handover implements Feature {
     while (!this.abort.signal.aborted) {
       const drain = this.ctx.drain.current;
       await clock.sleep(needsTick(this.memory, drain) ? 100 : 1000, this.abort.signal);
+      this.abandonPassForFailsafe();
       // While the API is down and it matters (draining, fail-safe), ask it directly every
       // second: informers relist with a backoff of up to 10 s, too slow to notice it is back.
       if (
         drain.apiDownSince !== undefined &&
         (drain.draining || drain.terminating || !this.atRestIdle()) &&
+        !this.probeRunning &&
         clock.now() - this.lastProbe >= 1_000
       ) {
+        // Not awaited: a probe hanging on a dropped path must not hold up the ticks (the fail-safe's).
         this.lastProbe = clock.now();
-        await this.ctx.client
+        this.probeRunning = true;
+        void this.ctx.client
           .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
-          .catch(() => undefined);
+          .catch(() => undefined)
+          .finally(() => {
+            this.probeRunning = false;
+          });
       }
       // Awaiting a confirmation longer than the fail-safe's grace (one takes ~1 s), or this
       // node's speaker withdrawn with nobody confirming: the watch it arrives on may sit silent on
@@ -316,6 +358,16 @@ export class L2Handover implements Feature {
   }
 
   private async reconcile(): Promise<void> {
+    const pass = new AbortController();
+    this.passAbort = pass;
+    try {
+      await this.reconcileOnce(pass.signal);
+    } finally {
+      this.passAbort = undefined;
+    }
+  }
+
+  private async reconcileOnce(signal: AbortSignal): Promise<void> {
     const drain = this.ctx.drain.current;
     const handoverWanted = drain.draining || drain.terminating;
     const { phase } = this.memory;
@@ -327,17 +379,25 @@ export class L2Handover implements Feature {
     // ends, unless the pod goes away) and a fenced one need no candidates: the watches stop.
     // After a fail-safe, once the API answers, the handover is decided again from a new list.
     const failsafeOver = phase === 'failsafe-fenced' && drain.apiDownSince === undefined;
-    if (this.wantsCandidates(phase)) {
+    // The fail-safe due: decided now, with what is known (abandonPassForFailsafe).
+    const reading = !this.failsafeDueNow();
+    if (reading && this.wantsCandidates(phase)) {
       const services = [...this.memory.services, ...this.observeMetalLb().announced];
       await this.candidates.refresh(
         phase === 'idle' || phase === 'undoing' || failsafeOver,
         services,
         (s) => this.metallb.isLocal(s),
         phase === 'refused',
+        signal,
       );
-    } else await this.candidates.release?.();
-    if (handoverWanted && (AT_REST.has(phase) || failsafeOver) && this.metallb.statusSource() === 'services')
-      await this.metallb.readAllServices();
+    } else if (reading) await this.candidates.release?.();
+    if (
+      reading &&
+      handoverWanted &&
+      (AT_REST.has(phase) || failsafeOver) &&
+      this.metallb.statusSource() === 'services'
+    )
+      await this.metallb.readAllServices(signal);
     this.metallb.retryUnreadServices();
     const before = this.memory;
     const observation = await this.observe();
@@ -355,7 +415,7 @@ export class L2Handover implements Feature {
         'drain state unknown (API view not synced or own Node missing): L2 handover state kept as is',
       );
     this.heldUnsynced = holding;
-    for (const a of actions) await this.execute(a);
+    for (const a of actions) await this.execute(a, signal);
     // Fenced or given up by this step: the watches stop now, not a reconcile later.
     if (!this.wantsCandidates(memory.phase)) await this.candidates.release?.();
     const from = PUBLISHED_PHASE[before.phase];
@@ -494,7 +554,7 @@ export class L2Handover implements Feature {
 
   // --- acting ------------------------------------------------------------------------------
 
-  private async execute(a: L2Action): Promise<void> {
+  private async execute(a: L2Action, signal: AbortSignal): Promise<void> {
     const { ctx } = this;
     const observeOnly = ctx.config.observeOnly;
     if (!this.retryGate.open(a.kind)) return;
@@ -515,7 +575,7 @@ export class L2Handover implements Feature {
             this.metrics.action(a.kind, 'skipped');
             return;
           }
-          await this.node.setExcludeLabel(add);
+          await this.node.setExcludeLabel(add, signal);
           break;
         }
         case 'fence':
@@ -529,6 +589,8 @@ export class L2Handover implements Feature {
       this.metrics.action(a.kind, observeOnly ? 'skipped' : 'ok');
       this.retryGate.succeeded(a.kind);
     } catch (e) {
+      // Abandoned for the fail-safe: not a failure to back off from (the next reconcile decides).
+      if (signal.aborted) return;
       this.metrics.action(a.kind, 'error');
       const { waitMs, attempt } = this.retryGate.failed(a.kind);
       ctx.log.error(

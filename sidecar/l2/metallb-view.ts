@@ -64,7 +64,7 @@ export interface MetalLbView {
    */
   statusSource(): StatusSource;
   /** Re-reads every LoadBalancer Service (what this node may announce without ServiceL2Status). */
-  readAllServices(): Promise<void>;
+  readAllServices(signal?: AbortSignal): Promise<void>;
   /** Re-reads own Services whose last read failed. */
   retryUnreadServices(): void;
   /**
@@ -378,7 +378,7 @@ export class MetalLbReader implements MetalLbView {
       );
   }
 
-  async readAllServices(): Promise<void> {
+  async readAllServices(signal?: AbortSignal): Promise<void> {
     try {
       // Paged and trimmed like the handover's other wide reads (candidates.ts): a cluster's
       // Services are thousands, and only LoadBalancers with an address are kept.
@@ -387,6 +387,7 @@ export class MetalLbReader implements MetalLbView {
         trim: trimService,
         timeoutMs: WIDE_READ.timeoutMs,
         hedgeAfterMs: WIDE_READ.hedgeAfterMs,
+        ...(signal ? { signal } : {}),
       });
       const lbs = (items as Service[]).filter((s) => s.spec?.type === 'LoadBalancer' && lbIPs(s).length > 0);
       const key = (s: Service) => `${s.metadata?.namespace}/${s.metadata?.name}`;

@@ -33,7 +33,7 @@ export class OwnNode {
     });
   }
 
-  async setExcludeLabel(on: boolean): Promise<void> {
+  async setExcludeLabel(on: boolean, signal?: AbortSignal): Promise<void> {
     this.patched = await this.ctx.client.patch<Node>(
       this.path,
       {
@@ -47,7 +47,7 @@ export class OwnNode {
       // fail-safe. A write that reaches an API server whose etcd member is gone hangs; a Node
       // patch takes milliseconds, so after HEDGE_AFTER_MS the same patch (fixed values: sent
       // twice, it sets the same) goes out on a new connection, most likely to a healthy server.
-      { retries: 2, timeoutMs: 3_000, hedgeAfterMs: HEDGE_AFTER_MS },
+      { retries: 2, timeoutMs: 3_000, hedgeAfterMs: HEDGE_AFTER_MS, ...(signal ? { signal } : {}) },
     );
   }
 

@@ -61,10 +61,31 @@ class FakeCandidates implements CandidateView {
   watching = false;
   /** The last refresh's `waiting`. */
   waiting: boolean | undefined;
-  async refresh(_fresh: boolean, _services: unknown, _isLocal: unknown, waiting?: boolean): Promise<void> {
+  /** Set: a refresh hangs until its signal aborts (lists on a path that drops packets). */
+  hang = false;
+  /** Refreshes abandoned through their signal. */
+  abandoned = 0;
+  async refresh(
+    _fresh: boolean,
+    _services: unknown,
+    _isLocal: unknown,
+    waiting?: boolean,
+    signal?: AbortSignal,
+  ): Promise<void> {
     this.reads++;
     this.watching = true;
     this.waiting = waiting;
+    if (this.hang)
+      await new Promise<void>((resolve) =>
+        signal?.addEventListener(
+          'abort',
+          () => {
+            this.abandoned++;
+            resolve();
+          },
+          { once: true },
+        ),
+      );
   }
   async release(): Promise<void> {
     this.watching = false;
@@ -319,6 +340,32 @@ t.test('a fence nft refuses is retried with a growing backoff, not on every reco
   t.match(w.metrics.render(), /drainguard_l2_actions_total\{action="fence",outcome="error"\} 2/);
   t.equal(w.reasons().filter((r) => r === L2_EVENT_REASONS.done).length, 1, 'the Event once');
 });
+
+t.test(
+  'the fail-safe fires at its grace though the reconcile still awaits the candidates (a path that drops packets)',
+  async (t) => {
+    // Robustness seed 111 trial 128: the drain's first reconcile waited on lists that could only
+    // time out, and the fail-safe was decided seconds after its grace, once they had.
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.candidates.others = undefined;
+    w.candidates.hang = true;
+    w.drain.set({ draining: true });
+    await waitFor('the handover reading its candidates', () => w.candidates.reads > 0, { timeoutMs: 2_000 });
+    w.api.down = true;
+    w.drain.set({ apiDownSince: w.clock.now() });
+    w.clock.advance(4_900);
+    w.cap.trigger('tick');
+    t.equal(w.candidates.abandoned, 0, 'before the grace the reads go on');
+    w.clock.advance(100);
+    w.cap.trigger('tick');
+    await waitFor('the fail-safe fence', () => w.host.installed, { timeoutMs: 2_000 });
+    t.match(w.host.installed, { memberlistPorts: [7946] }, 'fail-safe fence with the memberlist cut');
+    t.equal(w.candidates.abandoned, 1, 'the waiting reads abandoned');
+    await w.cap.idle();
+    t.equal(w.cap.state.phase, 'failsafe-fenced');
+  },
+);
 
 t.test('Events while the API is down are kept and written once it answers', async (t) => {
   const w = await started();

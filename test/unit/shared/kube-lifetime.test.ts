@@ -44,3 +44,37 @@ t.test('aborting the lifetime ends requests in flight and their retries at once'
   t.equal(arrived, 2, 'no retry and no new request reached the server');
   t.strictSame(results, [], 'an abandoned request says nothing about the API');
 });
+
+t.test(
+  'a request its caller abandons (its own signal) is not retried and says nothing about the API',
+  async (t) => {
+    let arrived = 0;
+    const server = http.createServer(() => {
+      arrived++;
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.teardown(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const agent = new http.Agent();
+    const results: boolean[] = [];
+    const client = new KubeClient(
+      {
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        apply: async () => ({ agent, headers: {} }),
+        close: () => agent.destroy(),
+      },
+      { onResult: (ok) => results.push(ok) },
+    );
+    t.teardown(() => client.close());
+    const caller = new AbortController();
+    const pending = client.get('/api/v1/nodes/a', { retries: 3, timeoutMs: 3_000, signal: caller.signal });
+    const deadline = Date.now() + 5_000;
+    while (arrived < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    caller.abort();
+    await t.rejects(pending, { name: 'ApiError', reason: 'Aborted' });
+    t.equal(arrived, 1, 'not retried');
+    t.strictSame(results, [], 'not counted as the API failing (the fail-safe abandons reads this way)');
+  },
+);
