@@ -79,17 +79,77 @@ export function eligibleMs(from: number, to: number, eligible: EligibleSample[])
   return ms;
 }
 
-export function checkDark(o: TrialObservations): Violation[] {
+/**
+ * The one dark drainguard cannot bound by 1 s (docs/robustness.md, "A blind VIP owner"): the VIP
+ * owner's speaker stops while the owner's path to the API is cut. The kubelet restarts it at once;
+ * the new one answers the peers' memberlist probes under the same name, so they keep it as the
+ * owner, but it cannot read what to announce. Nothing else tells the peers: drainguard's label
+ * needs the API. Its fail-safe cut does: the API noticed down ≤ 4 s after the stop (a read's 3 s
+ * timeout, hedged at 0.75 s, on a path that drops packets), the fail-safe's grace (5 s), then
+ * memberlist's dead timeout (5 s, the 3-node timing). Or the path comes back: drainguard notices
+ * within its probe's second and labels. From the stop until the earlier of those, a dark window
+ * of the owner's VIP is not counted; before and after it, the 1 s holds.
+ */
+export const BLIND_OWNER_BOUND_MS = 14_000;
+/** After the path comes back: drainguard asks the API once a second while it is down. */
+export const API_BACK_NOTICE_MS = 1_000;
+
+/** When `node` is a blind VIP owner (its speaker stopped while its path to the API was cut). */
+export function blindOwnerWindows(o: TrialObservations, node: string): Window[] {
+  return (o.speakerStops ?? [])
+    .filter((s) => s.node === node)
+    .flatMap((s) =>
+      (o.apiCuts ?? [])
+        .filter((c) => c.node === node && c.from <= s.t && s.t < c.to)
+        .map((c) => ({ from: s.t, to: Math.min(c.to + API_BACK_NOTICE_MS, s.t + BLIND_OWNER_BOUND_MS) })),
+    );
+}
+
+/** Who answered in the last round before `t` (the VIP's owner when a dark window starts). */
+const ownersBefore = (rounds: ArpRound[], t: number) =>
+  [...rounds]
+    .filter((r) => r.t < t && r.nodes.length > 0)
+    .sort((a, b) => a.t - b.t)
+    .at(-1)?.nodes ?? [];
+
+/** Each dark window: how long it counts, and how much of it was not counted (its owner blind). */
+function darkAccounts(o: TrialObservations) {
   return Object.entries(o.arp).flatMap(([vip, rounds]) =>
-    darkWindows(rounds, o.endT)
-      .map((w) => ({ w, ms: eligibleMs(w.from, w.to, o.eligible) }))
-      .filter(({ ms }) => ms > DARK_LIMIT_MS)
-      .map(({ w, ms }) => ({
-        invariant: 'dark' as const,
-        t: w.from,
-        detail: `${vip} unanswered ${ms} ms while a node could serve it (${w.from}–${w.to} ms)`,
-      })),
+    darkWindows(rounds, o.endT).map((w) => {
+      const blind = ownersBefore(rounds, w.from).flatMap((n) => blindOwnerWindows(o, n));
+      // Blind windows of one stop and cut do not overlap each other's counted part twice:
+      // merged first.
+      const excusedMs = merged(blind)
+        .map((b) => ({ from: Math.max(b.from, w.from), to: Math.min(b.to, w.to) }))
+        .filter((b) => b.to > b.from)
+        .reduce((sum, b) => sum + eligibleMs(b.from, b.to, o.eligible), 0);
+      return { vip, w, ms: eligibleMs(w.from, w.to, o.eligible) - excusedMs, excusedMs };
+    }),
   );
+}
+
+/** The longest dark time not counted in one window because its owner was blind (report.ts). */
+export const blindOwnerMs = (o: TrialObservations) => Math.max(0, ...darkAccounts(o).map((a) => a.excusedMs));
+
+export function checkDark(o: TrialObservations): Violation[] {
+  return darkAccounts(o)
+    .filter(({ ms }) => ms > DARK_LIMIT_MS)
+    .map(({ vip, w, ms, excusedMs }) => ({
+      invariant: 'dark' as const,
+      t: w.from,
+      detail: `${vip} unanswered ${ms} ms while a node could serve it (${w.from}–${w.to} ms${excusedMs > 0 ? `; ${excusedMs} ms more not counted: its owner blind` : ''})`,
+    }));
+}
+
+/** Overlapping windows joined. */
+function merged(ws: Window[]): Window[] {
+  const out: Window[] = [];
+  for (const w of [...ws].sort((a, b) => a.from - b.from)) {
+    const last = out.at(-1);
+    if (last && w.from <= last.to) last.to = Math.max(last.to, w.to);
+    else out.push({ ...w });
+  }
+  return out;
 }
 
 const fencedAt = (fences: FenceReport[], node: string, t: number) =>

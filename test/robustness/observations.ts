@@ -79,6 +79,19 @@ export interface ContainerRecord {
   lastExit?: { reason: string; exitCode: number };
 }
 
+/** A node's path to the API cut by the runner (api-path-drop), from `from` until `to`. */
+export interface ApiCut {
+  node: string;
+  from: number;
+  to: number;
+}
+
+/** The runner stopped the speaker container on `node` at `t` (speaker-restart, liveness-failure). */
+export interface SpeakerStop {
+  node: string;
+  t: number;
+}
+
 export interface LogLine {
   source: string;
   line: string;
@@ -112,6 +125,9 @@ export interface TrialObservations {
   tokens: string[];
   /** Moments the runner acted (action, each fault on and off), for the timeline. */
   marks: { t: number; label: string }[];
+  /** Paths to the API the runner cut, and speakers it stopped: together they blind a VIP owner (checks.ts). */
+  apiCuts?: ApiCut[];
+  speakerStops?: SpeakerStop[];
 }
 
 /** A Node after the settle, and the nft tables listed in its namespace. */

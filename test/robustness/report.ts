@@ -19,6 +19,8 @@ export interface TrialResult {
   error?: string;
   /** Faults that found nothing to strike (their pod or container already gone): not injected. */
   skipped?: string[];
+  /** Dark time not counted against the 1 s: the VIP's owner blind (checks.ts BLIND_OWNER_BOUND_MS). */
+  blindOwnerMs?: number;
 }
 
 export const replayCommand = (seed: number, trial: number, controlPlanes = 1) =>
@@ -75,6 +77,8 @@ export interface Summary {
   errors: number;
   /** Faults planned but not injected (nothing left to strike). */
   not_injected: number;
+  /** Trials with dark time not counted because the VIP's owner was blind. */
+  blind_owner_trials: number;
   /** Each violating trial and how to replay it. */
   failed: { trial: number; replay: string; invariants: string[] }[];
 }
@@ -92,6 +96,7 @@ export function summary(seed: number, results: TrialResult[], controlPlanes = 1)
     max_dual_s: Number(s(all.dualMs)),
     errors: results.filter((r) => r.error !== undefined).length,
     not_injected: results.reduce((n, r) => n + (r.skipped?.length ?? 0), 0),
+    blind_owner_trials: results.filter((r) => (r.blindOwnerMs ?? 0) > 0).length,
     failed: results
       .filter((r) => r.violations.length > 0)
       .map((r) => ({
@@ -111,12 +116,17 @@ export function renderText(
 ): string {
   const lines = [faultTable(results), ''];
   for (const r of results) {
-    if (r.violations.length === 0 && r.error === undefined && !r.skipped?.length) continue;
+    const blind = r.blindOwnerMs ?? 0;
+    if (r.violations.length === 0 && r.error === undefined && !r.skipped?.length && blind === 0) continue;
     lines.push(`trial ${r.plan.trial}: ${describePlan(r.plan)}`);
     for (const v of r.violations)
       lines.push(`  ✖ ${v.invariant}${v.t === undefined ? '' : ` at ${s(v.t)} s`}: ${v.detail}`);
     if (r.error !== undefined) lines.push(`  ! not carried out: ${r.error}`);
     for (const k of r.skipped ?? []) lines.push(`  – not injected: ${k}`);
+    if (blind > 0)
+      lines.push(
+        `  ○ dark not counted: ${s(blind)} s, the VIP's owner blind (its speaker stopped while its path to the API was cut; docs/robustness.md)`,
+      );
     lines.push(`  replay: ${replayCommand(seed, r.plan.trial, controlPlanes)}`);
     const html = r.violations.length > 0 ? htmlOf?.(r.plan.trial) : undefined;
     if (html) lines.push(`  timeline: ${html}`);

@@ -4,7 +4,7 @@
 import { probeRounds } from '../../lab/bed/arp-probe.ts';
 import { webhookRolledOut } from '../../lab/cluster/install.ts';
 import { waitFor } from '../../shared/clock.ts';
-import { checkAll, trialFigures } from './checks.ts';
+import { blindOwnerMs, checkAll, trialFigures } from './checks.ts';
 import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
 import { type Planted, plantRules, rulesAfter } from './netfilter.ts';
 import {
@@ -12,6 +12,7 @@ import {
   fencesAsCounted,
   type LogLine,
   type RunnerUncordon,
+  type SpeakerStop,
   type TrialObservations,
 } from './observations.ts';
 import { record } from './observe.ts';
@@ -142,6 +143,9 @@ export async function runTrial(
   };
   const lifts: Lift[] = [];
   const pending: Promise<unknown>[] = [];
+  /** Paths to the API cut (`to` set by the lift) and speakers stopped: a blind VIP owner (checks.ts). */
+  const apiCuts: { node: string; from: number; to?: number }[] = [];
+  const speakerStops: SpeakerStop[] = [];
   /** The API and kubelet outages injected and not yet lifted: each settles when its lift has run. */
   const outages = { api: new Set<Promise<void>>(), kubelet: new Set<Promise<void>>() };
   const trackOutage = (of: Set<Promise<void>>, lift: Lift): Lift => {
@@ -190,7 +194,19 @@ export async function runTrial(
           const spec = faultSpec(f.kind);
           if (spec.needsApi) await Promise.all([...outages.api]);
           if (spec.needsKubelet) await Promise.all([...outages.kubelet]);
+          const struckAt = rel(Date.now());
           let lift = await inject(f, target);
+          if (f.kind === 'speaker-restart' || f.kind === 'liveness-failure')
+            speakerStops.push({ node, t: struckAt });
+          if (f.kind === 'api-path-drop') {
+            const cut: (typeof apiCuts)[number] = { node, from: rel(Date.now()) };
+            apiCuts.push(cut);
+            const restore = lift;
+            lift = async () => {
+              await restore();
+              cut.to ??= rel(Date.now());
+            };
+          }
           if (spec.apiOutage) lift = trackOutage(outages.api, lift);
           if (spec.kubeletOutage) lift = trackOutage(outages.kubelet, lift);
           lifts.push(lift);
@@ -268,6 +284,8 @@ export async function runTrial(
     logs: newLogLines(s, ctx.logsSeen),
     tokens: ctx.tokens,
     marks,
+    apiCuts: apiCuts.map((cut) => ({ node: cut.node, from: cut.from, to: cut.to ?? settledT })),
+    speakerStops,
   };
   const violations = checkAll(o);
   const figures = trialFigures(o);
@@ -281,6 +299,7 @@ export async function runTrial(
       darkMs: figures.darkMs,
       dualMs: figures.dualMs,
       violations,
+      ...(blindOwnerMs(o) > 0 ? { blindOwnerMs: blindOwnerMs(o) } : {}),
       ...(errors.length ? { error: errors.join('; ') } : {}),
       ...(skipped.length ? { skipped } : {}),
     },

@@ -3,6 +3,7 @@
 import t from 'tap';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 import {
+  blindOwnerMs,
   checkAll,
   checkDark,
   checkDual,
@@ -92,6 +93,55 @@ t.test('dark: a silence over 1 s while a node could serve; not while none could'
   o.endT = 1_600;
   t.match(checkDark(o), [{ invariant: 'dark', detail: /1500 ms/ }]);
 });
+
+t.test(
+  'dark: a blind VIP owner (its speaker stopped while its path to the API was cut) is not counted, within its bound only',
+  async (t) => {
+    // SEED=111 TRIAL=128: node-a answers until 1.0 s, its speaker is killed at 0.95 s while its
+    // path to the API is cut; dark until node-b answers at 9.0 s.
+    const blind = () => {
+      const o = clean();
+      o.arp[VIP] = rounds([...times(20, ['node-a']), ...times(160, []), ...times(20, ['node-b'])]);
+      o.endT = 10_000;
+      o.speakerStops = [{ node: 'node-a', t: 950 }];
+      o.apiCuts = [{ node: 'node-a', from: 0, to: 8_500 }];
+      return o;
+    };
+    t.same(checkDark(blind()), [], 'dark while blind, and until a second after the path came back');
+    t.equal(blindOwnerMs(blind()), 8_000);
+
+    const cutShort = blind();
+    cutShort.apiCuts = [{ node: 'node-a', from: 0, to: 5_000 }];
+    t.match(
+      checkDark(cutShort),
+      [{ invariant: 'dark', detail: /unanswered 3000 ms .*5000 ms more not counted: its owner blind/ }],
+      'the path back at 5 s: the 3 s after its second count',
+    );
+
+    const noCut = blind();
+    noCut.apiCuts = [];
+    t.match(checkDark(noCut), [{ detail: /unanswered 8000 ms/ }], 'a speaker restart alone is no excuse');
+    t.equal(blindOwnerMs(noCut), 0);
+
+    const otherNode = blind();
+    otherNode.apiCuts = [{ node: 'node-b', from: 0, to: 8_500 }];
+    t.match(checkDark(otherNode), [{ detail: /unanswered 8000 ms/ }], "another node's cut is no excuse");
+
+    const cutAfter = blind();
+    cutAfter.apiCuts = [{ node: 'node-a', from: 2_000, to: 8_500 }];
+    t.match(checkDark(cutAfter), [{ detail: /unanswered 8000 ms/ }], 'a cut after the restart is no excuse');
+
+    const long = blind();
+    long.arp[VIP] = rounds([...times(20, ['node-a']), ...times(380, []), ...times(20, ['node-b'])]);
+    long.endT = 21_000;
+    long.apiCuts = [{ node: 'node-a', from: 0, to: 30_000 }];
+    t.match(
+      checkDark(long),
+      [{ detail: /unanswered 5050 ms .*13950 ms more not counted/ }],
+      'past BLIND_OWNER_BOUND_MS (the fail-safe and memberlist) it counts again',
+    );
+  },
+);
 
 t.test('dual: two nodes over 0.1 s after the fence was reported; before it, no violation', async (t) => {
   const o = clean();

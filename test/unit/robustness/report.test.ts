@@ -102,6 +102,20 @@ t.test(
   },
 );
 
+t.test(
+  'dark not counted because the VIP owner was blind is listed with its trial and counted in the JSON',
+  async (t) => {
+    const r = [
+      result(0, ['api-path-drop', 'speaker-restart'], { blindOwnerMs: 9_000 }),
+      result(1, ['etcd-pause']),
+    ];
+    t.match(summary(7, r), { violations: 0, blind_owner_trials: 1 });
+    const text = renderText(7, r);
+    t.match(text, /^trial 0: .*\n {2}○ dark not counted: 9\.00 s, the VIP's owner blind/m);
+    t.notOk(text.includes('trial 1:'));
+  },
+);
+
 t.test("a violating trial's timeline in the demo's HTML format", async (t) => {
   const o = {
     endT: 3_000,
