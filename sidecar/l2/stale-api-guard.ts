@@ -28,6 +28,7 @@ import {
   CLUSTER_READ_AFTER_MS,
   classifyLocalRead,
   decideApiFence,
+  etcdGoneLongEnough,
   etcdGoneWhileSilent,
   fenceWanted,
   LOCAL_ETCD_CLIENT_PORT,
@@ -39,6 +40,7 @@ import {
   OTHER_READ_TIMEOUT_MS,
   type ProbeResult,
   probeDue,
+  provesStale,
   type StaleApiObservation,
   silentWhileOthersAnswer,
 } from './stale-api.ts';
@@ -382,14 +384,21 @@ export class StaleApiGuard {
     // or if the others answer now.
     if (read.judgedAt === undefined && result.local === 'no-answer') {
       const now = ctx.clock.now();
-      if (etcdGoneWhileSilent(now, sentAt, this.etcd)) {
+      if (etcdGoneLongEnough(now, this.etcd)) {
         result.etcdGone = true;
         result.detail = `${result.detail ?? `GET ${path}: no answer`} ${this.etcdGoneText(now)}`;
       } else result.clusterAnswered = this.othersAnsweredSince(sentAt) || (await this.askOthers());
     }
     if (this.abort.signal.aborted) return;
     this.metrics.probes.inc({ answer: result.local });
-    if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
+    // The newest read sent wins, but for a proof over a newer read that failed without one (a 5xx
+    // back fast, before the held reads are judged).
+    if (
+      this.probe === undefined ||
+      sentAt >= this.probe.at ||
+      (provesStale(result) && this.probe.local === 'no-answer')
+    )
+      this.probe = result;
   }
 
   private etcdGoneText(now: number): string {

@@ -103,8 +103,15 @@ export function nextLocalEtcd(v: LocalEtcdView, check: LocalEtcdCheck, now: numb
  * node drains is fenced until the drain ends, as it cannot serve meanwhile either.
  */
 export function etcdGoneWhileSilent(now: number, sentAt: number, etcd: LocalEtcdView): boolean {
-  if (!etcd.seenListening || etcd.goneSince === undefined) return false;
-  return now - etcd.goneSince >= ETCD_GONE_READ_MS && now - sentAt >= ETCD_GONE_READ_MS;
+  return etcdGoneLongEnough(now, etcd) && now - sentAt >= ETCD_GONE_READ_MS;
+}
+
+/**
+ * Whether the local etcd member, seen listening while this sidecar ran, has not for
+ * ETCD_GONE_READ_MS: a local read that failed (a 5xx, a timeout) meanwhile proves its server stale.
+ */
+export function etcdGoneLongEnough(now: number, etcd: LocalEtcdView): boolean {
+  return etcd.seenListening && etcd.goneSince !== undefined && now - etcd.goneSince >= ETCD_GONE_READ_MS;
 }
 
 /** How often the local API server is asked while this node drains and it is not fenced. */

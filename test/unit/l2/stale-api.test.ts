@@ -5,6 +5,7 @@ import {
   classifyLocalRead,
   decideApiFence,
   ETCD_GONE_READ_MS,
+  etcdGoneLongEnough,
   etcdGoneWhileSilent,
   fenceWanted,
   LOCAL_READ_TIMEOUT_MS,
@@ -230,6 +231,12 @@ t.test(
       'no etcd ever seen here: only the others can prove it',
     );
     t.notOk(etcdGoneWhileSilent(5_000, 300, { seenListening: true, goneSince: undefined }), 'it listens');
+    t.ok(
+      etcdGoneLongEnough(400 + ETCD_GONE_READ_MS, gone),
+      'a read that failed (5xx) meanwhile: however fast',
+    );
+    t.notOk(etcdGoneLongEnough(400 + ETCD_GONE_READ_MS - 1, gone));
+    t.notOk(etcdGoneLongEnough(5_000, { seenListening: false, goneSince: 400 }), 'never seen listening');
 
     const byEtcd = { at: 300, local: 'no-answer' as const, etcdGone: true, detail: 'no answer in 350 ms' };
     t.strictSame(
