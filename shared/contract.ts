@@ -299,7 +299,7 @@ export const CONTRACT: readonly VarSpec[] = [
     kind: 'bool',
     default: 'true',
     description:
-      "While the node drains, an API server on one of the node's addresses (an endpoint of the `kubernetes` Service) that does not answer a consistent read while another API server does — its etcd member removed — gets the connections to it closed and new ones refused but from loopback (nft table inet drainguard-api), so that MetalLB's speakers read the exclude label through an up-to-date API server; lifted when the drain ends. The cluster's only API server is never fenced. L2 profile only.",
+      "While the node drains, an API server on one of the node's addresses (an endpoint of the `kubernetes` Service) that does not answer a consistent read while another API server does, or while the etcd member seen listening on the node's port 2379 no longer listens — its etcd member removed — gets the connections to it closed and new ones refused but from loopback (nft table inet drainguard-api), so that MetalLB's speakers read the exclude label through an up-to-date API server; lifted when the drain ends. The cluster's only API server is never fenced. L2 profile only.",
   },
   {
     env: 'DRAINGUARD_LEASES',

@@ -34,10 +34,12 @@ import {
 } from './core.ts';
 import type { FenceSpec } from './fence.ts';
 import { type L2Host, NodeHost } from './host.ts';
+import { portListening } from './listening-port.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
+import { LOCAL_ETCD_CLIENT_PORT } from './stale-api.ts';
 import { StaleApiGuard } from './stale-api-guard.ts';
 
 /** What the feature reads the world through; `changed` asks for a reconcile. */
@@ -57,7 +59,10 @@ export const apiViews: L2ViewsFactory = (ctx, changed) => {
     metallb: new MetalLbReader(ctx, changed),
     candidates: new CandidateReader(ctx),
     host,
-    staleApi: new StaleApiGuard(ctx, { ownAddresses: () => host.ownAddresses() }),
+    staleApi: new StaleApiGuard(ctx, {
+      ownAddresses: () => host.ownAddresses(),
+      localEtcd: () => portListening(LOCAL_ETCD_CLIENT_PORT),
+    }),
   };
 };
 

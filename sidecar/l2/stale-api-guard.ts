@@ -28,11 +28,19 @@ import {
   CLUSTER_READ_AFTER_MS,
   classifyLocalRead,
   decideApiFence,
+  etcdGoneLongEnough,
+  etcdGoneWhileSilent,
   fenceWanted,
+  LOCAL_ETCD_CLIENT_PORT,
   LOCAL_READ_MAX_MS,
+  type LocalEtcdCheck,
+  type LocalEtcdView,
+  NO_LOCAL_ETCD,
+  nextLocalEtcd,
   OTHER_READ_TIMEOUT_MS,
   type ProbeResult,
   probeDue,
+  provesStale,
   type StaleApiObservation,
   silentWhileOthersAnswer,
 } from './stale-api.ts';
@@ -63,7 +71,12 @@ const METRICS = {
 /** What the guard needs of the node (a fake in unit tests: the ToolRunner's tools). */
 export interface StaleApiHost {
   ownAddresses(): Promise<string[] | undefined>;
+  /** Whether a socket of this node listens on the etcd client port (LOCAL_ETCD_CLIENT_PORT). */
+  localEtcd(): Promise<LocalEtcdCheck>;
 }
+
+/** Outside drains, the local etcd member's port is checked this seldom (seen listening before a drain). */
+const ETCD_IDLE_CHECK_MS = 60_000;
 
 export class StaleApiGuard {
   private readonly ctx: FeatureContext;
@@ -80,6 +93,10 @@ export class StaleApiGuard {
   /** When an API server on another host last answered the probe's read. */
   private othersAnsweredAt: number | undefined;
   private othersRound: Promise<boolean> | undefined;
+  /** The local etcd member's port, as the checks saw it. */
+  private etcd: LocalEtcdView = NO_LOCAL_ETCD;
+  private etcdChecking = false;
+  private lastEtcdCheckAt = Number.NEGATIVE_INFINITY;
   /** Clients of the local API servers and of those on other hosts, by endpoint. */
   private readonly clients = new Map<string, KubeClient>();
   private wasWanted = false;
@@ -155,6 +172,7 @@ export class StaleApiGuard {
         void this.readEndpoints();
       this.wasWanted = wanted;
       const o = this.observation();
+      this.checkEtcdIfDue(o);
       if (probeDue(o, this.lastProbeAt)) {
         this.lastProbeAt = o.now;
         for (const e of this.endpoints) void this.probeOnce(e, o.now);
@@ -163,6 +181,39 @@ export class StaleApiGuard {
       await this.act(o);
       await clock.sleep(100, this.abort.signal);
     }
+  }
+
+  /**
+   * The local etcd member's port: on every tick while a probe may prove this node's API server
+   * stale (the kernel's listening sockets read, no connection made: etcd would log each one), once a
+   * minute otherwise, only where an API server runs.
+   */
+  private checkEtcdIfDue(o: StaleApiObservation): void {
+    if (this.etcdChecking || o.endpoints.length === 0) return;
+    const probing = o.wanted && o.enabled && o.others.length > 0 && !o.installed;
+    if (!probing && o.now - this.lastEtcdCheckAt < ETCD_IDLE_CHECK_MS) return;
+    this.etcdChecking = true;
+    this.lastEtcdCheckAt = o.now;
+    void this.host
+      .localEtcd()
+      .catch((): LocalEtcdCheck => 'unknown')
+      .then((check) => {
+        const was = this.etcd;
+        this.etcd = nextLocalEtcd(was, check, this.ctx.clock.now());
+        if (!was.seenListening && this.etcd.seenListening)
+          this.ctx.log.info(
+            { port: LOCAL_ETCD_CLIENT_PORT },
+            'an etcd member listens on this node: if it exits while the node drains, the API server here is judged stale without waiting for the others',
+          );
+        if (was.goneSince === undefined && this.etcd.goneSince !== undefined)
+          this.ctx.log.warn(
+            { port: LOCAL_ETCD_CLIENT_PORT },
+            'the etcd member on this node no longer listens',
+          );
+      })
+      .finally(() => {
+        this.etcdChecking = false;
+      });
   }
 
   /** The API servers on this node's addresses; a failure keeps what was known. */
@@ -244,7 +295,11 @@ export class StaleApiGuard {
     )
       void this.askOthers();
     for (const p of this.pending)
-      if (silentWhileOthersAnswer(now, p.sentAt, p.othersAnsweredAt)) {
+      if (etcdGoneWhileSilent(now, p.sentAt, this.etcd)) {
+        p.judgedAt = now;
+        p.etcdGone = true;
+        p.stop.abort();
+      } else if (silentWhileOthersAnswer(now, p.sentAt, p.othersAnsweredAt)) {
         p.judgedAt = now;
         p.stop.abort();
       }
@@ -317,20 +372,38 @@ export class StaleApiGuard {
         ? {
             at: sentAt,
             local: 'no-answer',
-            clusterAnswered: true,
-            detail: `GET ${path}: no answer in ${read.judgedAt - sentAt} ms while another API server answered`,
+            ...(read.etcdGone ? { etcdGone: true } : { clusterAnswered: true }),
+            detail: `GET ${path}: no answer in ${read.judgedAt - sentAt} ms ${read.etcdGone ? this.etcdGoneText(read.judgedAt) : 'while another API server answered'}`,
           }
         : {
             at: sentAt,
             local: classifyLocalRead(err),
             ...(err ? { detail: (err as Error).message } : {}),
           };
-    // Failed on its own (held LOCAL_READ_MAX_MS, or a 5xx): stale if the others answer now.
-    if (read.judgedAt === undefined && result.local === 'no-answer')
-      result.clusterAnswered = this.othersAnsweredSince(sentAt) || (await this.askOthers());
+    // Failed on its own (held LOCAL_READ_MAX_MS, or a 5xx): stale if the local etcd member is gone,
+    // or if the others answer now.
+    if (read.judgedAt === undefined && result.local === 'no-answer') {
+      const now = ctx.clock.now();
+      if (etcdGoneLongEnough(now, this.etcd)) {
+        result.etcdGone = true;
+        result.detail = `${result.detail ?? `GET ${path}: no answer`} ${this.etcdGoneText(now)}`;
+      } else result.clusterAnswered = this.othersAnsweredSince(sentAt) || (await this.askOthers());
+    }
     if (this.abort.signal.aborted) return;
     this.metrics.probes.inc({ answer: result.local });
-    if (this.probe === undefined || sentAt >= this.probe.at) this.probe = result;
+    // The newest read sent wins, but for a proof over a newer read that failed without one (a 5xx
+    // back fast, before the held reads are judged).
+    if (
+      this.probe === undefined ||
+      sentAt >= this.probe.at ||
+      (provesStale(result) && this.probe.local === 'no-answer')
+    )
+      this.probe = result;
+  }
+
+  private etcdGoneText(now: number): string {
+    const since = this.etcd.goneSince ?? now;
+    return `with nothing listening on the etcd port ${LOCAL_ETCD_CLIENT_PORT} here for ${now - since} ms`;
   }
 
   private async act(o: StaleApiObservation): Promise<void> {
@@ -358,7 +431,10 @@ export class StaleApiGuard {
         const first = this.installed === undefined;
         this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
         this.metrics.fenced.set({}, this.installed ? 1 : 0);
-        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read while the cluster's API does (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends`;
+        const cause = o.probe?.etcdGone
+          ? 'while the etcd member on this node no longer listens'
+          : "while the cluster's API does";
+        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read ${cause} (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends`;
         ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
         if (first)
           void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);
@@ -405,6 +481,8 @@ interface PendingRead {
   /** The first answer of another API server after it was sent. */
   othersAnsweredAt?: number;
   judgedAt?: number;
+  /** Judged by the local etcd member's exit (etcdGoneWhileSilent), not by the others' answer. */
+  etcdGone?: boolean;
   /** Stopped because the fence went on: not counted, not a probe result. */
   dropped?: boolean;
 }

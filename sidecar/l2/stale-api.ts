@@ -10,7 +10,9 @@
 // node's addresses that does not answer a consistent read of one object within
 // LOCAL_READ_TIMEOUT_MS, while the same read sent directly to an API server on another host is
 // answered, is stale: the connections to it are destroyed and new ones refused (but from loopback)
-// until the drain ends. With no API server on another host, never: a slow read of the only one
+// until the drain ends. So is one whose read stays unanswered while the etcd member on this node,
+// seen listening before, no longer listens (it exited on its removal): no need then to wait for
+// the others, which are out for an election when the removed member led etcd. With no API server on another host, never: a slow read of the only one
 // must not cut the cluster off it (the Service's answer would come from this very server).
 // Not when it answers again: one whose member was added back answers consistent reads from etcd
 // at once, while its watch cache may stay frozen for minutes (robustness CONTROL_PLANES=3 SEED=4
@@ -57,6 +59,59 @@ export function silentWhileOthersAnswer(
 ): boolean {
   if (othersAnsweredAt === undefined || othersAnsweredAt < sentAt) return false;
   return now - sentAt >= LOCAL_READ_TIMEOUT_MS && now - othersAnsweredAt >= STILL_SILENT_MS;
+}
+
+/**
+ * The etcd client port a stacked control plane's member listens on, on loopback (kubeadm and RKE2
+ * alike: the API server's --etcd-servers is https://127.0.0.1:2379). A removed member applies its
+ * own removal and exits (docs/lab-cluster.md): nothing listens on the port from then on.
+ */
+export const LOCAL_ETCD_CLIENT_PORT = 2379;
+
+/**
+ * How long a local read must stay unanswered, and the local etcd member's port unlistened, for the
+ * member's exit to prove the API server here stale without waiting for the others: when the removed
+ * member led etcd, the others are out for the election (~1.3 s here) and cannot answer sooner.
+ */
+export const ETCD_GONE_READ_MS = 250;
+
+/** The local etcd client port: a socket listens on it, none does, or it could not be read. */
+export type LocalEtcdCheck = 'listening' | 'gone' | 'unknown';
+
+/** What the checks of the local etcd member's port said. */
+export interface LocalEtcdView {
+  /** It listened while this sidecar ran: an etcd member runs (or ran) on this node. */
+  seenListening: boolean;
+  /** Nothing listened at every check since then (undefined: it listens, or could not be judged). */
+  goneSince: number | undefined;
+}
+
+export const NO_LOCAL_ETCD: LocalEtcdView = { seenListening: false, goneSince: undefined };
+
+/** The view after one more check at `now`. An unknown check breaks a run of absences. */
+export function nextLocalEtcd(v: LocalEtcdView, check: LocalEtcdCheck, now: number): LocalEtcdView {
+  if (check === 'listening') return { seenListening: true, goneSince: undefined };
+  if (check === 'gone' && v.seenListening) return { ...v, goneSince: v.goneSince ?? now };
+  return { ...v, goneSince: undefined };
+}
+
+/**
+ * Whether a local read sent at `sentAt` and not answered by `now` proves its server stale by the
+ * local etcd member's exit: the member listened while this sidecar ran and has not for
+ * ETCD_GONE_READ_MS, and the read has been held as long. An API server whose --etcd-servers names
+ * other members too answers through them (and is not judged so); one whose member restarts while the
+ * node drains is fenced until the drain ends, as it cannot serve meanwhile either.
+ */
+export function etcdGoneWhileSilent(now: number, sentAt: number, etcd: LocalEtcdView): boolean {
+  return etcdGoneLongEnough(now, etcd) && now - sentAt >= ETCD_GONE_READ_MS;
+}
+
+/**
+ * Whether the local etcd member, seen listening while this sidecar ran, has not for
+ * ETCD_GONE_READ_MS: a local read that failed (a 5xx, a timeout) meanwhile proves its server stale.
+ */
+export function etcdGoneLongEnough(now: number, etcd: LocalEtcdView): boolean {
+  return etcd.seenListening && etcd.goneSince !== undefined && now - etcd.goneSince >= ETCD_GONE_READ_MS;
 }
 
 /** How often the local API server is asked while this node drains and it is not fenced. */
@@ -122,6 +177,8 @@ export function classifyLocalRead(err: unknown): LocalAnswer {
 export interface ProbeResult {
   at: number;
   local: LocalAnswer;
+  /** The local etcd member exited meanwhile (etcdGoneWhileSilent): stale without the others' answer. */
+  etcdGone?: boolean;
   /**
    * The same read sent directly to the API servers on other hosts: one answered (asked only after
    * a no-answer). Not through the `kubernetes` Service: with one API server, or the others down,
@@ -165,7 +222,7 @@ export const fenceWanted = (nodeDraining: boolean, podTerminating: boolean): boo
 
 /** Whether this probe proves the local API server stale. */
 export const provesStale = (p: ProbeResult | undefined): boolean =>
-  p !== undefined && p.local === 'no-answer' && p.clusterAnswered === true;
+  p !== undefined && p.local === 'no-answer' && (p.clusterAnswered === true || p.etcdGone === true);
 
 export function decideApiFence(o: StaleApiObservation): StaleApiDecision {
   if (o.installed) {

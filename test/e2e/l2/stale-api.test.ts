@@ -327,3 +327,71 @@ t.test(
     t.ok(await connects(peer));
   },
 );
+
+/** A process listening on a TCP port of `on` that accepts connections and never answers. */
+async function silentListener(on: TestNode, host: string, port: number): Promise<ChildProcess> {
+  const script = `require('node:net').createServer(() => {}).listen(${port}, ${JSON.stringify(host)}, () => console.log('listening'));`;
+  const proc = on.spawn([process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((done) => createInterface({ input: proc.stdout! }).once('line', () => done()));
+  return proc;
+}
+
+t.test(
+  'the etcd member on this node exits while the other API servers are out (an election): fenced without their answer',
+  async (t) => {
+    // The removed member led etcd: the others answer nothing until the two left elect a leader
+    // (~1.3 s in the HA lab); the member here applied its own removal and exited. Before, the
+    // proof waited for the others' answer: fenced only after the election (bench-seed: 2.06 s).
+    rmSync(healthy, { force: true });
+    const etcd = await silentListener(node, '127.0.0.1', 2379);
+    const others = await silentListener(peer, peer.ipv4, PORT);
+    const slice = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others';
+    // Merge patch: the lists are replaced whole.
+    const pointOthersAt = (address: string, port: number) =>
+      client.request(slice, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: {
+          endpoints: [{ addresses: [address], conditions: { ready: true } }],
+          ports: [{ name: 'https', port, protocol: 'TCP' }],
+        },
+      });
+    await pointOthersAt(peer.ipv4, PORT);
+    const seen = output.length;
+    await cordon(true);
+    await waitFor(
+      'the etcd member seen listening while the node drains',
+      () => output.slice(seen).some((l) => l.includes('an etcd member listens on this node')),
+      T,
+    );
+    // Every API server silent, the member here listening: an election, not this server's staleness.
+    // An observation window past LOCAL_READ_MAX_MS (3 s), every read sent in it judged.
+    await new Promise((r) => setTimeout(r, 3_500));
+    t.equal(await installed(), undefined, 'not fenced while its etcd member listens');
+
+    await stopProcess(etcd, 'SIGKILL');
+    const fence = await waitFor('fenced', installed, T);
+    t.strictSame(fence, [{ address: node.ipv4, port: PORT }]);
+    const events = await waitFor(
+      'the Event',
+      async () => {
+        const e = (await nodeEvents('StaleApiServerFenced')).filter((m) =>
+          m.includes('etcd member on this node'),
+        );
+        return e.length > 0 ? e : undefined;
+      },
+      T,
+    );
+    t.match(
+      events[0],
+      /does not answer a consistent read while the etcd member on this node no longer listens/,
+    );
+    t.match(events[0], /port 2379/);
+
+    await cordon(false);
+    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    await stopProcess(others, 'SIGKILL');
+    const url = new URL(cp.server);
+    await pointOthersAt(url.hostname, Number(url.port));
+  },
+);

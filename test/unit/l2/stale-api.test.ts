@@ -4,9 +4,15 @@ import {
   apiEndpointsOf,
   classifyLocalRead,
   decideApiFence,
+  ETCD_GONE_READ_MS,
+  etcdGoneLongEnough,
+  etcdGoneWhileSilent,
   fenceWanted,
   LOCAL_READ_TIMEOUT_MS,
+  type LocalEtcdView,
   localApiEndpoints,
+  NO_LOCAL_ETCD,
+  nextLocalEtcd,
   PROBE_INTERVAL_MS,
   probeDue,
   STILL_SILENT_MS,
@@ -183,6 +189,70 @@ t.test(
     t.notOk(
       silentWhileOthersAnswer(5_000, 2_000, 1_900),
       'an answer of the others from before it was sent counts not',
+    );
+  },
+);
+
+t.test('the local etcd member: seen listening, then gone, across checks', async (t) => {
+  let v: LocalEtcdView = NO_LOCAL_ETCD;
+  v = nextLocalEtcd(v, 'gone', 100);
+  t.strictSame(v, NO_LOCAL_ETCD, 'never seen listening (a worker, or an external etcd): no news');
+  v = nextLocalEtcd(v, 'listening', 200);
+  t.strictSame(v, { seenListening: true, goneSince: undefined });
+  v = nextLocalEtcd(v, 'gone', 300);
+  t.strictSame(v, { seenListening: true, goneSince: 300 }, 'gone from the first check that found none');
+  v = nextLocalEtcd(v, 'gone', 400);
+  t.equal(v.goneSince, 300, 'still gone: since the first');
+  t.equal(
+    nextLocalEtcd(v, 'unknown', 500).goneSince,
+    undefined,
+    'a check that could not read breaks the run',
+  );
+  t.strictSame(nextLocalEtcd(v, 'listening', 500), { seenListening: true, goneSince: undefined }, 'back');
+});
+
+t.test(
+  'a local read held while the etcd member here is gone: stale without waiting for the others',
+  async (t) => {
+    // The removed member led etcd: the others are out for the election (~1.3 s here) and cannot
+    // answer; the member on this node applied its own removal and exited at 400 ms.
+    const gone: LocalEtcdView = { seenListening: true, goneSince: 400 };
+    t.ok(
+      etcdGoneWhileSilent(400 + ETCD_GONE_READ_MS, 300, gone),
+      `gone ${ETCD_GONE_READ_MS} ms, held longer`,
+    );
+    t.notOk(etcdGoneWhileSilent(400 + ETCD_GONE_READ_MS - 1, 300, gone), 'gone not long enough');
+    t.notOk(
+      etcdGoneWhileSilent(700, 600, gone),
+      `a read sent ${ETCD_GONE_READ_MS} ms ago or less: a healthy server with another etcd may still answer`,
+    );
+    t.notOk(
+      etcdGoneWhileSilent(5_000, 300, { seenListening: false, goneSince: undefined }),
+      'no etcd ever seen here: only the others can prove it',
+    );
+    t.notOk(etcdGoneWhileSilent(5_000, 300, { seenListening: true, goneSince: undefined }), 'it listens');
+    t.ok(
+      etcdGoneLongEnough(400 + ETCD_GONE_READ_MS, gone),
+      'a read that failed (5xx) meanwhile: however fast',
+    );
+    t.notOk(etcdGoneLongEnough(400 + ETCD_GONE_READ_MS - 1, gone));
+    t.notOk(etcdGoneLongEnough(5_000, { seenListening: false, goneSince: 400 }), 'never seen listening');
+
+    const byEtcd = { at: 300, local: 'no-answer' as const, etcdGone: true, detail: 'no answer in 350 ms' };
+    t.strictSame(
+      decideApiFence({ ...base, probe: byEtcd }),
+      { kind: 'fence', endpoints: [ep], why: 'no answer in 350 ms' },
+      'fenced with no answer from the others',
+    );
+    t.equal(
+      decideApiFence({ ...base, probe: byEtcd, others: [] }),
+      undefined,
+      'the only API server: never, its etcd gone or not',
+    );
+    t.equal(
+      decideApiFence({ ...base, probe: { ...byEtcd, local: 'answered' } }),
+      undefined,
+      'it answered (its --etcd-servers names other members): not stale',
     );
   },
 );
