@@ -2,14 +2,14 @@
 // in flight ends, none is retried or started, and none of it counts as the API being down.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { KubeClient } from '../../../shared/kube/client.ts';
 
-t.test('aborting the lifetime ends requests in flight and their retries at once', async (t) => {
-  let arrived = 0;
-  // A black hole: requests arrive and are never answered.
+/** A black hole (requests arrive and are never answered) and a client of it whose outcomes are recorded. */
+async function blackHole(t: Test, lifetime?: AbortSignal) {
+  const seen = { arrived: 0 };
   const server = http.createServer(() => {
-    arrived++;
+    seen.arrived++;
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => {
@@ -17,7 +17,6 @@ t.test('aborting the lifetime ends requests in flight and their retries at once'
     server.close();
   });
   const agent = new http.Agent();
-  const lifetime = new AbortController();
   const results: boolean[] = [];
   const client = new KubeClient(
     {
@@ -25,13 +24,19 @@ t.test('aborting the lifetime ends requests in flight and their retries at once'
       apply: async () => ({ agent, headers: {} }),
       close: () => agent.destroy(),
     },
-    { signal: lifetime.signal, onResult: (ok) => results.push(ok) },
+    { ...(lifetime ? { signal: lifetime } : {}), onResult: (ok) => results.push(ok) },
   );
   t.teardown(() => client.close());
+  return { seen, results, client };
+}
+
+t.test('aborting the lifetime ends requests in flight and their retries at once', async (t) => {
+  const lifetime = new AbortController();
+  const { seen, results, client } = await blackHole(t, lifetime.signal);
   const started = Date.now();
   const pending = client.create('/api/v1/namespaces/default/events', {}, { retries: 3, timeoutMs: 3_000 });
   const watch = client.watch('/api/v1/nodes', {}, () => {}, new AbortController().signal);
-  while (arrived < 2) await new Promise((r) => setTimeout(r, 10));
+  while (seen.arrived < 2) await new Promise((r) => setTimeout(r, 10));
   lifetime.abort();
   await t.rejects(pending, { name: 'ApiError', reason: 'Aborted' });
   await watch;
@@ -41,40 +46,21 @@ t.test('aborting the lifetime ends requests in flight and their retries at once'
     { name: 'ApiError', reason: 'Aborted' },
     'nothing starts after it',
   );
-  t.equal(arrived, 2, 'no retry and no new request reached the server');
+  t.equal(seen.arrived, 2, 'no retry and no new request reached the server');
   t.strictSame(results, [], 'an abandoned request says nothing about the API');
 });
 
 t.test(
   'a request its caller abandons (its own signal) is not retried and says nothing about the API',
   async (t) => {
-    let arrived = 0;
-    const server = http.createServer(() => {
-      arrived++;
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    t.teardown(() => {
-      server.closeAllConnections();
-      server.close();
-    });
-    const agent = new http.Agent();
-    const results: boolean[] = [];
-    const client = new KubeClient(
-      {
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        apply: async () => ({ agent, headers: {} }),
-        close: () => agent.destroy(),
-      },
-      { onResult: (ok) => results.push(ok) },
-    );
-    t.teardown(() => client.close());
+    const { seen, results, client } = await blackHole(t);
     const caller = new AbortController();
     const pending = client.get('/api/v1/nodes/a', { retries: 3, timeoutMs: 3_000, signal: caller.signal });
     const deadline = Date.now() + 5_000;
-    while (arrived < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    while (seen.arrived < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     caller.abort();
     await t.rejects(pending, { name: 'ApiError', reason: 'Aborted' });
-    t.equal(arrived, 1, 'not retried');
+    t.equal(seen.arrived, 1, 'not retried');
     t.strictSame(results, [], 'not counted as the API failing (the fail-safe abandons reads this way)');
   },
 );
