@@ -263,6 +263,29 @@ async function staleApiServer(t: Target): Promise<Lift> {
   };
 }
 
+/**
+ * Waits until the kubelet reports `p`'s speaker restarted, or `p` replaced by another pod. The
+ * report comes through the API: a path drop or API restart of this trial struck meanwhile (≤ 30 s
+ * each) delays it, so the wait outlasts one (SEED=109 TRIAL=27: path dropped 2.2–26.7 s, a 30 s
+ * wait ran out).
+ */
+async function restartReported(t: Target, p: PodView, how: string): Promise<'restarted' | 'replaced'> {
+  const restarts = (q: PodView | undefined) =>
+    q?.status?.containerStatuses?.find((x) => x.name === 'speaker')?.restartCount ?? 0;
+  const before = restarts(p);
+  let replaced = false;
+  await waitFor(
+    `${p.metadata.name}: speaker ${how}`,
+    async () => {
+      const q = await t.speaker();
+      replaced = q?.metadata.uid !== p.metadata.uid;
+      return replaced || restarts(q) > before;
+    },
+    { timeoutMs: RESTART_REPORT_WAIT_MS, intervalMs: 250 },
+  );
+  return replaced ? 'replaced' : 'restarted';
+}
+
 /** Injects `f`; returns its lift. */
 export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
   const c = t.c;
@@ -275,9 +298,15 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       if (p) await c.kubectl(['delete', 'pod', '-n', p.metadata.namespace, p.metadata.name, '--wait=false']);
       return nothing;
     }
-    case 'speaker-restart':
-      await killContainer(t, await t.speaker(), 'speaker');
+    case 'speaker-restart': {
+      const p = await t.speaker();
+      await killContainer(t, p, 'speaker');
+      // Struck once the kubelet has reported the restart, as the liveness fault below: a settle
+      // read before it would take drainguard's handover of the stop for a leftover (seed 112
+      // trial 28: at rest 0.9 s after the kill, the label written just after).
+      if (p) await restartReported(t, p, 'killed');
       return nothing;
+    }
     case 'liveness-failure': {
       // The probe fails once: the restarted container starts without the file.
       const p = await t.speaker();
@@ -311,26 +340,11 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
         throw new Error(`touch ${LIVENESS_FAIL_FILE} in ${p.metadata.name}: ${r.stderr.trim()}`);
       // Struck once the kubelet has restarted it: a settle checked before that would see the
       // restart's own handover as the scene not at rest (SEED=36 TRIAL=1 in CI).
-      const restarts = (q: PodView | undefined) =>
-        q?.status?.containerStatuses?.find((x) => x.name === 'speaker')?.restartCount ?? 0;
-      // The kubelet reports the restart through the API: a path drop or API restart of this
-      // trial struck after the touch (≤ 30 s each) delays the report, so the wait outlasts one
-      // (SEED=109 TRIAL=27: path dropped 2.2–26.7 s, a 30 s wait ran out).
       // Not when the pod itself went away meanwhile: the trial's own action may delete it, its
       // deletion not yet seen when the fault looked it up (SEED=111 TRIAL=62: struck 0.1 s after
       // the deletion, then 90 s waiting for a restart that could not come).
-      const before = restarts(p);
-      let replaced = false;
-      await waitFor(
-        `${p.metadata.name}: speaker restarted by its liveness probe`,
-        async () => {
-          const q = await t.speaker();
-          replaced = q?.metadata.uid !== p.metadata.uid;
-          return replaced || restarts(q) > before;
-        },
-        { timeoutMs: RESTART_REPORT_WAIT_MS, intervalMs: 250 },
-      );
-      if (replaced) throw new NotInjected(`${p.metadata.name} went away before its liveness restart`);
+      if ((await restartReported(t, p, 'restarted by its liveness probe')) === 'replaced')
+        throw new NotInjected(`${p.metadata.name} went away before its liveness restart`);
       return nothing;
     }
     case 'api-server-restart': {

@@ -14,8 +14,10 @@ import { FAULT_KINDS, FAULTS, planTrial } from '../../robustness/plan.ts';
 import {
   eligibleNodes,
   fencedNodes,
+  JUST_RESTARTED_MS,
   type PodView,
   RENEW_AFTER_RESTARTS,
+  speakersJustRestarted,
   wornPods,
 } from '../../robustness/scene.ts';
 
@@ -191,3 +193,37 @@ t.test('worn pods: a container restarted often enough to be in a long crash back
     'either container; not one already being deleted',
   );
 });
+
+t.test(
+  'a speaker restarted less than 12 s ago keeps the scene from being at rest (drainguard hands back after 10 s)',
+  async (t) => {
+    const now = Date.parse('2026-11-27T17:00:00Z');
+    const speaker = (node: string, restartCount: number, agoMs: number | undefined): PodView => ({
+      metadata: { name: `speaker-${node}`, namespace: 'metallb-system', uid: node },
+      spec: { nodeName: node },
+      status: {
+        containerStatuses: [
+          {
+            name: 'speaker',
+            ready: true,
+            restartCount,
+            state: agoMs === undefined ? {} : { running: { startedAt: new Date(now - agoMs).toISOString() } },
+          },
+        ],
+      },
+    });
+    t.strictSame(
+      speakersJustRestarted(
+        [
+          speaker('node-c', 1, 3_000),
+          speaker('node-a', 0, 1_000),
+          speaker('node-b', 2, JUST_RESTARTED_MS + 1),
+          speaker('node-d', 1, undefined),
+        ],
+        now,
+      ),
+      ['node-c'],
+      'restarted 3 s ago; not a first start, not one serving long enough, not one not running',
+    );
+  },
+);
