@@ -226,6 +226,10 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
     );
     rmSync(logs, { recursive: true, force: true });
     cpSync(join(c.dir, drained.name, 'pod-logs'), logs, { recursive: true });
+    // With LAB_APISERVER_V, the API servers' request logs too: which server answered whom, when.
+    if (process.env.LAB_APISERVER_V && c.ha)
+      for (const m of c.ha.members)
+        cpSync(join(c.cp.dir, `apiserver-${m.name}.log`), join(logs, `apiserver-${m.name}.log`));
     note(
       `${inject ? 'drainguard' : 'baseline'}: ${drained.name}'s pod logs in ${logs} (drain at ${new Date(from).toISOString()})`,
     );
