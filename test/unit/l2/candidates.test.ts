@@ -3,7 +3,7 @@
 // services' EndpointSlices) are throttled and back off; a view that cannot be read is not known.
 import t from 'tap';
 import type { Clock } from '../../../shared/clock.ts';
-import { waitFor } from '../../../shared/clock.ts';
+import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient, type WatchOptions } from '../../../shared/kube/client.ts';
 import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { CandidateReader, WIDE_PAGE_SIZE } from '../../../sidecar/l2/candidates.ts';
@@ -152,8 +152,10 @@ function reader(names = ['node-a', 'node-b', 'node-c'], time: Clock = new Manual
       ],
     },
   };
-  const candidates = new CandidateReader(ctx);
-  return { candidates, clock, ...wide };
+  /** The reconciles the reader asked for (knowable), by reason. */
+  const asked: string[] = [];
+  const candidates = new CandidateReader(ctx, (reason) => asked.push(reason));
+  return { candidates, clock, asked, ...wide };
 }
 
 const www = { service: 'web/www', ips: ['192.0.2.10'] };
@@ -402,5 +404,50 @@ t.test(
     clock.advance(1_000);
     await candidates.refresh(false, [www, local], isLocal);
     t.equal(candidates.others?.length, names.length - 1);
+  },
+);
+
+// Issue 23: after an etcd election the API answers again, but a handover whose reads failed in it
+// waited for the next tick (a second while the API answers) before it read again and labelled.
+t.test(
+  'a handover whose Node list failed (an etcd election) asks for a reconcile once it is listed again, once',
+  async (t) => {
+    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], systemClock);
+    t.teardown(() => candidates.release());
+    api.unavailable.add('/api/v1/nodes');
+    await candidates.refresh(true, [www], isLocal);
+    t.equal(candidates.others, undefined, 'not known while the list fails');
+    t.strictSame(asked, [], 'nothing to read again yet');
+    api.unavailable.delete('/api/v1/nodes');
+    // The informer lists again after its backoff (250 ms, jittered): no tick needed.
+    await waitFor('a reconcile asked for', () => asked.length > 0, { timeoutMs: 3_000 });
+    t.strictSame(asked, ['candidate lists current again']);
+    await candidates.refresh(true, [www], isLocal);
+    t.strictSame(candidates.others, ['node-b', 'node-c'], 'known at that reconcile');
+    // Known: the watch's events do not ask for reconciles (thousands of Nodes change all the time).
+    const emit = api.watches.get('/api/v1/nodes')?.emit;
+    t.ok(emit, 'the Node watch is open');
+    for (let i = 0; i < 50; i++) emit?.({ type: 'MODIFIED', object: node('node-b', String(20 + i)) });
+    t.strictSame(asked, ['candidate lists current again'], 'one reconcile asked for, not one per event');
+  },
+);
+
+t.test(
+  'a handover whose narrow read failed with a 5xx asks for one reconcile when the read is due again',
+  async (t) => {
+    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], systemClock);
+    t.teardown(() => candidates.release());
+    const slicesPath = '/apis/discovery.k8s.io/v1beta1/namespaces/web/endpointslices';
+    api.unavailable.add(slicesPath);
+    await candidates.refresh(true, [www, local], isLocal);
+    t.equal(candidates.perService, undefined, 'not known while the read fails');
+    // Reconciles meanwhile (other triggers) find it backing off: still one reconcile asked for.
+    for (let i = 0; i < 5; i++) await candidates.refresh(true, [www, local], isLocal);
+    api.unavailable.delete(slicesPath);
+    await waitFor('a reconcile asked for', () => asked.length > 0, { timeoutMs: 2_000 });
+    t.strictSame(asked, ['narrow reads due again']);
+    await candidates.refresh(true, [www, local], isLocal);
+    t.strictSame(candidates.perService, { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] });
+    t.strictSame(asked, ['narrow reads due again'], 'known: nothing more asked');
   },
 );
