@@ -116,7 +116,7 @@ export class CandidateReader implements CandidateView {
   /** A refresh found the view not known: the next list that completes asks for a reconcile. */
   private awaitingKnown = false;
   /** The reconcile asked for when a failed narrow read is due again (aborted on release). */
-  private narrowDue: AbortController | undefined;
+  private narrowDue: { at: number; timer: AbortController } | undefined;
   others: string[] | undefined;
   perService: Record<string, string[]> | undefined;
   pools: string[] | undefined;
@@ -202,13 +202,17 @@ export class CandidateReader implements CandidateView {
   /** Until the next page, change or failure, or `ms`. */
   private async nextProgress(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = new AbortController();
+    let wake: (() => void) | undefined;
     await Promise.race([
       new Promise<void>((r) => {
+        wake = r;
         this.wake = r;
       }),
       this.ctx.clock.sleep(ms, signal ? AbortSignal.any([timer.signal, signal]) : timer.signal),
     ]);
     timer.abort();
+    // Woken by the sleep: nobody waits any more (progressed() must not think a refresh does).
+    if (this.wake === wake) this.wake = undefined;
   }
 
   /** The objects of a view: the cache once listed, the pages so far before. */
@@ -229,7 +233,7 @@ export class CandidateReader implements CandidateView {
     this.computedFor = '';
     this.dirty = true;
     this.awaitingKnown = false;
-    this.narrowDue?.abort();
+    this.narrowDue?.timer.abort();
     this.narrowDue = undefined;
     await Promise.all(stopping.map((w) => w?.informer.stop()));
   }
@@ -287,7 +291,8 @@ export class CandidateReader implements CandidateView {
       this.perService = undefined;
       this.computedFor = '';
       if (!watchedKnown) this.awaitingKnown = true;
-      if (!narrowKnown) this.wakeWhenNarrowDue();
+      // Not when abandoned for the fail-safe: that reconcile decides without reading.
+      if (!narrowKnown && !signal?.aborted) this.wakeWhenNarrowDue();
       return;
     }
     const key = JSON.stringify([services, this.narrow.at]);
@@ -394,14 +399,25 @@ export class CandidateReader implements CandidateView {
     }
   }
 
-  /** One reconcile asked for when the narrow reads, failed and backing off, are due again. */
+  /**
+   * One reconcile asked for when the narrow reads, failed and backing off, are due again: at once
+   * if they already are (the refresh waited for the lists past the backoff), else by a timer (an
+   * earlier due time replaces a later one).
+   */
   private wakeWhenNarrowDue(): void {
-    const waitMs = this.narrowNotBefore - this.ctx.clock.now();
-    if (waitMs <= 0 || this.narrowDue) return;
-    const due = new AbortController();
+    const at = this.narrowNotBefore;
+    if (at === 0) return;
+    const waitMs = at - this.ctx.clock.now();
+    if (waitMs <= 0) {
+      this.knowable('narrow reads due again');
+      return;
+    }
+    if (this.narrowDue && this.narrowDue.at <= at) return;
+    this.narrowDue?.timer.abort();
+    const due = { at, timer: new AbortController() };
     this.narrowDue = due;
-    void this.ctx.clock.sleep(waitMs, due.signal).then(() => {
-      if (due.signal.aborted) return;
+    void this.ctx.clock.sleep(waitMs, due.timer.signal).then(() => {
+      if (due.timer.signal.aborted) return;
       this.narrowDue = undefined;
       this.knowable('narrow reads due again');
     });
