@@ -107,6 +107,16 @@ interface NarrowRead {
 
 export class CandidateReader implements CandidateView {
   private readonly ctx: FeatureContext;
+  /**
+   * Asks for a reconcile: the view a handover found not known may be known now (a failed list
+   * listed again, a failed narrow read due again). Without it the handover waits for the next
+   * tick, a second while the API answers (issue 23: the label ~1 s after an etcd election).
+   */
+  private readonly knowable: (reason: string) => void;
+  /** A refresh found the view not known: the next list that completes asks for a reconcile. */
+  private awaitingKnown = false;
+  /** The reconcile asked for when a failed narrow read is due again (aborted on release). */
+  private narrowDue: { at: number; timer: AbortController } | undefined;
   others: string[] | undefined;
   perService: Record<string, string[]> | undefined;
   pools: string[] | undefined;
@@ -134,8 +144,9 @@ export class CandidateReader implements CandidateView {
   /** The inputs of the candidates as last computed. */
   private computedFor = '';
 
-  constructor(ctx: FeatureContext) {
+  constructor(ctx: FeatureContext, knowable: (reason: string) => void = () => {}) {
     this.ctx = ctx;
+    this.knowable = knowable;
   }
 
   private get ownerUid(): string | undefined {
@@ -181,18 +192,27 @@ export class CandidateReader implements CandidateView {
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
+    // Once per "not known": the lists current again (listed, or the watch back), not per event.
+    if (this.awaitingKnown && [this.nodes, this.pods].every((w) => !w || w.informer.current)) {
+      this.awaitingKnown = false;
+      if (!wake) this.knowable('candidate lists current again');
+    }
   }
 
   /** Until the next page, change or failure, or `ms`. */
   private async nextProgress(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = new AbortController();
+    let wake: (() => void) | undefined;
     await Promise.race([
       new Promise<void>((r) => {
+        wake = r;
         this.wake = r;
       }),
       this.ctx.clock.sleep(ms, signal ? AbortSignal.any([timer.signal, signal]) : timer.signal),
     ]);
     timer.abort();
+    // Woken by the sleep: nobody waits any more (progressed() must not think a refresh does).
+    if (this.wake === wake) this.wake = undefined;
   }
 
   /** The objects of a view: the cache once listed, the pages so far before. */
@@ -212,6 +232,9 @@ export class CandidateReader implements CandidateView {
     this.perService = undefined;
     this.computedFor = '';
     this.dirty = true;
+    this.awaitingKnown = false;
+    this.narrowDue?.timer.abort();
+    this.narrowDue = undefined;
     await Promise.all(stopping.map((w) => w?.informer.stop()));
   }
 
@@ -267,6 +290,9 @@ export class CandidateReader implements CandidateView {
       this.others = undefined;
       this.perService = undefined;
       this.computedFor = '';
+      if (!watchedKnown) this.awaitingKnown = true;
+      // Not when abandoned for the fail-safe: that reconcile decides without reading.
+      if (!narrowKnown && !signal?.aborted) this.wakeWhenNarrowDue();
       return;
     }
     const key = JSON.stringify([services, this.narrow.at]);
@@ -371,6 +397,30 @@ export class CandidateReader implements CandidateView {
       );
       return usable;
     }
+  }
+
+  /**
+   * One reconcile asked for when the narrow reads, failed and backing off, are due again: at once
+   * if they already are (the refresh waited for the lists past the backoff), else by a timer (an
+   * earlier due time replaces a later one).
+   */
+  private wakeWhenNarrowDue(): void {
+    const at = this.narrowNotBefore;
+    if (at === 0) return;
+    const waitMs = at - this.ctx.clock.now();
+    if (waitMs <= 0) {
+      this.knowable('narrow reads due again');
+      return;
+    }
+    if (this.narrowDue && this.narrowDue.at <= at) return;
+    this.narrowDue?.timer.abort();
+    const due = { at, timer: new AbortController() };
+    this.narrowDue = due;
+    void this.ctx.clock.sleep(waitMs, due.timer.signal).then(() => {
+      if (due.timer.signal.aborted) return;
+      this.narrowDue = undefined;
+      this.knowable('narrow reads due again');
+    });
   }
 
   /** The last narrow read may stand in for one that failed or is backing off. */

@@ -50,14 +50,15 @@ export interface L2Views {
   /** Fences this node's own API server when it goes stale during a drain (none in unit tests). */
   staleApi?: StaleApiGuard;
 }
-export type L2ViewsFactory = (ctx: FeatureContext, changed: () => void) => L2Views;
+/** `changed`: a view changed in a way a reconcile should see now (the reason is logged). */
+export type L2ViewsFactory = (ctx: FeatureContext, changed: (reason: string) => void) => L2Views;
 
 /** The real views: the API server and the node's tools. */
 export const apiViews: L2ViewsFactory = (ctx, changed) => {
   const host = new NodeHost(ctx.runner, ctx.log);
   return {
-    metallb: new MetalLbReader(ctx, changed),
-    candidates: new CandidateReader(ctx),
+    metallb: new MetalLbReader(ctx, () => changed('MetalLB view changed')),
+    candidates: new CandidateReader(ctx, changed),
     host,
     staleApi: new StaleApiGuard(ctx, {
       ownAddresses: () => host.ownAddresses(),
@@ -142,7 +143,7 @@ export class L2Handover implements Feature {
       },
       () => this.abort.signal.aborted,
     );
-    const { metallb, candidates, host, staleApi } = views(ctx, () => this.trigger('MetalLB view changed'));
+    const { metallb, candidates, host, staleApi } = views(ctx, (reason) => this.trigger(reason));
     this.metallb = metallb;
     this.candidates = candidates;
     this.host = host;

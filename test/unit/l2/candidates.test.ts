@@ -8,6 +8,7 @@ import { ApiError, type KubeClient, type WatchOptions } from '../../../shared/ku
 import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { CandidateReader, WIDE_PAGE_SIZE } from '../../../sidecar/l2/candidates.ts';
 import { fakeContext, ManualClock, steppingClock } from '../sidecar/fake-context.ts';
+import { VirtualClock } from '../virtual-clock.ts';
 
 const T0 = 1_700_000_000_000;
 const ready = [{ type: 'Ready', status: 'True' }];
@@ -152,8 +153,10 @@ function reader(names = ['node-a', 'node-b', 'node-c'], time: Clock = new Manual
       ],
     },
   };
-  const candidates = new CandidateReader(ctx);
-  return { candidates, clock, ...wide };
+  /** The reconciles the reader asked for (knowable), by reason. */
+  const asked: string[] = [];
+  const candidates = new CandidateReader(ctx, (reason) => asked.push(reason));
+  return { candidates, clock, asked, ...wide };
 }
 
 const www = { service: 'web/www', ips: ['192.0.2.10'] };
@@ -404,3 +407,93 @@ t.test(
     t.equal(candidates.others?.length, names.length - 1);
   },
 );
+
+// Issue 23: after an etcd election the API answers again, but a handover whose reads failed in it
+// waited for the next tick (a second while the API answers) before it read again and labelled.
+// The reader asks for a reconcile (knowable) as soon as they can succeed; a virtual clock runs
+// the informer's backoff and the narrow reads' timer.
+const SLICES = '/apis/discovery.k8s.io/v1beta1/namespaces/web/endpointslices';
+
+t.test(
+  'a handover whose Node list failed (an etcd election) asks for a reconcile once it is listed again, once',
+  async (t) => {
+    const clock = new VirtualClock(T0);
+    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
+    t.teardown(() => candidates.release());
+    api.unavailable.add('/api/v1/nodes');
+    await candidates.refresh(true, [www], isLocal);
+    t.equal(candidates.others, undefined, 'not known while the list fails');
+    t.strictSame(asked, [], 'nothing to read again yet');
+    api.unavailable.delete('/api/v1/nodes');
+    // The informer lists again after its backoff (250 ms, jittered), well before a 1 s tick.
+    await clock.advance(600);
+    t.strictSame(asked, ['candidate lists current again'], 'asked for within the backoff');
+    await candidates.refresh(true, [www], isLocal);
+    t.strictSame(candidates.others, ['node-b', 'node-c'], 'known at that reconcile');
+    // Known: the watch's events do not ask for reconciles (thousands of Nodes change all the time).
+    const emit = api.watches.get('/api/v1/nodes')?.emit;
+    t.ok(emit, 'the Node watch is open');
+    for (let i = 0; i < 50; i++) emit?.({ type: 'MODIFIED', object: node('node-b', String(20 + i)) });
+    t.strictSame(asked, ['candidate lists current again'], 'one reconcile asked for, not one per event');
+  },
+);
+
+t.test(
+  'a handover whose narrow read failed with a 5xx asks for one reconcile when the read is due again',
+  async (t) => {
+    const clock = new VirtualClock(T0);
+    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
+    t.teardown(() => candidates.release());
+    api.unavailable.add(SLICES);
+    await candidates.refresh(true, [www, local], isLocal);
+    t.equal(candidates.perService, undefined, 'not known while the read fails');
+    // Reconciles meanwhile (other triggers) find it backing off: still one reconcile asked for.
+    for (let i = 0; i < 5; i++) await candidates.refresh(true, [www, local], isLocal);
+    t.strictSame(asked, [], 'not due yet');
+    api.unavailable.delete(SLICES);
+    await clock.advance(1_000);
+    t.strictSame(asked, ['narrow reads due again'], 'asked for once it is due (≤ 1 s at a start)');
+    await candidates.refresh(true, [www, local], isLocal);
+    t.strictSame(candidates.perService, { 'web/www': ['node-b', 'node-c'], 'web/local': ['node-c'] });
+    await clock.advance(5_000);
+    t.strictSame(asked, ['narrow reads due again'], 'known: nothing more asked');
+  },
+);
+
+t.test('a narrow read due again while the refresh still waited for the lists asks at once', async (t) => {
+  const clock = new VirtualClock(T0);
+  const names = ['node-a', ...Array.from({ length: WIDE_PAGE_SIZE + 10 }, (_, i) => `node-${i}`)];
+  const { candidates, api, asked } = reader(names, clock);
+  t.teardown(() => candidates.release());
+  let release: () => void = () => {};
+  api.held = new Promise<void>((r) => {
+    release = r;
+  });
+  api.unavailable.add(SLICES);
+  let done = false;
+  const refreshing = candidates.refresh(true, [www, local], isLocal).then(() => {
+    done = true;
+  });
+  // The lists' second page takes longer than the narrow read's backoff (≤ 1 s at a start).
+  await clock.advance(1_500);
+  t.notOk(done, 'still waiting for the lists');
+  api.unavailable.delete(SLICES);
+  release();
+  api.held = undefined;
+  await refreshing;
+  t.equal(candidates.perService, undefined, 'not known: the narrow read failed');
+  t.strictSame(asked, ['narrow reads due again'], 'asked for at once: it is due already');
+});
+
+t.test('a released reader asks for nothing: its timer is cancelled', async (t) => {
+  const clock = new VirtualClock(T0);
+  const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
+  api.unavailable.add(SLICES);
+  api.unavailable.add('/api/v1/nodes');
+  await candidates.refresh(true, [www, local], isLocal);
+  await candidates.release();
+  t.equal(clock.pending, 0, 'no timer left');
+  api.unavailable.clear();
+  await clock.advance(60_000);
+  t.strictSame(asked, [], 'nothing asked after the release');
+});

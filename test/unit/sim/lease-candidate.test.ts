@@ -9,60 +9,16 @@ import {
   LeaseCandidate,
   SKUPPER_RERUN_BACKOFF,
 } from '../../../lab/sim/lease-candidate.ts';
-import type { Clock } from '../../../shared/clock.ts';
 import { ApiError } from '../../../shared/kube/client.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
+import { VirtualClock } from '../virtual-clock.ts';
 
 const NS = 'site-a';
 const NAME = 'skupper-site-leader';
 const DIR = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
 const PATH = `${DIR}/${NAME}`;
 const T0 = Date.UTC(2026, 0, 1);
-
-/** Time moves only in advance(); sleepers wake in order, each after everything it started has settled. */
-class VirtualClock implements Clock {
-  t = T0;
-  private timers: { at: number; wake: () => void }[] = [];
-  now(): number {
-    return this.t;
-  }
-  sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    if (ms <= 0 || signal?.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = { at: this.t + ms, wake: () => resolve() };
-      this.timers.push(timer);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          this.timers = this.timers.filter((x) => x !== timer);
-          resolve();
-        },
-        { once: true },
-      );
-    });
-  }
-  async advance(ms: number): Promise<void> {
-    const end = this.t + ms;
-    for (;;) {
-      await settle();
-      const next = this.timers.filter((x) => x.at <= end).sort((a, b) => a.at - b.at)[0];
-      if (!next) break;
-      this.timers = this.timers.filter((x) => x !== next);
-      this.t = next.at;
-      next.wake();
-    }
-    this.t = end;
-    await settle();
-  }
-  /** Advance to an absolute offset from T0. */
-  async to(offsetMs: number): Promise<void> {
-    await this.advance(T0 + offsetMs - this.t);
-  }
-}
-const settle = async () => {
-  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
-};
 
 type Method = 'GET' | 'POST' | 'PUT';
 interface Call {
@@ -165,7 +121,7 @@ class FakeLeaseApi {
 }
 
 function world(t: Test) {
-  const clock = new VirtualClock();
+  const clock = new VirtualClock(T0);
   const api = new FakeLeaseApi(clock, t);
   const logs: string[] = [];
   const mk = (identity: string, o: Partial<CandidateOptions> = {}) =>
