@@ -62,6 +62,13 @@ export type Lift = () => Promise<void>;
 /** The fault found nothing to strike (its pod already gone or its container stopped): not injected. */
 export class NotInjected extends Error {}
 const nothing: Lift = async () => {};
+
+/**
+ * An exec refused because the container is not running (killed, its restart not begun: SEED=112
+ * TRIAL=227, a liveness fault 0.3 s after a speaker kill): nothing to strike, not a runner error.
+ */
+export const execFoundNoContainer = (stderr: string): boolean =>
+  /container not found|container not running|cannot exec in a stopped state/i.test(stderr);
 /** Longest a trial's API outages can hold back a kubelet's status report (each ≤ 30 s, two may follow each other), with room for its resync. */
 const RESTART_REPORT_WAIT_MS = 90_000;
 
@@ -311,7 +318,6 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
       // The probe fails once: the restarted container starts without the file.
       const p = await t.speaker();
       if (!p) throw new NotInjected(`no speaker pod on ${t.node}`);
-      t.injectedRestarts.push(`${p.metadata.name}/speaker`);
       const touch = () =>
         c.kubectl([
           'exec',
@@ -336,8 +342,11 @@ export async function inject(f: PlannedFault, t: Target): Promise<Lift> {
         },
         { timeoutMs: 30_000, intervalMs: 500 },
       );
+      if (r.code !== 0 && execFoundNoContainer(r.stderr))
+        throw new NotInjected(`${p.metadata.name}: its speaker container is not running`);
       if (r.code !== 0)
         throw new Error(`touch ${LIVENESS_FAIL_FILE} in ${p.metadata.name}: ${r.stderr.trim()}`);
+      t.injectedRestarts.push(`${p.metadata.name}/speaker`);
       // Struck once the kubelet has restarted it: a settle checked before that would see the
       // restart's own handover as the scene not at rest (SEED=36 TRIAL=1 in CI).
       // Not when the pod itself went away meanwhile: the trial's own action may delete it, its

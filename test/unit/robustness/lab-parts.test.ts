@@ -3,6 +3,7 @@
 import t from 'tap';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import {
+  execFoundNoContainer,
   IMPLEMENTED,
   IMPLEMENTED_HA,
   isSidecarRequest,
@@ -225,5 +226,25 @@ t.test(
       ['node-c'],
       'restarted 3 s ago; not a first start, not one serving long enough, not one not running',
     );
+  },
+);
+
+t.test(
+  'an exec refused for a container not running is a fault not injected, other refusals errors',
+  async (t) => {
+    // SEED=112 TRIAL=227: the liveness fault's touch 0.3 s after the speaker's kill.
+    t.ok(execFoundNoContainer('error: unable to upgrade connection: container not found ("speaker")'));
+    t.ok(
+      execFoundNoContainer(
+        'error: Internal error occurred: error executing command in container: container not running',
+      ),
+    );
+    t.notOk(execFoundNoContainer('error: unable to upgrade connection: pod does not exist'));
+    t.notOk(
+      execFoundNoContainer(
+        'Error from server: error dialing backend: dial tcp 198.51.100.3:10250: connect: connection refused',
+      ),
+    );
+    t.notOk(execFoundNoContainer('error: You must be logged in to the server (Unauthorized)'));
   },
 );
