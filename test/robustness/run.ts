@@ -1,7 +1,8 @@
 // make robustness: randomized faults during drains on the lab cluster, invariants checked from
 // the outside, every violation replayable (issue 24; docs/robustness.md).
 //   SEED     the run's seed (default: from the clock, printed)
-//   TRIALS   how many trials (default 20): trials FROM..FROM+TRIALS-1
+//   TRIALS   how many trials (default 20): trials FROM..FROM+TRIALS-1; TRIALS=0 with FROM prints
+//            the table of the trials 0..FROM-1 recorded in OUT (no cluster)
 //   FROM     the first trial (default 0): a run cut short continued with the same SEED and OUT; the
 //            table then covers trials 0..FROM+TRIALS-1, the earlier ones from OUT/results.jsonl
 //   STOP_AFTER_MIN  no trial starts after this many minutes: the table of those finished, and the
@@ -56,13 +57,28 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   mkdirSync(opts.out, { recursive: true });
   const ha = (opts.controlPlanes ?? 1) > 1;
   const kinds = ha ? IMPLEMENTED_HA : IMPLEMENTED;
+  const html = new Map<number, string>();
+  const results: TrialResult[] = [];
+  const finish = (): SuiteRun => {
+    const all = [...(opts.earlier ?? []), ...results];
+    // An earlier part's violating trial has its timeline in OUT too.
+    const htmlOf = (t: number) => {
+      const path = html.get(t) ?? join(opts.out, `trial-${t}.html`);
+      return existsSync(path) ? path : '';
+    };
+    return {
+      results: all,
+      text: renderText(seed, all, htmlOf, opts.controlPlanes),
+      summary: summary(seed, all, opts.controlPlanes),
+    };
+  };
+  // TRIALS=0 with FROM: the table of the trials recorded in OUT, no cluster.
+  if (opts.trials.length === 0) return finish();
   const c = await startCluster({
     clients: ['client'],
     ...(ha ? { controlPlanes: opts.controlPlanes as number, nodes: [] } : {}),
     log: (l) => note(`cluster: ${l}`),
   });
-  const html = new Map<number, string>();
-  const results: TrialResult[] = [];
   try {
     const plans = opts.trials.map((trial) => planTrial(seed, trial, { kinds, actions: ACTIONS, ha }));
     const s = await setUpScene(c, {
@@ -104,17 +120,7 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
   } finally {
     await c.stop();
   }
-  const all = [...(opts.earlier ?? []), ...results];
-  // An earlier part's violating trial has its timeline in OUT too.
-  const htmlOf = (t: number) => {
-    const path = html.get(t) ?? join(opts.out, `trial-${t}.html`);
-    return existsSync(path) ? path : '';
-  };
-  return {
-    results: all,
-    text: renderText(seed, all, htmlOf, opts.controlPlanes),
-    summary: summary(seed, all, opts.controlPlanes),
-  };
+  return finish();
 }
 
 if (import.meta.main) {
