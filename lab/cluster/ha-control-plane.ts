@@ -141,11 +141,12 @@ function apiserverArgs(m: TestNode, dir: string): string[] {
     // Each server holds a lease (15 s) for its address in the `kubernetes` Service's endpoints.
     '--endpoint-reconciler-type',
     'lease',
-    // LAB_APISERVER_V=3: each request logged with its latency and source (httplog), to see which
-    // server a client's request reached and how long it took there (bench-seed's diagnosis).
-    ...(process.env.LAB_APISERVER_V ? ['--v', process.env.LAB_APISERVER_V] : []),
     ...clusterArgs(dir),
     ...servingArgs(dir),
+    // LAB_APISERVER_V=3: each request logged with its latency and source (httplog), to see which
+    // server a client's request reached and how long it took there (bench-seed's diagnosis).
+    // After clusterArgs: its --v 1 would win otherwise (the last one counts).
+    ...(process.env.LAB_APISERVER_V ? ['--v', process.env.LAB_APISERVER_V] : []),
   ];
 }
 
