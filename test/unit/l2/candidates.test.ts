@@ -1,7 +1,7 @@
 // Who else could announce (candidates.ts) against a scripted API: every Node and speaker pod is
 // listed once per handover, in pages, then watched; the narrow reads (MetalLB's config, the Local
 // services' EndpointSlices) are throttled and back off; a view that cannot be read is not known.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { Clock } from '../../../shared/clock.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient, type WatchOptions } from '../../../shared/kube/client.ts';
@@ -414,12 +414,18 @@ t.test(
 // the informer's backoff and the narrow reads' timer.
 const SLICES = '/apis/discovery.k8s.io/v1beta1/namespaces/web/endpointslices';
 
+/** A reader on a virtual clock (its timers run in clock.advance), released at the test's end. */
+function timedReader(t: Test, names = ['node-a', 'node-b', 'node-c']) {
+  const clock = new VirtualClock(T0);
+  const r = reader(names, clock);
+  t.teardown(() => r.candidates.release());
+  return { ...r, clock };
+}
+
 t.test(
   'a handover whose Node list failed (an etcd election) asks for a reconcile once it is listed again, once',
   async (t) => {
-    const clock = new VirtualClock(T0);
-    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
-    t.teardown(() => candidates.release());
+    const { candidates, api, asked, clock } = timedReader(t);
     api.unavailable.add('/api/v1/nodes');
     await candidates.refresh(true, [www], isLocal);
     t.equal(candidates.others, undefined, 'not known while the list fails');
@@ -441,9 +447,7 @@ t.test(
 t.test(
   'a handover whose narrow read failed with a 5xx asks for one reconcile when the read is due again',
   async (t) => {
-    const clock = new VirtualClock(T0);
-    const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
-    t.teardown(() => candidates.release());
+    const { candidates, api, asked, clock } = timedReader(t);
     api.unavailable.add(SLICES);
     await candidates.refresh(true, [www, local], isLocal);
     t.equal(candidates.perService, undefined, 'not known while the read fails');
@@ -461,10 +465,8 @@ t.test(
 );
 
 t.test('a narrow read due again while the refresh still waited for the lists asks at once', async (t) => {
-  const clock = new VirtualClock(T0);
   const names = ['node-a', ...Array.from({ length: WIDE_PAGE_SIZE + 10 }, (_, i) => `node-${i}`)];
-  const { candidates, api, asked } = reader(names, clock);
-  t.teardown(() => candidates.release());
+  const { candidates, api, asked, clock } = timedReader(t, names);
   let release: () => void = () => {};
   api.held = new Promise<void>((r) => {
     release = r;
@@ -486,8 +488,7 @@ t.test('a narrow read due again while the refresh still waited for the lists ask
 });
 
 t.test('a released reader asks for nothing: its timer is cancelled', async (t) => {
-  const clock = new VirtualClock(T0);
-  const { candidates, api, asked } = reader(['node-a', 'node-b', 'node-c'], clock);
+  const { candidates, api, asked, clock } = timedReader(t);
   api.unavailable.add(SLICES);
   api.unavailable.add('/api/v1/nodes');
   await candidates.refresh(true, [www, local], isLocal);
