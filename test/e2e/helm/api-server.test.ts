@@ -1,14 +1,14 @@
-// The chart with real helm (4.1.4 and 3.17.2) against a real 1.20.2 API server (etcd +
-// kube-apiserver, no kubelets): what `helm template` renders for 1.20 is accepted by the server's
-// dry run, every optional part on; then `helm install` (helm reads the server's version: the
-// PodDisruptionBudget goes in as policy/v1beta1), `helm upgrade` (image tag and a value),
+// The chart with real helm (4.1.4 and 3.17.2) against a real API server at the lab's version (etcd +
+// kube-apiserver, no kubelets): what `helm template` renders for that version is accepted by the
+// server's dry run, every optional part on (the node guard's ValidatingAdmissionPolicy among them);
+// then `helm install` (helm reads the server's version against the chart's kubeVersion), `helm upgrade` (image tag and a value),
 // `helm uninstall` leaving nothing behind, and the order helm deletes in, read from the API
 // server's audit log: helm 4 deletes the MutatingWebhookConfiguration before the Deployment and
 // the Service; helm 3.17 after them (the README says so and what to do).
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import YAML from 'yaml';
-import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { APISERVER_VERSION, type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { CHART, CHART_KINDS, HELMS, parseDocs, releaseObjects, run, tool } from '../../unit/helm/render.ts';
 
@@ -73,11 +73,12 @@ const EVERYTHING = [
   'monitoring.serviceMonitor.enabled=true',
   'monitoring.prometheusRule.enabled=true',
   'monitoring.dashboard.enabled=true',
+  'nodeGuard.enabled=true',
 ];
 
 for (const [label, name] of Object.entries(HELMS)) {
   t.test(
-    `${label}: helm template for 1.20 is accepted by the API server's dry run, every part on`,
+    `${label}: helm template for the lab's version is accepted by the API server's dry run, every part on`,
     async (t) => {
       const r = run(tool(name), [
         'template',
@@ -86,7 +87,7 @@ for (const [label, name] of Object.entries(HELMS)) {
         '-n',
         'dg-template',
         '--kube-version',
-        '1.20.2',
+        APISERVER_VERSION,
         ...EVERYTHING.flatMap((s) => ['--set', s]),
         '--set',
         `netfilterCleanup.namespace=dg-template-nf-${name}`,
@@ -103,8 +104,8 @@ for (const [label, name] of Object.entries(HELMS)) {
       t.equal(dry.code, 0, dry.stderr);
       t.equal(dry.stdout.trim().split('\n').length, docs.length, dry.stdout);
       t.ok(
-        docs.some((d) => d.kind === 'PodDisruptionBudget' && d.apiVersion === 'policy/v1beta1'),
-        'PodDisruptionBudget as policy/v1beta1',
+        docs.some((d) => d.kind === 'ValidatingAdmissionPolicy'),
+        'the node guard is among the parts the server accepted',
       );
     },
   );
@@ -134,7 +135,7 @@ const KINDS = [
 ];
 
 for (const [label, name] of Object.entries(HELMS)) {
-  t.test(`${label}: install, upgrade, uninstall on the 1.20 API server leaves nothing behind`, async (t) => {
+  t.test(`${label}: install, upgrade, uninstall on the lab's API server leaves nothing behind`, async (t) => {
     const bin = tool(name);
     const ns = 'drainguard-system';
     const install = helm(bin, [
@@ -154,11 +155,11 @@ for (const [label, name] of Object.entries(HELMS)) {
       'monitoring.podMonitor.enabled=true,monitoring.prometheusRule.enabled=true',
     ]);
     t.equal(install.code, 0, install.stderr);
-    // helm read the server's version: the PDB went in as the only version 1.20 serves.
+    // The chart's kubeVersion range admitted the server's version.
     const manifest = helm(bin, ['get', 'manifest', 'drainguard', '-n', ns]);
     t.equal(manifest.code, 0, manifest.stderr);
     const installed = parseDocs(manifest.stdout);
-    t.equal(installed.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+    t.equal(installed.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
     const listed = await cp.kubectl(releaseObjects(KINDS));
     t.equal(listed.code, 0, listed.stderr);
     t.equal(

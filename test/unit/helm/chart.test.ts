@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
+import { KUBERNETES_COMPAT_VERSION, KUBERNETES_VERSION } from '../../../lab/versions.ts';
 import { CHART, CHART_LABELS, HELMS, helmTemplate, ROOT, run, tool } from './render.ts';
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -67,28 +68,28 @@ for (const [label, name] of Object.entries(HELMS)) {
   });
 
   t.test(
-    `${label}: .Capabilities choose the PodDisruptionBudget API and offer the node guard from 1.30`,
+    `${label}: the chart installs on the tested range only, with policy/v1 and the node guard on offer`,
     async (t) => {
       const helm = tool(name);
-      const pdb = (kubeVersion: string) =>
-        helmTemplate(helm, { kubeVersion }).find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion;
-      // The lab's API server is 1.20.2: policy/v1 does not exist there.
-      t.equal(pdb('1.20.2'), 'policy/v1beta1');
-      t.equal(pdb('1.21.0'), 'policy/v1');
-      t.equal(pdb('1.35.0'), 'policy/v1');
-      const guarded = helmTemplate(helm, { kubeVersion: '1.30.0', values: { 'nodeGuard.enabled': true } });
-      t.strictSame(
-        guarded.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy')).map((o) => o.kind),
-        ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'],
-      );
       t.throws(
-        () => helmTemplate(helm, { kubeVersion: '1.29.4', values: { 'nodeGuard.enabled': true } }),
-        /nodeGuard\.enabled: the ValidatingAdmissionPolicy needs Kubernetes >= 1\.30.*this cluster is v1\.29\.4/,
+        () => helmTemplate(helm, { kubeVersion: '1.32.9' }),
+        /chart requires kubeVersion: >=1\.33\.0-0 which is incompatible with Kubernetes v1\.32\.9/,
       );
-      // Off by default, so a default install works on any supported version.
-      t.notOk(
-        helmTemplate(helm, { kubeVersion: '1.20.2' }).some((o) => o.kind.startsWith('ValidatingAdmission')),
-      );
+      for (const kubeVersion of [KUBERNETES_COMPAT_VERSION, KUBERNETES_VERSION]) {
+        const objs = helmTemplate(helm, { kubeVersion });
+        t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1', kubeVersion);
+        // Off by default.
+        t.notOk(
+          objs.some((o) => o.kind.startsWith('ValidatingAdmission')),
+          kubeVersion,
+        );
+        const guarded = helmTemplate(helm, { kubeVersion, values: { 'nodeGuard.enabled': true } });
+        t.strictSame(
+          guarded.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy')).map((o) => o.kind),
+          ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'],
+          kubeVersion,
+        );
+      }
     },
   );
 }
@@ -140,9 +141,9 @@ t.test(
   },
 );
 
-t.test('the lab path: drainguard:dev with imagePullPolicy Never on the 1.20 API server', async (t) => {
+t.test("the lab path: drainguard:dev with imagePullPolicy Never on the lab's API server", async (t) => {
   const objs = helmTemplate(tool('helm4'), {
-    kubeVersion: '1.20.2',
+    kubeVersion: KUBERNETES_VERSION,
     values: { 'image.repository': 'drainguard', 'image.tag': 'dev', 'image.pullPolicy': 'Never' },
   });
   const dep = objs.find((o) => o.kind === 'Deployment') as unknown as {
@@ -152,5 +153,5 @@ t.test('the lab path: drainguard:dev with imagePullPolicy Never on the 1.20 API 
     dep.spec.template.spec.containers.map((c) => [c.image, c.imagePullPolicy]),
     [['drainguard:dev', 'Never']],
   );
-  t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+  t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
 });

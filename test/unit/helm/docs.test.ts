@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { KUBERNETES_VERSION } from '../../../lab/versions.ts';
 import { helmValuesTable } from '../../../scripts/helm-values.ts';
 import { helmTemplate, names, type Obj, parseDocs, ROOT, run, tool } from './render.ts';
 
@@ -24,20 +25,20 @@ t.test('the README values table is the chart schema (node scripts/sync-readme.ts
 });
 
 t.test(
-  "the README's lab helm install: drainguard:dev, pull policy Never, policy/v1beta1 PDB on 1.20",
+  "the README's lab helm install: drainguard:dev, pull policy Never, on the lab's Kubernetes",
   async (t) => {
     const lab = readme.slice(readme.indexOf('### First install on the lab cluster'));
     const cmd = /\$helm install drainguard charts\/drainguard ([^\n]*\\\n[^\n]*)/.exec(lab)?.[1] ?? '';
     const sets = [...cmd.matchAll(/--set ([^\s]+)/g)].map((m) => m[1] as string);
     t.strictSame(sets, ['image.repository=drainguard', 'image.tag=dev', 'image.pullPolicy=Never']);
     const values = Object.fromEntries(sets.map((s) => s.split('=') as [string, string]));
-    const objs = helmTemplate(tool('helm4'), { values, kubeVersion: '1.20.2' });
+    const objs = helmTemplate(tool('helm4'), { values, kubeVersion: KUBERNETES_VERSION });
     t.strictSame(webhookContainer(objs), {
       ...webhookContainer(objs),
       image: 'drainguard:dev',
       imagePullPolicy: 'Never',
     });
-    t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+    t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
   },
 );
 
@@ -59,7 +60,7 @@ t.test(
     const objs = parseDocs(r.stdout);
     t.equal(webhookContainer(objs)?.image, 'drainguard:dev');
     t.equal(webhookContainer(objs)?.imagePullPolicy, 'Never');
-    t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+    t.equal(objs.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
     // The image is renamed by the name the overlays leave it under (README: kustomize edit set image).
     t.match(block, /- name: ghcr\.io\/drainguard\/drainguard\n/);
     t.match(readme, /kustomize edit set image\s+ghcr\.io\/drainguard\/drainguard=<registry>/);

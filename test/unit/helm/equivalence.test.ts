@@ -86,9 +86,8 @@ const CASES: Case[] = [
     pick: isNetfilter,
   },
   {
-    name: 'node guard on 1.30 (components/node-guard)',
+    name: 'node guard (components/node-guard)',
     values: { 'nodeGuard.enabled': true },
-    kubeVersion: '1.30.0',
     kustomized: () => readManifest('components/node-guard/policy.yaml'),
     pick: (o) => o.kind.startsWith('ValidatingAdmissionPolicy'),
   },
