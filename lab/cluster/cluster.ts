@@ -1,4 +1,4 @@
-// A whole Kubernetes 1.20 cluster on one machine, for `make cluster`, the demo and the tests:
+// A whole Kubernetes cluster (lab/versions.env's versions) on one machine, for `make cluster`, the demo and the tests:
 // etcd, kube-apiserver, kube-controller-manager and kube-scheduler in the root namespace, and
 // nodes (default node-a, node-b, node-c), each a network namespace on the lab switch with its own
 // containerd, kubelet and kube-proxy, pods on a CNI bridge, and every lab image imported (nothing
@@ -192,6 +192,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         users,
         dir: st.cpDir,
         detached: Boolean(opts.detached),
+        // LAB_AUDIT=1: every request in <cp dir>/audit.log (who, verb, URI, code, stage times).
+        auditLog: process.env.LAB_AUDIT === '1',
       });
       st.pids.push(cp.etcdPid, cp.apiserverPid);
     }
@@ -220,7 +222,6 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       caFile,
       '--use-service-account-credentials',
       `--leader-elect=${leaderElect}`,
-      '--port=0',
       '--secure-port=0',
       '--cluster-cidr',
       clusterCIDR,
@@ -234,7 +235,6 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       '--kubeconfig',
       kubeconfig,
       `--leader-elect=${leaderElect}`,
-      '--port=0',
       '--secure-port=0',
       '--v=1',
     ];
@@ -408,21 +408,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           'node-role.kubernetes.io/master=true',
           'node-role.kubernetes.io/etcd=true',
         ]);
-      // Pods need their service account's token, which kube-controller-manager mints.
+      // Pods need their service account, which kube-controller-manager creates in every namespace;
+      // the kubelet asks for each pod's token itself (TokenRequest: no token Secret since 1.24).
       await waitFor(
-        'default service account token',
-        async () => {
-          const r = await kubectl([
-            'get',
-            'serviceaccount',
-            'default',
-            '-n',
-            'default',
-            '-o',
-            'jsonpath={.secrets[0].name}',
-          ]);
-          return r.code === 0 && r.stdout.trim() !== '';
-        },
+        'default service account',
+        async () => (await kubectl(['get', 'serviceaccount', 'default', '-n', 'default'])).code === 0,
         { timeoutMs: 60_000, intervalMs: 250 },
       );
     } catch (e) {

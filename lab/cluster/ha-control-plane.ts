@@ -25,6 +25,7 @@ import {
 } from '../bed/control-plane.ts';
 import type { TestNode } from '../bed/netns.ts';
 import { killAndWait, pidAlive, sh } from '../bed/proc.ts';
+import { etcdBinary, kubectlBinary } from '../versions.ts';
 import { memberAdd, memberHealthy, memberList } from './etcd-cluster.ts';
 
 export const API_PORT = 6443;
@@ -99,7 +100,7 @@ function etcdArgs(
   state: 'new' | 'existing' = 'new',
 ): string[] {
   return [
-    'etcd',
+    etcdBinary(),
     '--name',
     m.name,
     '--data-dir',
@@ -192,7 +193,7 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
       kubeconfigPath,
       client: (onResult) => new KubeClient(target, onResult ? { onResult } : {}),
       kubectl: (args, o = {}) =>
-        sh(['kubectl', '--kubeconfig', kubeconfigPath, ...args], {
+        sh([kubectlBinary(), '--kubeconfig', kubeconfigPath, ...args], {
           timeoutMs: 0,
           ...(o.input === undefined ? {} : { input: o.input }),
         }),
@@ -237,7 +238,7 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
   const kubeconfigPath = writeKubeconfig('kubeconfig.json', first.server, 'admin');
   let admin = first;
   const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
-    sh(['kubectl', '--kubeconfig', o.kubeconfig ?? admin.kubeconfigPath, ...args], {
+    sh([kubectlBinary(), '--kubeconfig', o.kubeconfig ?? admin.kubeconfigPath, ...args], {
       timeoutMs: 0,
       ...(o.input === undefined ? {} : { input: o.input }),
     });
@@ -299,7 +300,7 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
           if (!pidAlive(m.apiserverPid))
             throw new Error(`${name}: kube-apiserver exited:\n${logTail(`apiserver-${m.name}`)}`);
           const r = await m.node.exec(
-            ['kubectl', '--kubeconfig', local, 'get', '--raw', '/api/v1/namespaces/default'],
+            [kubectlBinary(), '--kubeconfig', local, 'get', '--raw', '/api/v1/namespaces/default'],
             {
               timeoutMs: 5_000,
             },

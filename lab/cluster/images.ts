@@ -18,18 +18,17 @@ import {
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import { killAndWait, sh } from '../bed/proc.ts';
+import { CONTAINERD_VERSION, cacheDir, containerdBinDir, containerdEnv } from '../versions.ts';
 
 export interface ImageList {
   images: { name: string; tar: string; bytes: number }[];
 }
 
-const cacheDir = () =>
-  join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? '/root', '.cache'), 'drainguard');
-
 /** A containerd root holding every image of the list (built once per list, then reused). */
 export async function goldenRoot(list: ImageList): Promise<string> {
   const key = createHash('sha256')
-    .update(list.images.map((i) => i.tar).join('\n'))
+    // A root is containerd's own format: another containerd version writes another one.
+    .update([CONTAINERD_VERSION, ...list.images.map((i) => i.tar)].join('\n'))
     .digest('hex')
     .slice(0, 16);
   const base = join(cacheDir(), 'containerd-golden');
@@ -43,12 +42,18 @@ export async function goldenRoot(list: ImageList): Promise<string> {
   const config = join(work, 'containerd.toml');
   writeFileSync(
     config,
-    `version = 2\nroot = "${work}/root"\nstate = "${work}/state"\n[grpc]\n  address = "${sock}"\n[ttrpc]\n  address = "${sock}.ttrpc"\n`,
+    `version = 3\nroot = "${work}/root"\nstate = "${work}/state"\ndisabled_plugins = ["io.containerd.nri.v1.nri"]\n[grpc]\n  address = "${sock}"\n[ttrpc]\n  address = "${sock}.ttrpc"\n`,
   );
-  const child = spawn('containerd', ['--config', config], { stdio: 'ignore', detached: true });
+  const child = spawn(join(containerdBinDir(), 'containerd'), ['--config', config], {
+    stdio: 'ignore',
+    detached: true,
+    env: containerdEnv(),
+  });
   try {
     const ctr = (args: string[]) =>
-      sh(['ctr', '--address', sock, '--namespace', 'k8s.io', ...args], { timeoutMs: 600_000 });
+      sh([join(containerdBinDir(), 'ctr'), '--address', sock, '--namespace', 'k8s.io', ...args], {
+        timeoutMs: 600_000,
+      });
     await waitFor('golden containerd answers', async () => (await ctr(['version'])).code === 0, {
       timeoutMs: 30_000,
       intervalMs: 100,

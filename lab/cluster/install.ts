@@ -10,7 +10,7 @@ const REPO = join(import.meta.dirname, '..', '..');
  * A user's overlay of manifests/overlays/<base> with the image swapped for the local
  * drainguard:dev (`kustomize edit set image`), plus `patches` lines. Returns its directory.
  */
-function writeKustomization(dir: string, base: string, patches: string[] = []): string {
+function writeKustomization(dir: string, base: string): string {
   const overlay = mkdtempSync(join(dir, `overlay-${base}-`));
   writeFileSync(
     join(overlay, 'kustomization.yaml'),
@@ -23,7 +23,6 @@ function writeKustomization(dir: string, base: string, patches: string[] = []): 
       '  - name: ghcr.io/drainguard/drainguard',
       '    newName: drainguard',
       '    newTag: dev',
-      ...(patches.length ? ['patches:', ...patches] : []),
       '',
     ].join('\n'),
   );
@@ -32,15 +31,8 @@ function writeKustomization(dir: string, base: string, patches: string[] = []): 
 
 /** The user's overlay: manifests/overlays/self-managed with drainguard:dev. Returns its directory. */
 export function writeOverlay(dir: string): string {
-  return writeKustomization(dir, 'self-managed', [
-    // The lab runs 1.20, which serves PodDisruptionBudget as policy/v1beta1 only (v1: 1.21+).
-    '  - target: {kind: PodDisruptionBudget}',
-    '    patch: |-',
-    '      - op: replace',
-    '        path: /apiVersion',
-    '        value: policy/v1beta1',
-    // No sidecar image to set: the webhook injects its own (the image set above).
-  ]);
+  // Exactly as the README has a user apply it; no sidecar image to set: the webhook injects its own.
+  return writeKustomization(dir, 'self-managed');
 }
 
 /**
@@ -73,14 +65,8 @@ export async function installMetalLbBase(c: Cluster): Promise<void> {
 /** MetalLB's namespace and its CRDs (IPAddressPool, L2Advertisement, ServiceL2Status). */
 export async function installMetalLbCrds(c: Cluster): Promise<void> {
   await c.k(['create', 'namespace', 'metallb-system']);
-  // kubectl 1.32 validates against the 1.20 API's schema, which predates x-kubernetes-validations.
   for (const crd of ['ipaddresspool', 'l2advertisement', 'servicel2status'])
-    await c.k([
-      'apply',
-      '--validate=false',
-      '-f',
-      join(REPO, 'lab', 'sim', 'speaker', 'crds', `${crd}.yaml`),
-    ]);
+    await c.k(['apply', '-f', join(REPO, 'lab', 'sim', 'speaker', 'crds', `${crd}.yaml`)]);
 }
 
 /** `kubectl apply -k` of the user's overlay, then the webhook rolled out and serving. */

@@ -2,6 +2,7 @@
 // demo: the simulators print JSON lines ({"ev", "t", …}) timed by their own clock.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { kubectlBinary } from '../versions.ts';
 import type { Cluster } from './cluster.ts';
 
 /** A container's log lines, followed until it exits (kill proc to stop earlier). */
@@ -12,7 +13,7 @@ export function follow(
   container: string,
 ): { lines: string[]; proc: ChildProcess } {
   const proc = spawn(
-    'kubectl',
+    kubectlBinary(),
     ['--kubeconfig', c.kubeconfigPath, 'logs', '-f', '-n', namespace, pod, '-c', container],
     {
       stdio: ['ignore', 'pipe', 'ignore'],

@@ -11,9 +11,12 @@ import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { TestNode } from '../bed/netns.ts';
 import { sh } from '../bed/proc.ts';
+import { containerdBinDir, containerdEnv, kubernetesBinDir } from '../versions.ts';
 import { cloneRoot } from './images.ts';
 
-export const PAUSE_IMAGE = 'k8s.gcr.io/pause:3.2';
+/** The pause image scripts/build-images.sh builds from the Kubernetes module's pause.c, at its tag. */
+export const pauseImage = () =>
+  `registry.k8s.io/pause:${readFileSync(join(kubernetesBinDir(), 'pause.tag'), 'utf8').trim()}`;
 
 export interface NodeSpec {
   node: TestNode;
@@ -91,7 +94,8 @@ function startLogged(spec: NodeSpec, name: string, cmd: string[], restarts = 0):
   const fd = openSync(log, 'a');
   const [bin, ...args] = [...nsenter(spec), ...cmd] as [string, ...string[]];
   // Own process group, not tied to this process's stdio: teardown stops them by pid.
-  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached: true });
+  // containerd finds its shim on PATH: the lab's build first.
+  const child = spawn(bin, args, { stdio: ['ignore', fd, fd], detached: true, env: containerdEnv() });
   child.unref();
   if (child.pid) spec.onPid(child.pid);
   // A real node runs its kubelet under systemd with Restart=always: one that exits on its own (a
@@ -107,36 +111,40 @@ function startLogged(spec: NodeSpec, name: string, cmd: string[], restarts = 0):
 }
 
 function containerdConfig(dir: string): string {
-  return `version = 2
+  return `version = 3
 root = "${dir}/containerd/root"
 state = "${dir}/containerd/state"
 # Plugins that need kernel features or paths this machine does not have, or that would write outside
-# the node's directory.
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp"]
+# the node's directory (NRI's socket is one machine-wide path: the nodes' containerds would share it).
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp", "io.containerd.nri.v1.nri"]
 [grpc]
   address = "${dir}/containerd.sock"
 [ttrpc]
   address = "${dir}/containerd.sock.ttrpc"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "${PAUSE_IMAGE}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  # root here lacks CAP_SYS_RESOURCE, and the kubelet asks for oom_score_adj -998 on every sandbox:
-  # runc would die ("can't get final child's PID from pipe: EOF"). This clamps requests to no lower
-  # than containerd's own score, which the kernel allows.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
     snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        # runc's state per node, not the machine-wide /run/containerd/runc.
-        Root = "${dir}/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "${dir}/cni/net.d"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "${pauseImage()}"
+  [plugins.'io.containerd.cri.v1.runtime']
+    # root here lacks CAP_SYS_RESOURCE, and the kubelet asks for oom_score_adj -998 on every sandbox:
+    # runc would die ("can't get final child's PID from pipe: EOF"). This clamps requests to no
+    # lower than containerd's own score, which the kernel allows.
+    restrict_oom_score_adj = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          # runc's state per node, not the machine-wide /run/containerd/runc.
+          Root = "${dir}/runc"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "${dir}/cni/net.d"
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
 `;
 }
 
@@ -213,6 +221,10 @@ function kubeletConfig(spec: NodeSpec): string {
       nodeStatusReportFrequency: '20s',
       syncFrequency: '10s',
       runtimeRequestTimeout: '2m',
+      containerRuntimeEndpoint: `unix://${join(spec.dir, 'containerd.sock')}`,
+      // This machine has cgroup v1 hierarchies only (no unified one to move to); Kubernetes 1.35+
+      // refuses them unless told otherwise, and containerd 2 supports them until 2029.
+      failCgroupV1: false,
     },
     null,
     2,
@@ -259,9 +271,15 @@ export async function startNode(spec: NodeSpec): Promise<LabNode> {
   await node.run(['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
 
   const sock = join(dir, 'containerd.sock');
-  startLogged(spec, 'containerd', ['containerd', '--config', join(dir, 'containerd.toml')]);
+  startLogged(spec, 'containerd', [
+    join(containerdBinDir(), 'containerd'),
+    '--config',
+    join(dir, 'containerd.toml'),
+  ]);
   const ctr = (args: string[]) =>
-    sh(['ctr', '--address', sock, '--namespace', 'k8s.io', ...args], { timeoutMs: 300_000 });
+    sh([join(containerdBinDir(), 'ctr'), '--address', sock, '--namespace', 'k8s.io', ...args], {
+      timeoutMs: 300_000,
+    });
   await waitFor(`${node.name}: containerd answers`, async () => (await ctr(['version'])).code === 0, {
     timeoutMs: 30_000,
     intervalMs: 100,
@@ -273,10 +291,6 @@ export async function startNode(spec: NodeSpec): Promise<LabNode> {
     join(dir, 'kubelet.json'),
     '--kubeconfig',
     spec.kubeletKubeconfig,
-    '--container-runtime',
-    'remote',
-    '--container-runtime-endpoint',
-    `unix://${sock}`,
     '--node-ip',
     node.ipv4,
     '--hostname-override',

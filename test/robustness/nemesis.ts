@@ -13,7 +13,7 @@ import { waitFor } from '../../shared/clock.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import { apiProxy } from '../e2e/bed/api-proxy.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
-import { LIVENESS_FAIL_FILE, type PodView } from './scene.ts';
+import { LIVENESS_FAIL_FILE, type PodView, statuses } from './scene.ts';
 
 /** The kinds this runner injects on the lab's single control plane. */
 export const IMPLEMENTED: FaultKind[] = [
@@ -75,7 +75,7 @@ const RESTART_REPORT_WAIT_MS = 90_000;
 /** Kills one container of a pod through its node's containerd (the kubelet then restarts it). */
 async function killContainer(t: Target, pod: PodView | undefined, container: string): Promise<void> {
   if (!pod?.spec.nodeName) throw new NotInjected(`no pod to kill ${container} in`);
-  const status = pod.status?.containerStatuses?.find((x) => x.name === container);
+  const status = statuses(pod).find((x) => x.name === container);
   const id = status?.containerID?.replace(/^\w+:\/\//, '');
   if (!id || !status?.state?.running || pod.metadata.deletionTimestamp)
     throw new NotInjected(`${pod.metadata.name}: its ${container} container is not running`);
@@ -278,7 +278,7 @@ async function staleApiServer(t: Target): Promise<Lift> {
  */
 async function restartReported(t: Target, p: PodView, how: string): Promise<'restarted' | 'replaced'> {
   const restarts = (q: PodView | undefined) =>
-    q?.status?.containerStatuses?.find((x) => x.name === 'speaker')?.restartCount ?? 0;
+    (q ? statuses(q) : []).find((x) => x.name === 'speaker')?.restartCount ?? 0;
   const before = restarts(p);
   let replaced = false;
   await waitFor(

@@ -9,7 +9,7 @@ import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { installNetfilterCleanup } from '../../lab/cluster/install.ts';
 import { daemonSet } from '../../lab/cluster/manifests.ts';
 import type { PodRules } from './observations.ts';
-import { LIVE_NS, type PodView, podsIn, type Scene } from './scene.ts';
+import { LIVE_NS, type PodView, podsIn, type Scene, statuses } from './scene.ts';
 
 /** A MAC no interface has: the gone pod's. */
 const GONE_MAC = '02:aa:00:00:00:fa';
@@ -116,7 +116,7 @@ export async function plantRules(
   for (const p of view.pods) {
     const node = p.spec.nodeName;
     const ip = p.status?.podIP;
-    const ready = p.status?.containerStatuses?.every((x) => x.ready);
+    const ready = statuses(p).every((x) => x.ready);
     if (!node || !ip || !ready || p.metadata.deletionTimestamp) continue;
     const mac = await macOf(s.c, node, ip);
     if (!mac) continue;

@@ -8,6 +8,7 @@ import { macsIn, probeRounds } from '../../lab/bed/arp-probe.ts';
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../lab/cluster/install.ts';
 import { installMetalLbL2 } from '../../lab/cluster/metallb.ts';
+import { runningStatuses } from '../../lab/cluster/pods.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../lab/cluster/skupper.ts';
 import { waitFor } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
@@ -34,20 +35,27 @@ export interface PodView {
     labels?: Record<string, string>;
     deletionTimestamp?: string;
   };
-  spec: { nodeName?: string };
+  spec: { nodeName?: string; initContainers?: { name: string; restartPolicy?: string }[] };
   status?: {
     phase?: string;
     podIP?: string;
-    containerStatuses?: {
-      name: string;
-      ready: boolean;
-      restartCount: number;
-      containerID?: string;
-      state?: { running?: { startedAt?: string } };
-      lastState?: { terminated?: { reason?: string; exitCode?: number } };
-    }[];
+    /** The main containers'; a native sidecar's is in initContainerStatuses: read both with statuses(). */
+    containerStatuses?: ContainerStatusView[];
+    initContainerStatuses?: ContainerStatusView[];
   };
 }
+
+export interface ContainerStatusView {
+  name: string;
+  ready: boolean;
+  restartCount: number;
+  containerID?: string;
+  state?: { running?: { startedAt?: string } };
+  lastState?: { terminated?: { reason?: string; exitCode?: number } };
+}
+
+/** Every container of the pod that runs for its life, a native sidecar included. */
+export const statuses = (p: PodView): ContainerStatusView[] => runningStatuses(p);
 interface NodeView {
   metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec?: { unschedulable?: boolean };
@@ -132,9 +140,7 @@ export async function leaseHolder(s: Scene): Promise<string> {
 
 const isRouter = (p: PodView) => p.metadata.labels?.['skupper.io/component'] === 'router';
 const allReady = (p: PodView, containers: number) =>
-  !p.metadata.deletionTimestamp &&
-  (p.status?.containerStatuses ?? []).length === containers &&
-  (p.status?.containerStatuses ?? []).every((x) => x.ready);
+  !p.metadata.deletionTimestamp && statuses(p).length === containers && statuses(p).every((x) => x.ready);
 
 /** The VIP's answers over a few rounds, as node names. */
 export async function answering(s: Scene, rounds = 6): Promise<string[]> {
@@ -144,11 +150,7 @@ export async function answering(s: Scene, rounds = 6): Promise<string[]> {
 /** Nodes whose speaker could announce (its container Ready), from the speaker pods. */
 export function eligibleNodes(speakers: PodView[]): string[] {
   return speakers
-    .filter(
-      (p) =>
-        !p.metadata.deletionTimestamp &&
-        p.status?.containerStatuses?.find((x) => x.name === 'speaker')?.ready,
-    )
+    .filter((p) => !p.metadata.deletionTimestamp && statuses(p).find((x) => x.name === 'speaker')?.ready)
     .map((p) => p.spec.nodeName as string)
     .sort();
 }
@@ -165,7 +167,7 @@ export const JUST_RESTARTED_MS = GUARDED_REJOIN_MS + 2_000;
 export function speakersJustRestarted(speakers: readonly PodView[], now: number): string[] {
   return speakers
     .filter((p) => {
-      const st = p.status?.containerStatuses?.find((x) => x.name === 'speaker');
+      const st = statuses(p).find((x) => x.name === 'speaker');
       const started = Date.parse(st?.state?.running?.startedAt ?? '');
       return (st?.restartCount ?? 0) > 0 && Number.isFinite(started) && now - started < JUST_RESTARTED_MS;
     })
@@ -254,7 +256,7 @@ async function restState(s: Scene): Promise<Ready | string> {
 export function speakersCatchingUp(s: Scene, speakers: PodView[]): string[] {
   return speakers.flatMap((p) => {
     const node = s.c.nodes.find((n) => n.name === p.spec.nodeName);
-    const status = p.status?.containerStatuses?.find((x) => x.name === 'speaker');
+    const status = statuses(p).find((x) => x.name === 'speaker');
     if (!node || !status) return [p.spec.nodeName ?? p.metadata.name];
     const dir = join(
       node.dir,
@@ -314,7 +316,7 @@ export async function containers(
   >();
   for (const ns of [SPEAKER_NS, SITE_NS, CLEANUP_NS, LIVE_NS])
     for (const p of await podsIn(s, ns))
-      for (const x of p.status?.containerStatuses ?? []) {
+      for (const x of statuses(p)) {
         const t = x.lastState?.terminated;
         out.set(`${p.metadata.name}/${x.name}`, {
           restarts: x.restartCount,
@@ -338,9 +340,7 @@ export const RENEW_AFTER_RESTARTS = 2;
 /** The speaker and router pods with a container restarted RENEW_AFTER_RESTARTS times or more. */
 export function wornPods(pods: readonly PodView[]): PodView[] {
   return pods.filter(
-    (p) =>
-      !p.metadata.deletionTimestamp &&
-      (p.status?.containerStatuses ?? []).some((x) => x.restartCount >= RENEW_AFTER_RESTARTS),
+    (p) => !p.metadata.deletionTimestamp && statuses(p).some((x) => x.restartCount >= RENEW_AFTER_RESTARTS),
   );
 }
 

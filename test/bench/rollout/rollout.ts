@@ -10,18 +10,29 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { startCluster } from '../../../lab/cluster/cluster.ts';
 import { installDrainguard, installMetalLbBase } from '../../../lab/cluster/install.ts';
 import { installLoadBalancer, installSpeakers, LAB_POOL_HOSTS } from '../../../lab/cluster/metallb.ts';
+import { runningStatuses } from '../../../lab/cluster/pods.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 2);
 const NS = 'metallb-system';
 const note = (msg: string) => process.stderr.write(`[bench-rollout] ${msg}\n`);
 
+interface ContainerStatus {
+  name: string;
+  ready: boolean;
+  state?: { running?: { startedAt: string } };
+}
 interface PodView {
   metadata: { name: string; uid: string; creationTimestamp: string };
-  spec: { nodeName?: string; containers: { name: string }[] };
+  spec: {
+    nodeName?: string;
+    containers: { name: string }[];
+    initContainers?: { name: string; restartPolicy?: string }[];
+  };
   status?: {
     conditions?: { type: string; status: string; lastTransitionTime?: string }[];
-    containerStatuses?: { name: string; ready: boolean; state?: { running?: { startedAt: string } } }[];
+    containerStatuses?: ContainerStatus[];
+    initContainerStatuses?: ContainerStatus[];
   };
 }
 
@@ -104,7 +115,7 @@ try {
           p.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True')
         )
           v.ready = now();
-        const s = p.status?.containerStatuses?.find((x) => x.name === 'drainguard');
+        const s = runningStatuses(p).find((x) => x.name === 'drainguard');
         if (!before.has(uid) && s?.ready && s.state?.running && !sidecarReady.has(uid))
           sidecarReady.set(uid, Date.now() - Date.parse(s.state.running.startedAt));
       }

@@ -19,6 +19,7 @@ import { leaderOf, memberList, memberRemove, moveLeader } from '../../../lab/clu
 import { API_PORT, type ControlPlaneMember } from '../../../lab/cluster/ha-control-plane.ts';
 import { installDrainguard, installMetalLbBase, webhookRolledOut } from '../../../lab/cluster/install.ts';
 import { installSpeakers } from '../../../lab/cluster/metallb.ts';
+import { kubectlBinary } from '../../../lab/versions.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { type ApiRead, type SeedFigures, seedFigures } from './figures.ts';
 import { sidecarTimeline } from './sidecar-log.ts';
@@ -183,7 +184,7 @@ export async function runSeed(opts: SeedOptions): Promise<Pass> {
     const kubeconfig = vipKubeconfig(c);
     const draining = client.exec(
       [
-        'kubectl',
+        kubectlBinary(),
         '--kubeconfig',
         kubeconfig,
         'drain',

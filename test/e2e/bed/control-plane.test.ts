@@ -1,5 +1,6 @@
 import t from 'tap';
 import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { KUBERNETES_VERSION } from '../../../lab/versions.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import type { Lease, Node } from '../../../shared/kube/types.ts';
@@ -15,10 +16,14 @@ t.teardown(async () => {
   await cp?.stop();
 });
 
-t.test('kubectl sees the 1.20 server', async (t) => {
+t.test("kubectl sees the server at lab/versions.env's version, and is that version itself", async (t) => {
   const r = await cp.kubectl(['version', '-o', 'json']);
-  const v = JSON.parse(r.stdout) as { serverVersion: { gitVersion: string } };
-  t.match(v.serverVersion.gitVersion, /^v1\.20\.2/);
+  const v = JSON.parse(r.stdout) as {
+    serverVersion: { gitVersion: string };
+    clientVersion: { gitVersion: string };
+  };
+  t.equal(v.serverVersion.gitVersion, `v${KUBERNETES_VERSION}`);
+  t.equal(v.clientVersion.gitVersion, `v${KUBERNETES_VERSION}`);
 });
 
 t.test('client-node KubeConfig talks to it too', async (t) => {

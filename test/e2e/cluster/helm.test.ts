@@ -23,6 +23,7 @@ import { type Cluster, startCluster } from '../../../lab/cluster/cluster.ts';
 import { installMetalLbCrds } from '../../../lab/cluster/install.ts';
 import { IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
 import { installSpeakers, LAB_POOL_HOSTS } from '../../../lab/cluster/metallb.ts';
+import { type Pod as InjectedPod, sidecarStatus } from '../../../lab/cluster/pods.ts';
 import { putLoadBalancer } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { CHART, parseDocs, releaseObjects, run, tool } from '../../unit/helm/render.ts';
@@ -36,13 +37,12 @@ interface Container {
   name: string;
   ports?: { name?: string; containerPort: number; hostPort?: number }[];
 }
-interface Pod {
-  metadata: { name: string; uid: string };
-  spec: { nodeName?: string; containers: Container[]; initContainers?: Container[] };
-  status?: {
-    podIP?: string;
-    containerStatuses?: { name: string; ready: boolean; state?: { running?: object } }[];
+interface Pod extends InjectedPod {
+  spec: InjectedPod['spec'] & {
+    containers: Container[];
+    initContainers?: (Container & { restartPolicy?: string })[];
   };
+  status?: InjectedPod['status'] & { podIP?: string };
 }
 
 /** What the chart's PodMonitor scrapes on a pod: the container port named drainguard, on the pod's IP. */
@@ -102,9 +102,10 @@ const injectedSpeakers = (old: Pod[]) =>
       const now = (await pods('metallb-system', 'component=speaker')).filter(
         (p) => !old.some((o) => o.metadata.uid === p.metadata.uid),
       );
-      const ok = now.filter((p) =>
-        p.status?.containerStatuses?.some((s) => s.name === 'drainguard' && s.ready && s.state?.running),
-      );
+      const ok = now.filter((p) => {
+        const s = sidecarStatus(p);
+        return s?.ready && s.state?.running;
+      });
       return ok.length === 3 ? ok : undefined;
     },
     T,

@@ -7,10 +7,10 @@
 import t from 'tap';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { followEvents as followPodEvents } from '../../../lab/cluster/logs.ts';
+import { injectedAndReady, podsOf, runningStatuses, sidecarMode } from '../../../lab/cluster/pods.ts';
 import { installSkupperSite, SKUPPER_LEASE } from '../../../lab/cluster/skupper.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { withLogs } from './logs.ts';
-import { injectedAndReady, podsOf } from './pods.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'site';
@@ -70,6 +70,10 @@ t.test('Lease handover on real kubelets', { timeout: 900_000 }, async (t) => {
       );
       const h = await waitFor('a holder', holder, T);
       t.ok((await routers()).some((p) => p.metadata.name === h));
+      // The Lease flow runs with a native sidecar too: it outlives the leader container, which the
+      // kubelet stops first.
+      for (const p of await routers())
+        t.equal(sidecarMode(p), 'native', `${p.metadata.name}: native sidecar`);
     }),
   );
 
@@ -126,7 +130,7 @@ t.test('Lease handover on real kubelets', { timeout: 900_000 }, async (t) => {
                 (p) =>
                   p.metadata.uid !== leader.metadata.uid &&
                   p.metadata.uid !== successor.metadata.uid &&
-                  p.status?.containerStatuses?.every((s) => s.ready),
+                  runningStatuses(p).every((s) => s.ready),
               ),
             T,
           );

@@ -6,7 +6,10 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { deployment, IDLE_ARGS } from '../../../lab/cluster/manifests.ts';
+import { type Pod as InjectedPod, sidecarMode, sidecarStatus } from '../../../lab/cluster/pods.ts';
+import { CONTAINERD_VERSION, KUBERNETES_VERSION } from '../../../lab/versions.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { ANNOTATIONS } from '../../../shared/names.ts';
 import { withLogs } from './logs.ts';
 import { cluster, installed } from './shared.ts';
 
@@ -14,13 +17,9 @@ const LAB_IMAGE = 'drainguard-lab:dev';
 const IMAGE = 'drainguard:dev';
 const T = { timeoutMs: 120_000, intervalMs: 250 };
 
-interface Pod {
-  metadata: { name: string; uid: string; labels?: Record<string, string> };
-  spec: { nodeName?: string; containers: { name: string }[] };
-  status?: {
-    phase?: string;
-    containerStatuses?: { name: string; ready: boolean; state?: { running?: object } }[];
-  };
+interface Pod extends InjectedPod {
+  metadata: InjectedPod['metadata'] & { labels?: Record<string, string> };
+  status?: InjectedPod['status'] & { phase?: string };
 }
 
 let c: Cluster;
@@ -65,10 +64,16 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
 
   t.test('three Ready nodes on containerd', async (t) => {
     const nodes = await json<{
-      items: { metadata: { name: string }; status: { nodeInfo: { containerRuntimeVersion: string } } }[];
+      items: {
+        metadata: { name: string };
+        status: { nodeInfo: { containerRuntimeVersion: string; kubeletVersion: string } };
+      }[];
     }>(['get', 'nodes']);
     t.strictSame(nodes.items.map((n) => n.metadata.name).sort(), ['node-a', 'node-b', 'node-c']);
-    for (const n of nodes.items) t.match(n.status.nodeInfo.containerRuntimeVersion, /^containerd:\/\/1\.6\./);
+    for (const n of nodes.items) {
+      t.equal(n.status.nodeInfo.containerRuntimeVersion, `containerd://${CONTAINERD_VERSION}`);
+      t.equal(n.status.nodeInfo.kubeletVersion, `v${KUBERNETES_VERSION}`);
+    }
   });
 
   t.test(
@@ -291,8 +296,8 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
         t.ok(i >= 0, `${e} observed; saw ${events.join(' | ')}`);
         return i;
       };
-      // Kubelet 1.20 prepends a slash to the hook's path (kubernetes#86139, fixed in 1.26).
-      t.ok(at('http httpGet //prestop-hook') < at('http SIGTERM'), events.join(' | '));
+      // The path as given (kubelets before 1.26 prepended a slash: kubernetes#86139).
+      t.ok(at('http httpGet /prestop-hook') < at('http SIGTERM'), events.join(' | '));
       t.ok(at('exec preStop') < at('exec SIGTERM'), events.join(' | '));
       rmSync(out, { recursive: true, force: true });
     }),
@@ -343,13 +348,23 @@ t.test('lab cluster on real kubelets', { timeout: 900_000 }, async (t) => {
           const now = (await pods('metallb-system', 'component=speaker')).filter(
             (p) => !plain.some((o) => o.metadata.uid === p.metadata.uid),
           );
-          const ok = now.filter((p) =>
-            p.status?.containerStatuses?.some((s) => s.name === 'drainguard' && s.ready && s.state?.running),
-          );
+          const ok = now.filter((p) => {
+            const s = sidecarStatus(p);
+            return s?.ready && s.state?.running;
+          });
           return ok.length === 3 ? ok : undefined;
         },
         T,
       );
+      // Every kubelet here has native sidecars (1.29+): `auto` mode chose one, a restartable init
+      // container, and the injection record says so.
+      for (const p of injected) {
+        t.equal(sidecarMode(p), 'native', `${p.metadata.name}: the sidecar is a restartable init container`);
+        const record = JSON.parse(p.metadata.annotations?.[ANNOTATIONS.injected] ?? '{}') as {
+          mode?: string;
+        };
+        t.equal(record.mode, 'native', `${p.metadata.name}: drainguard.io/status records mode native`);
+      }
       for (const p of injected) {
         const node = c.bed.node(p.spec.nodeName as string);
         // hostNetwork: the sidecar listens on the node's loopback only.

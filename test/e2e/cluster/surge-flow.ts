@@ -8,9 +8,9 @@
 import t from 'tap';
 import type { Cluster } from '../../../lab/cluster/cluster.ts';
 import { followEvents } from '../../../lab/cluster/logs.ts';
+import { injectedAndReady, type Pod, podsOf } from '../../../lab/cluster/pods.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { withLogs } from './logs.ts';
-import { injectedAndReady, type Pod, podsOf } from './pods.ts';
 import { cluster, installed } from './shared.ts';
 
 const NS = 'kube-vip';
