@@ -3,6 +3,7 @@
 // by the webhook's own planner (the sidecar container and its environment exactly as injected),
 // with a Running status as a kubelet would publish it.
 import { createHash } from 'node:crypto';
+import { KUBERNETES_VERSION } from '../../../lab/versions.ts';
 import type { EnvVar } from '../../../shared/contract.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { plan } from '../../../webhook/plan/index.ts';
@@ -112,8 +113,8 @@ export function realisticNode(name: string, index: number): KubeObject & Record<
         kernelVersion: '5.15.0-91-generic',
         osImage: 'Ubuntu 22.04.3 LTS',
         containerRuntimeVersion: 'containerd://1.6.26',
-        kubeletVersion: 'v1.20.2',
-        kubeProxyVersion: 'v1.20.2',
+        kubeletVersion: `v${KUBERNETES_VERSION}`,
+        kubeProxyVersion: `v${KUBERNETES_VERSION}`,
         operatingSystem: 'linux',
         architecture: 'amd64',
       },

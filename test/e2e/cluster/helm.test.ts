@@ -266,7 +266,7 @@ t.test(
       t.equal(install.code, 0, install.stderr);
       await rollout(NS, 'deployment/drainguard-webhook');
       const manifest = parseDocs(helm('helm4', ['get', 'manifest', 'drainguard', '-n', NS]).stdout);
-      t.equal(manifest.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+      t.equal(manifest.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
 
       // A speaker under `speaker`, which this install does not grant: injected, then refused (403).
       await c.k(['apply', '-f', '-'], { input: JSON.stringify(speakerDaemonSet('speaker')) });
@@ -540,7 +540,7 @@ t.test(
       t.equal(install.code, 0, install.stderr);
       await rollout(NS, 'deployment/drainguard-webhook');
       const manifest = parseDocs(helm('helm3', ['get', 'manifest', 'drainguard', '-n', NS]).stdout);
-      t.equal(manifest.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1beta1');
+      t.equal(manifest.find((o) => o.kind === 'PodDisruptionBudget')?.apiVersion, 'policy/v1');
       // helm 3 upgrade: the webhook rolls.
       const upgrade = await upgradeRollingWebhook('helm3', []);
       t.equal(upgrade.code, 0, upgrade.stderr);

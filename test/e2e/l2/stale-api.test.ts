@@ -45,7 +45,7 @@ t.before(async () => {
   await client.request('/api/v1/nodes', { method: 'POST', body: { metadata: { name: NODE } } });
   // An API server on the node's address among the `kubernetes` Service's endpoints, as the
   // endpoint reconciler of an HA control plane lists them.
-  await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+  await client.request('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', {
     method: 'POST',
     body: {
       metadata: { name: 'kubernetes-cp-x', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
@@ -54,7 +54,7 @@ t.before(async () => {
       ports: [{ name: 'https', port: PORT, protocol: 'TCP' }],
     },
   });
-  await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+  await client.request('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', {
     method: 'POST',
     body: othersSlice(),
   });
@@ -202,7 +202,7 @@ t.test(
     // that counted as "the cluster's API answers" and the only API server was fenced until the
     // drain's end: every pod and remote client cut off it, and the uncordon unseen.
     await client.request(
-      '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others',
+      '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others',
       {
         method: 'DELETE',
       },
@@ -224,7 +224,7 @@ t.test(
     );
     t.ok(await connects(peer), 'another host connects');
     await cordon(false);
-    await client.request('/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices', {
+    await client.request('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', {
       method: 'POST',
       body: othersSlice(),
     });
@@ -345,7 +345,7 @@ t.test(
     rmSync(healthy, { force: true });
     const etcd = await silentListener(node, '127.0.0.1', 2379);
     const others = await silentListener(peer, peer.ipv4, PORT);
-    const slice = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others';
+    const slice = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others';
     // Merge patch: the lists are replaced whole.
     const pointOthersAt = (address: string, port: number) =>
       client.request(slice, {

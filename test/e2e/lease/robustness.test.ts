@@ -158,7 +158,7 @@ t.test(
         await Promise.race([released, new Promise((x) => setTimeout(x, 25_000))]);
       return { allowed: true };
     });
-    const fc = '/apis/flowcontrol.apiserver.k8s.io/v1beta1';
+    const fc = '/apis/flowcontrol.apiserver.k8s.io/v1';
     const seatClient = new KubeClient(cp.userTarget('seat-holder'));
     const saClient = new KubeClient(cp.userTarget(sa('lease-apf')));
     try {
@@ -183,7 +183,9 @@ t.test(
         metadata: { name: 'lease-starved' },
         spec: {
           type: 'Limited',
-          limited: { assuredConcurrencyShares: 1, limitResponse: { type: 'Reject' } },
+          // One share, and no borrowing of other levels' idle seats (API priority and fairness v1,
+          // 1.29): the level's seats stay the one or two the share gives.
+          limited: { nominalConcurrencyShares: 1, borrowingLimitPercent: 0, limitResponse: { type: 'Reject' } },
         },
       });
       await w.client.create(`${fc}/flowschemas`, {

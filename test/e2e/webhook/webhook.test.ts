@@ -137,11 +137,12 @@ t.test(
       t.equal(lifecycle?.preStop?.httpGet?.host, '127.0.0.1');
       t.match(old.metadata?.annotations?.['drainguard.io/status'] ?? '', /"mode":"classic"/);
 
-      // A 1.30 kubelet, but this API server is 1.20: it would reject probes on an init container,
-      // so auto stays classic (a kubelet newer than its API server only exists in tests).
+      // A 1.30 kubelet and an API server that has native sidecars: a restartable init container,
+      // which this server accepts with its probes and ports.
       const fresh = await createPod(on, speakerOn('node-new'));
-      t.strictSame(names(fresh, 'containers'), ['speaker', 'drainguard']);
-      t.strictSame(names(fresh, 'initContainers'), []);
+      t.strictSame(names(fresh, 'containers'), ['speaker']);
+      t.strictSame(names(fresh, 'initContainers'), ['drainguard']);
+      t.match(fresh.metadata?.annotations?.['drainguard.io/status'] ?? '', /"mode":"native"/);
 
       // Server-side dry run goes through the webhook too (sideEffects: None).
       const dry = await createPod(on, skupperPod(), { dryRun: 'All' });
