@@ -50,7 +50,8 @@ export interface MetalLbView {
   checkCrd(): Promise<void>;
   /**
    * The view now. A ServiceL2Status of another node confirms only if written after
-   * `handoverStartedAt` by a node in `eligible(service)` (undefined: not known, any node).
+   * `handoverStartedAt` by a node in `eligible(service)` (undefined: not known, any node). With no
+   * handover started (`handoverStartedAt` undefined) none confirms.
    */
   observe(
     handoverStartedAt: number | undefined,
@@ -221,7 +222,11 @@ export class MetalLbReader implements MetalLbView {
   /**
    * Whether another node's ServiceL2Status can confirm the running handover: written after it
    * started, by a node that could announce (a candidate: same DaemonSet, Ready, schedulable,
-   * not excluded).
+   * not excluded). None confirms while no handover has started: the fail-safe can be entered
+   * before one (API gone right after a cordon), and every status there is then from before it —
+   * lingering, as MetalLB < 0.16 leaves other nodes' objects in place. Taken as handed over, the
+   * VIP was dropped outright instead of held until claimed: dark until memberlist declared this
+   * node dead (~5 s; issue 42).
    */
   private confirms(
     o: KubeObject,
@@ -229,7 +234,7 @@ export class MetalLbReader implements MetalLbView {
     handoverStartedAt: number | undefined,
     eligible: readonly string[] | undefined,
   ): boolean {
-    if (handoverStartedAt === undefined) return true;
+    if (handoverStartedAt === undefined) return false;
     const written = this.statusWrittenAt.get(objectKey(o));
     // Server timestamps (the first list after a restart) have second precision.
     if (!written || written.at < handoverStartedAt - (written.server ? 1_000 : 0)) return false;

@@ -188,11 +188,10 @@ t.test(
     });
     t.strictSame(seen.newOwners, { 'web/api': 'node-b' });
     t.strictSame(w.view.observe(T0, () => ['node-c']).newOwners, {}, 'node-b may not announce web/api');
-    t.strictSame(
-      w.view.observe(undefined, anyNode).newOwners,
-      { 'web/api': 'node-b', 'web/www': 'node-c' },
-      'no handover: any',
-    );
+    // No handover started (a fail-safe entered right after a cordon, before the candidates were
+    // read): every status is from before it, lingering as MetalLB < 0.16 leaves other nodes'.
+    // Taken as confirmations they dropped web/www outright instead of holding it (issue 42).
+    t.strictSame(w.view.observe(undefined, anyNode).newOwners, {}, 'no handover: none confirms');
 
     // node-c writes its status again after the start: now it confirms.
     w.clock.advance(100);
