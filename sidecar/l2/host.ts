@@ -1,12 +1,13 @@
 // The node's side of the L2 handover: the nft fence (read back, installed, removed), the links to
-// fence (those named that exist here, else the link each VIP's route goes out of) and the node's own
-// addresses. Every command goes through the tool runner.
+// fence (as fence-links.ts plans them: those named that exist here, else or besides the links the
+// routes go out of) and the node's own addresses. Every command goes through the tool runner.
 import { isIPv6 } from 'node:net';
 import type { Logger } from '../../shared/log.ts';
 import { FENCE_TABLE } from '../../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
+import type { LinkPlan } from './fence-links.ts';
 import { linkAddresses, linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
 
 /** The links a fence goes on, and the named ones it cannot go on. */
@@ -27,14 +28,15 @@ export interface L2Host {
   /** Installs `spec`, or removes the fence when undefined; returns what is installed afterwards. */
   applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined>;
   /**
-   * The links to fence: those of `named` (DRAINGUARD_L2_INTERFACES, or the own ServiceL2Status
-   * objects') that exist on this node — NIC names differ between nodes, and a netdev chain on a
-   * missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail the whole
-   * transaction, memberlist cut included). When none is named, or none of them exists here, the
-   * links the routes to `targets` go out of. Links of the installed fence that vanished (readFence)
-   * are missing too, and never among the links.
+   * The links to fence (fence-links.ts plans them): those of `named` (DRAINGUARD_L2_INTERFACES, or
+   * the own ServiceL2Status objects') that exist on this node — NIC names differ between nodes, and
+   * a netdev chain on a missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail
+   * the whole transaction, memberlist cut included); when none is named, or none of them exists
+   * here, the links the routes to `targets` go out of. And in any case the links the routes to
+   * `always` go out of, and `kept` (the installed fence's). Links of the installed fence that
+   * vanished (readFence) are missing too, and never among the links.
    */
-  fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks>;
+  fenceLinks(plan: LinkPlan): Promise<FenceLinks>;
   /** Forgets the resolved links and the node's link names (between handovers: they may change). */
   forgetRoutes(): void;
   /**
@@ -121,18 +123,25 @@ export class NodeHost implements L2Host {
     ];
   }
 
-  async fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks> {
+  async fenceLinks(plan: LinkPlan): Promise<FenceLinks> {
     const gone = this.vanished;
-    const routed = async () => (await this.routeDevices(targets)).filter((d) => !gone.includes(d));
+    const routed = async (targets: readonly string[]) =>
+      (await this.routeDevices(targets)).filter((d) => !gone.includes(d));
     const withGone = (missing: string[]) => [...new Set([...missing, ...gone])];
-    if (named.length === 0) return { interfaces: await routed(), missing: withGone([]) };
+    const always = [...(await routed(plan.always)), ...plan.kept.filter((k) => !gone.includes(k))];
+    const fenced = (links: string[]) => [...new Set([...links, ...always])];
+    if (plan.named.length === 0)
+      return { interfaces: fenced(await routed(plan.targets)), missing: withGone([]) };
     if (this.links === undefined) this.links = await this.readLinkNames();
     const links = this.links;
     // Unreadable: fence what is named, as before the check (nft fails or drops nothing on a missing one).
-    if (links === null) return { interfaces: [...named], missing: [] };
-    const present = named.filter((n) => links.includes(n));
-    const missing = named.filter((n) => !links.includes(n));
-    return { interfaces: present.length > 0 ? present : await routed(), missing: withGone(missing) };
+    if (links === null) return { interfaces: fenced([...plan.named]), missing: [] };
+    const present = plan.named.filter((n) => links.includes(n));
+    const missing = plan.named.filter((n) => !links.includes(n));
+    return {
+      interfaces: fenced(present.length > 0 ? present : await routed(plan.targets)),
+      missing: withGone(missing),
+    };
   }
 
   forgetRoutes(): void {

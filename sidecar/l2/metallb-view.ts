@@ -37,8 +37,13 @@ export interface MetalLbObservation {
   announced: ServiceVips[];
   /** service -> another node whose ServiceL2Status confirms the running handover. */
   newOwners: Record<string, string>;
-  /** Interfaces ServiceL2Status objects of this node have named so far. */
-  interfaces: string[];
+  /**
+   * Per service this node's ServiceL2Status objects name now, the interfaces they name: none (an
+   * empty list) when its L2Advertisements announce on every interface, MetalLB's default. Only
+   * what is written now: a name from a status since rewritten or deleted (an L2Advertisement
+   * changed) restricts nothing.
+   */
+  interfaces: Record<string, string[]>;
 }
 
 /** MetalLB's side of the handover, as the feature reads it (a fake in unit tests). */
@@ -135,7 +140,6 @@ export class MetalLbReader implements MetalLbView {
   private readonly services = new Map<string, ServiceVips>();
   private allLbServices: ServiceVips[] = [];
   private readonly localServices = new Set<string>();
-  private readonly seenInterfaces = new Set<string>();
   /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
   private readonly unreadServices = new Map<string, boolean>();
   private lastStatusSource: StatusSource | undefined;
@@ -157,6 +161,7 @@ export class MetalLbReader implements MetalLbView {
     const { nodeName } = this.ctx.config;
     const own: ServiceVips[] = [];
     const newOwners: Record<string, string> = {};
+    const interfaces: Record<string, string[]> = {};
     const statusSource = this.statusSource();
     if (statusSource === 'servicel2status') {
       for (const o of this.statusObjects()) {
@@ -166,7 +171,13 @@ export class MetalLbReader implements MetalLbView {
         if (st.node === nodeName) {
           const svc = this.services.get(key);
           if (svc) own.push(svc);
-          for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
+          const names = (st.interfaces ?? []).map((i) => i.name).filter((n): n is string => Boolean(n));
+          // One object naming none (every interface) wins: a second for the service is a leftover.
+          const prior = interfaces[key];
+          interfaces[key] =
+            names.length === 0 || prior?.length === 0
+              ? []
+              : [...new Set([...(prior ?? []), ...names])].sort();
         } else if (st.node && this.confirms(o, st.node, handoverStartedAt, eligible(key)))
           newOwners[key] = st.node;
       }
@@ -178,7 +189,7 @@ export class MetalLbReader implements MetalLbView {
         (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0),
       announced: statusSource === 'services' ? this.allLbServices : own,
       newOwners,
-      interfaces: [...this.seenInterfaces],
+      interfaces,
     };
   }
 

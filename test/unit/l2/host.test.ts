@@ -23,6 +23,13 @@ function nodeWith(outputs: Record<string, unknown>) {
 }
 
 const VIP = '198.51.100.100';
+/** The links named, or else the routes' to `targets`; `always`'s routes and `kept` besides. */
+const plan = (named: string[], targets: string[], always: string[] = [], kept: string[] = []) => ({
+  named,
+  targets,
+  always,
+  kept,
+});
 const FAR_VIP = '203.0.113.7';
 const local = (dst: string) => [{ type: 'local', dst, dev: 'lo', prefsrc: dst, flags: [], cache: ['local'] }];
 const MAIN4 = [
@@ -97,23 +104,23 @@ t.test('missing interfaces: the fence goes on the named links that exist here', 
     'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'bond0' }],
     ...ipvsNode,
   });
-  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0'], missing: ['ens9'] });
-  t.strictSame(await host.fenceLinks(['bond0'], [VIP]), { interfaces: ['bond0'], missing: [] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), { interfaces: ['eth0'], missing: ['ens9'] });
+  t.strictSame(await host.fenceLinks(plan(['bond0'], [VIP])), { interfaces: ['bond0'], missing: [] });
   t.strictSame(
-    await host.fenceLinks(['ens9', 'ens10'], [VIP]),
+    await host.fenceLinks(plan(['ens9', 'ens10'], [VIP])),
     { interfaces: ['eth0'], missing: ['ens9', 'ens10'] },
     "none of them here: the VIP route's link",
   );
-  t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['eth0'], missing: [] }, 'none named');
+  t.strictSame(await host.fenceLinks(plan([], [VIP])), { interfaces: ['eth0'], missing: [] }, 'none named');
   t.equal(ran.filter((c) => c === 'ip -j link show').length, 1, 'the links read once per handover');
   host.forgetRoutes();
-  await host.fenceLinks(['eth0'], [VIP]);
+  await host.fenceLinks(plan(['eth0'], [VIP]));
   t.equal(ran.filter((c) => c === 'ip -j link show').length, 2, 'read again after forgetRoutes');
 });
 
 t.test('missing interfaces: links that cannot be read leave the named ones as they are', async (t) => {
   const { host } = nodeWith({});
-  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0', 'ens9'], missing: [] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), { interfaces: ['eth0', 'ens9'], missing: [] });
 });
 
 t.test(
@@ -130,30 +137,30 @@ t.test(
       [`ip -j route get ${VIP}`]: [{ dst: VIP, dev: 'ens9', flags: [], cache: [] }],
     };
     const { host } = nodeWith(node);
-    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+    t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
       interfaces: ['eth0', 'ens9'],
       missing: [],
     });
-    t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['ens9'], missing: [] });
+    t.strictSame(await host.fenceLinks(plan([], [VIP])), { interfaces: ['ens9'], missing: [] });
     t.strictSame((await host.readFence())?.interfaces, ['ens9', 'eth0']);
     // ens9 is unplugged (a hot-unplugged NIC, a deleted VLAN); on Linux ≥ 6.16 its chain stays and drops nothing.
     node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }];
     node[`ip -j route get ${VIP}`] = [{ dst: VIP, dev: 'eth0', flags: [], cache: [] }];
     await host.readFence();
     t.strictSame(
-      await host.fenceLinks(['eth0', 'ens9'], [VIP]),
+      await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])),
       { interfaces: ['eth0'], missing: ['ens9'] },
       'named: reported missing after the read-back',
     );
     t.strictSame(
-      await host.fenceLinks([], [VIP]),
+      await host.fenceLinks(plan([], [VIP])),
       { interfaces: ['eth0'], missing: ['ens9'] },
       "not named (the VIP's route): the vanished link is reported missing, the route resolved again",
     );
     // It comes back: no longer missing after the next read-back.
     node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'ens9' }];
     await host.readFence();
-    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+    t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
       interfaces: ['eth0', 'ens9'],
       missing: [],
     });
@@ -210,5 +217,26 @@ t.test(
     // Nothing held: nothing read first.
     await host.applyFence({ ...spec, held: [], vips4: ['192.0.2.10'] });
     t.notMatch(inputs[1], /claimed/);
+  },
+);
+
+t.test(
+  'links named and links fenced in any case: the VIPs announced on every interface, the fail-safe pools and default route, the installed fence (issue 42, item 2)',
+  async (t) => {
+    const { host } = nodeWith({
+      'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'eth1' }, { ifname: 'ens5' }],
+      ...ipvsNode,
+    });
+    // Before: a named link that exists was the whole answer, whatever else was passed.
+    t.strictSame(await host.fenceLinks(plan(['eth1'], [VIP], [VIP, 'default'])), {
+      interfaces: ['eth1', 'eth0', 'ens5'],
+      missing: [],
+    });
+    t.strictSame(await host.fenceLinks(plan(['eth1'], [VIP])), { interfaces: ['eth1'], missing: [] });
+    t.strictSame(await host.fenceLinks(plan(['ens9'], [VIP], ['default'])), {
+      interfaces: ['eth0', 'ens5'],
+      missing: ['ens9'],
+    });
+    t.strictSame(await host.fenceLinks(plan([], [], [], ['eth1'])), { interfaces: ['eth1'], missing: [] });
   },
 );
