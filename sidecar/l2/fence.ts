@@ -5,8 +5,9 @@
 // 12's nft 1.0.6 has no `icmpv6 taddr`.
 import { isIPv4, isIPv6 } from 'node:net';
 import { FENCE_TABLE } from '../../shared/names.ts';
-import { type NftItem, UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
+import type { NftItem } from '../../shared/net/fence-tables.ts';
 import { INTERFACE_NAME_RULE, isInterfaceName } from '../../shared/net/interface-name.ts';
+import { CLAIMED_SET, clearLines, type InstalledFence } from './fence-update.ts';
 
 export interface FenceSpec {
   vips4: string[];
@@ -198,16 +199,25 @@ export function hexToIpv6(hex: string): string {
 
 /**
  * One `nft -f -` transaction that replaces whatever drainguard had with exactly this fence,
- * so re-running it (after a restart, or with more VIPs) never duplicates a rule.
+ * so re-running it (after a restart, or with more VIPs) never duplicates a rule. With `installed`
+ * (the tables' chains and sets now), a claimed set the new fence keeps is kept, never deleted: a
+ * claim the kernel adds while this renders survives it (fence-update.ts).
  */
-export function renderFence(input: FenceSpec): string {
+export function renderFence(input: FenceSpec, installed: InstalledFence = {}): string {
   const problems = validateFence(input);
   if (problems.length > 0) throw new Error(`invalid fence: ${problems.join('; ')}`);
   const spec = normalizeFence(input);
-  const lines = [...UNFENCE_LINES];
   const foreign = fencesForeign(spec);
   const [p4, p6] = [pools4(spec), pools6(spec)];
   const [h4, h6] = [held4(spec), held6(spec)];
+  const claimsKept = (family: 'netdev' | 'inet', held: string[]) =>
+    held.length > 0 && installed[family]?.sets.includes(CLAIMED_SET[family]) ? installed[family] : undefined;
+  const netdevKept = spec.interfaces.length > 0 ? claimsKept('netdev', h4) : undefined;
+  const inetKept = claimsKept('inet', h6);
+  const lines = clearLines({
+    ...(netdevKept ? { netdev: netdevKept } : {}),
+    ...(inetKept ? { inet: inetKept } : {}),
+  });
   const claimed = spec.claimed ?? [];
   const macs = spec.ownMacs ?? [];
   const notOwn = macs.length > 0 ? 'ether saddr != @ownmacs ' : '';

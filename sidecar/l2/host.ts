@@ -8,6 +8,7 @@ import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
 import type { LinkPlan } from './fence-links.ts';
+import { installedFence } from './fence-update.ts';
 import { linkAddresses, linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
 
 /** The links a fence goes on, and the named ones it cannot go on. */
@@ -68,11 +69,16 @@ export class NodeHost implements L2Host {
   }
 
   private async readFenceTables(): Promise<FenceSpec | undefined> {
+    return parseFence(await this.listFenceTables());
+  }
+
+  /** `nft -j list table …` of each drainguard table there is. */
+  private async listFenceTables(): Promise<string[]> {
     const tables = fenceTablesIn((await this.runner.run('nft', ['-j', 'list', 'tables'])).stdout);
     const texts: string[] = [];
     for (const family of tables)
       texts.push((await this.runner.run('nft', ['-j', 'list', 'table', family, FENCE_TABLE])).stdout);
-    return parseFence(texts);
+    return texts;
   }
 
   /**
@@ -100,16 +106,31 @@ export class NodeHost implements L2Host {
   }
 
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
-    // VIPs still held that the kernel saw claimed since the last read stay dropped: the new
-    // table replaces the old one in one transaction, its claimed sets filled from the old.
-    // (The links are read just below: no link check here.)
-    const claimed = spec?.held ? (await this.readFenceTables().catch(() => undefined))?.claimed : undefined;
+    // VIPs still held that the kernel saw claimed stay dropped: the transaction keeps the
+    // installed claimed sets in place (fence-update.ts), so a claim made after this read survives.
+    // The claims read are added again too: a no-op on a kept set, what the old table had on a new
+    // one. (The links are read just below: no link check here.)
+    const texts = spec?.held ? await this.listFenceTables().catch(() => undefined) : undefined;
+    const installed = texts ? installedFence(texts) : {};
+    const claimed = texts ? parseFence(texts)?.claimed : undefined;
     // A claim must come from another host: this node's own frames reflected back do not count.
     const ownMacs = spec?.held ? await this.linkMacs(spec.interfaces) : undefined;
-    const input = spec
-      ? renderFence({ ...spec, ...(claimed ? { claimed } : {}), ...(ownMacs?.length ? { ownMacs } : {}) })
-      : renderUnfence();
-    const r = await this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
+    const full = spec && {
+      ...spec,
+      ...(claimed ? { claimed } : {}),
+      ...(ownMacs?.length ? { ownMacs } : {}),
+    };
+    const nft = (input: string) =>
+      this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
+    const input = full ? renderFence(full, installed) : renderUnfence();
+    const replace = full ? renderFence(full) : input;
+    const r = await nft(input).catch((e: unknown) => {
+      // A claimed set nft will not keep (declared otherwise by another version): the fence must
+      // still change, replaced whole with the claims as read.
+      if (input === replace) throw e;
+      this.log.warn({ err: (e as Error).message }, 'cannot keep the claimed sets: fence replaced whole');
+      return nft(replace);
+    });
     // Observe-only: nothing ran; what it would be.
     if (r.skipped) return spec;
     return this.readFence();

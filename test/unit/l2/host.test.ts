@@ -104,7 +104,10 @@ t.test('missing interfaces: the fence goes on the named links that exist here', 
     'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'bond0' }],
     ...ipvsNode,
   });
-  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), { interfaces: ['eth0'], missing: ['ens9'] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
+    interfaces: ['eth0'],
+    missing: ['ens9'],
+  });
   t.strictSame(await host.fenceLinks(plan(['bond0'], [VIP])), { interfaces: ['bond0'], missing: [] });
   t.strictSame(
     await host.fenceLinks(plan(['ens9', 'ens10'], [VIP])),
@@ -120,7 +123,10 @@ t.test('missing interfaces: the fence goes on the named links that exist here', 
 
 t.test('missing interfaces: links that cannot be read leave the named ones as they are', async (t) => {
   const { host } = nodeWith({});
-  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), { interfaces: ['eth0', 'ens9'], missing: [] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
+    interfaces: ['eth0', 'ens9'],
+    missing: [],
+  });
 });
 
 t.test(
@@ -168,7 +174,7 @@ t.test(
 );
 
 t.test(
-  'applying a fence with held VIPs carries over what the kernel saw claimed: the new table never answers a claimed VIP again',
+  'applying a fence with held VIPs keeps what the kernel saw claimed: the claimed sets stay in place, the new fence never answers a claimed VIP again',
   async (t) => {
     const read = (name: string) => readFileSync(new URL(`../../golden/l2/${name}`, import.meta.url), 'utf8');
     // nft as it answers with the fence of fence-held.nft installed and two claims seen (real nft 1.0.6).
@@ -214,9 +220,36 @@ t.test(
       "the fenced link's own MAC: its reflected frames claim nothing",
     );
     t.match(inputs[0], /ether saddr != @ownmacs arp saddr ip @held4 add @claimed4/);
-    // Nothing held: nothing read first.
+    // The claimed sets are kept, never deleted: a claim the kernel adds after the read survives.
+    t.equal(
+      inputs[0]?.split('\n').slice(0, 20).join('\n'),
+      [
+        'table netdev drainguard {}',
+        'flush table netdev drainguard',
+        'delete chain netdev drainguard claims-eth0',
+        'delete chain netdev drainguard egress-eth0',
+        'delete set netdev drainguard held4',
+        'delete set netdev drainguard vip4',
+        'delete set netdev drainguard pool4',
+        'table inet drainguard {}',
+        'flush table inet drainguard',
+        'delete chain inet drainguard claims',
+        'delete chain inet drainguard output',
+        'delete chain inet drainguard memberlist',
+        'delete set inet drainguard held6',
+        'delete set inet drainguard pool6',
+        'delete set inet drainguard memberlist',
+        'table netdev drainguard {',
+        '  set held4 { type ipv4_addr; elements = { 192.0.2.10, 192.0.2.11 } }',
+        '  set claimed4 { type ipv4_addr; flags dynamic; elements = { 192.0.2.10 }; }',
+        '  set ownmacs { type ether_addr; elements = { 02:00:00:00:00:0a } }',
+        '  set pool4 { type ipv4_addr; flags interval; elements = { 192.0.2.100-192.0.2.120 } }',
+      ].join('\n'),
+    );
+    // Nothing held: nothing read first, the tables replaced whole.
     await host.applyFence({ ...spec, held: [], vips4: ['192.0.2.10'] });
     t.notMatch(inputs[1], /claimed/);
+    t.match(inputs[1], /^table netdev drainguard \{\}\ndelete table netdev drainguard\n/);
   },
 );
 
