@@ -278,9 +278,16 @@ export function renderFence(input: FenceSpec, installed: InstalledFence = {}): s
       ownMacSet();
       lines.push('  chain claims {');
       lines.push('    type filter hook input priority 0; policy accept;');
-      // A takeover's unsolicited NA carries the VIP as its target.
+      // A takeover's unsolicited NA carries the VIP as its target. Only another host's claims:
+      // this node's own NA to ff02::1 comes back through input (MetalLB's NDP socket leaves
+      // multicast loopback on) on the link it left by, and nft reports a looped-back packet as
+      // `pkttype multicast` like a received one. Its source, though, is one of this node's own
+      // addresses (the link-local it was sent from): `fib saddr type local` on Linux 6.18, real
+      // nft in a netns (test/e2e/l2/fence-claims.test.ts). The own-MAC guard alone fails where
+      // `ip -j link` could not be read, and on kernels before d351c1ea (2023) a looped-back
+      // packet's missing MAC header read as garbage.
       lines.push(
-        `    ${notOwn}icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 { @th,64,128 } counter`,
+        `    ${notOwn}icmpv6 type nd-neighbor-advert fib saddr type != local @th,64,128 @held6 add @claimed6 { @th,64,128 } counter`,
       );
       lines.push('  }');
     }

@@ -1,7 +1,10 @@
-// The fence's claims on a real kernel (issue 42, item 3), through the sidecar's own NodeHost
+// The fence's claims on a real kernel (issue 42, items 3 and 4), through the sidecar's own NodeHost
 // and real nft in network namespaces: the node's eth0 and another host across it (peer0).
 // - A claim the kernel makes while the sidecar re-renders the fence (after its read of the tables,
 //   before its `nft -f`) survives the re-render: the claimed sets are never deleted.
+// - The node's own unsolicited NA, looped back to its input by multicast loopback (on, as MetalLB
+//   leaves it), never claims its own held VIP, even without the own-MAC guard (`ip -j link`
+//   unreadable); another host's NA still does.
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
@@ -100,6 +103,48 @@ t.test(
     t.equal(await seen(arpFrom('192.0.2.10'), () => own().garp('192.0.2.10')), 0, 'claimed: dropped');
     t.equal(await seen(NA_FILTER, () => own().na(VIP6)), 0, 'claimed VIPv6: dropped');
     t.ok((await seen(arpFrom('192.0.2.12'), () => own().garp('192.0.2.12'))) >= 2, 'the new VIP held');
+    await host.applyFence(undefined);
+  },
+);
+
+t.test(
+  "item 4: the node's own unsolicited NA looped back (multicast loopback on) never claims its own held VIP, without the own-MAC guard; another host's does",
+  async (t) => {
+    // `ip -j link` unreadable: the fence has no ownmacs set, the guard that alone saved it before.
+    const { host, ran } = nodeHost({ linksFail: true });
+    await host.applyFence(watch);
+    t.ok(ran.includes('ip -j link show'), 'the links were asked for');
+    t.notMatch(await node.run(['nft', 'list', 'table', 'inet', 'drainguard']), /ownmacs/, 'no own-MAC guard');
+    // Counts what reaches the node's own input: proof the own NA came back before claims are read.
+    await node.run(['nft', '-f', '-'], {
+      input: `table inet looped {
+  chain input {
+    type filter hook input priority -10; policy accept;
+    icmpv6 type nd-neighbor-advert @th,64,128 ${ipv6ToHex(VIP6)} counter
+  }
+}
+`,
+    });
+    t.teardown(() => node.exec(['nft', 'delete', 'table', 'inet', 'looped']));
+    const looped = async () =>
+      Number(
+        /counter packets (\d+)/.exec(await node.run(['nft', 'list', 'table', 'inet', 'looped']))?.[1] ?? 0,
+      );
+    await own().na(VIP6);
+    await waitFor('the own NA looped back to input', async () => (await looped()) >= 1, {
+      timeoutMs: 5_000,
+      intervalMs: 20,
+    });
+    // Before: claimed by this very NA (the input rule's only guard was the own MACs).
+    t.notMatch(await claimedNow(), ipv6ToHex(VIP6).slice(2), 'not claimed by its own NA');
+    t.ok((await seen(NA_FILTER, () => own().na(VIP6))) >= 2, 'still answered');
+    // Another node's takeover: claimed, and the kernel drops this node's NAs for it at once.
+    await other().na(VIP6);
+    await waitFor('claimed by the other host', async () => (await claimedNow()).includes(ipv6ToHex(VIP6)), {
+      timeoutMs: 5_000,
+      intervalMs: 20,
+    });
+    t.equal(await seen(NA_FILTER, () => own().na(VIP6)), 0, 'claimed: dropped');
     await host.applyFence(undefined);
   },
 );
