@@ -121,20 +121,28 @@ export interface L2Scene {
   destroy(): Promise<void>;
 }
 
-export async function createL2Scene(
-  opts: {
-    nodes?: string[];
-    vip?: string;
-    sidecarEnv?: Record<string, string>;
-    noCrd?: boolean;
-    /** The CRD installed, but the speakers write nothing (MetalLB 0.14.4–0.14.5 by default). */
-    noStatusWrites?: boolean;
-    /** The speakers' ServiceL2Status lifecycle (lab/sim/speaker/speaker.ts); default 0.16. */
-    statusVersion?: '0.14.4' | '0.15' | '0.16';
-    /** The speakers run with MetalLB's --ignore-exclude-lb (their pods' args say so too). */
-    ignoreExcludeLb?: boolean;
-  } = {},
-): Promise<L2Scene> {
+export interface L2SceneOptions {
+  nodes?: string[];
+  vip?: string;
+  sidecarEnv?: Record<string, string>;
+  noCrd?: boolean;
+  /** The CRD installed, but the speakers write nothing (MetalLB 0.14.4–0.14.5 by default). */
+  noStatusWrites?: boolean;
+  /**
+   * The speakers' ServiceL2Status lifecycle (lab/sim/speaker/speaker.ts); default 0.16. '0.15':
+   * other nodes' objects linger, as before MetalLB 0.16.
+   */
+  statusVersion?: '0.14.4' | '0.15' | '0.16';
+  /** The speakers run with MetalLB's --ignore-exclude-lb (their pods' args say so too). */
+  ignoreExcludeLb?: boolean;
+  /**
+   * The interfaces each speaker answers on (default eth0 alone); the test creates any but eth0 on
+   * every node before it starts the speakers.
+   */
+  speakerIfaces?: string[];
+}
+
+export async function createL2Scene(opts: L2SceneOptions = {}): Promise<L2Scene> {
   const names = opts.nodes ?? ['node-a', 'node-b', 'node-c'];
   // The host link puts the root namespace on the segment (a documentation /24 no route of the
   // machine uses), so processes in the node namespaces reach the API server there.
@@ -149,17 +157,7 @@ export async function createL2Scene(
     // Own state dir outside the drainguard-cp-* prefix: another process' reapLeftovers() removes
     // such dirs while they have no pids.json yet (a race when test runs start together).
     cp = await startControlPlane({ bindAddress: hostIP, sanIPs: [hostIP], dir: cpDir });
-    return await populate(
-      bed,
-      cp,
-      names,
-      vip,
-      opts.sidecarEnv ?? {},
-      opts.noCrd ?? false,
-      opts.noStatusWrites ?? false,
-      opts.statusVersion,
-      opts.ignoreExcludeLb ?? false,
-    );
+    return await populate(bed, cp, names, vip, opts);
   } catch (e) {
     await cp?.stop();
     await bed.destroy();
@@ -173,12 +171,14 @@ async function populate(
   cp: ControlPlane,
   names: string[],
   vip: string,
-  sidecarEnv: Record<string, string>,
-  noCrd: boolean,
-  noStatusWrites: boolean,
-  statusVersion: '0.14.4' | '0.15' | '0.16' | undefined,
-  ignoreExcludeLb: boolean,
+  opts: L2SceneOptions,
 ): Promise<L2Scene> {
+  const { sidecarEnv = {}, statusVersion, speakerIfaces } = opts;
+  const [noCrd, noStatusWrites, ignoreExcludeLb] = [
+    opts.noCrd,
+    opts.noStatusWrites,
+    opts.ignoreExcludeLb,
+  ].map((o) => o ?? false) as [boolean, boolean, boolean];
   const client = cp.client();
   const k = async (args: string[], input?: string) => {
     const r = await cp.kubectl(args, input === undefined ? {} : { input });
@@ -357,6 +357,7 @@ async function populate(
         noStatusWrites,
         ...(statusVersion ? { statusVersion } : {}),
         ...(ignoreExcludeLb ? { ignoreExcludeLb } : {}),
+        ...(speakerIfaces ? { ifaces: speakerIfaces } : {}),
       };
       const proc = node.spawn(
         [process.execPath, join(ROOT, 'lab/sim/speaker/speaker.ts'), JSON.stringify(cfg)],

@@ -33,6 +33,7 @@ import {
   vipsOf,
 } from './core.ts';
 import type { FenceSpec } from './fence.ts';
+import { fenceLinkPlan } from './fence-links.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { portListening } from './listening-port.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
@@ -494,7 +495,8 @@ export class L2Handover implements Feature {
       ...(this.memory.phase === 'failsafe-fenced' && drain.apiDownSince === undefined
         ? { goneServices: await this.deletedServices() }
         : {}),
-      interfaces: [...(config.l2Interfaces.length > 0 ? config.l2Interfaces : metallb.interfaces)].sort(),
+      // Resolved below (fenceLinks) where a handover needs them.
+      interfaces: [],
       fence: this.fence,
     };
     if (this.atRestIdle() && !observation.draining && !observation.terminating) {
@@ -515,8 +517,13 @@ export class L2Handover implements Feature {
     const own = failsafe && !poolsKnown ? await this.host.ownAddresses(vips) : undefined;
     const withOwn = own ? { ...observation, ownAddresses: own } : observation;
     const links = await this.host.fenceLinks(
-      observation.interfaces,
-      failsafe ? [...vips, ...rangeStarts(this.knownPoolRanges()), 'default'] : vips,
+      fenceLinkPlan({
+        configured: config.l2Interfaces,
+        statusInterfaces: metallb.interfaces,
+        services: [...this.memory.services, ...observation.announced],
+        failsafeTargets: failsafe ? [...rangeStarts(this.knownPoolRanges()), 'default'] : [],
+        installed: this.fence?.interfaces ?? [],
+      }),
     );
     this.noteMissingInterfaces(links.missing, links.interfaces);
     return { ...withOwn, interfaces: [...links.interfaces].sort() };

@@ -5,8 +5,9 @@
 // 12's nft 1.0.6 has no `icmpv6 taddr`.
 import { isIPv4, isIPv6 } from 'node:net';
 import { FENCE_TABLE } from '../../shared/names.ts';
-import { type NftItem, UNFENCE_LINES } from '../../shared/net/fence-tables.ts';
+import type { NftItem } from '../../shared/net/fence-tables.ts';
 import { INTERFACE_NAME_RULE, isInterfaceName } from '../../shared/net/interface-name.ts';
+import { CLAIMED_SET, clearLines, type InstalledFence } from './fence-update.ts';
 
 export interface FenceSpec {
   vips4: string[];
@@ -198,16 +199,25 @@ export function hexToIpv6(hex: string): string {
 
 /**
  * One `nft -f -` transaction that replaces whatever drainguard had with exactly this fence,
- * so re-running it (after a restart, or with more VIPs) never duplicates a rule.
+ * so re-running it (after a restart, or with more VIPs) never duplicates a rule. With `installed`
+ * (the tables' chains and sets now), a claimed set the new fence keeps is kept, never deleted: a
+ * claim the kernel adds while this renders survives it (fence-update.ts).
  */
-export function renderFence(input: FenceSpec): string {
+export function renderFence(input: FenceSpec, installed: InstalledFence = {}): string {
   const problems = validateFence(input);
   if (problems.length > 0) throw new Error(`invalid fence: ${problems.join('; ')}`);
   const spec = normalizeFence(input);
-  const lines = [...UNFENCE_LINES];
   const foreign = fencesForeign(spec);
   const [p4, p6] = [pools4(spec), pools6(spec)];
   const [h4, h6] = [held4(spec), held6(spec)];
+  const claimsKept = (family: 'netdev' | 'inet', held: string[]) =>
+    held.length > 0 && installed[family]?.sets.includes(CLAIMED_SET[family]) ? installed[family] : undefined;
+  const netdevKept = spec.interfaces.length > 0 ? claimsKept('netdev', h4) : undefined;
+  const inetKept = claimsKept('inet', h6);
+  const lines = clearLines({
+    ...(netdevKept ? { netdev: netdevKept } : {}),
+    ...(inetKept ? { inet: inetKept } : {}),
+  });
   const claimed = spec.claimed ?? [];
   const macs = spec.ownMacs ?? [];
   const notOwn = macs.length > 0 ? 'ether saddr != @ownmacs ' : '';
@@ -268,9 +278,16 @@ export function renderFence(input: FenceSpec): string {
       ownMacSet();
       lines.push('  chain claims {');
       lines.push('    type filter hook input priority 0; policy accept;');
-      // A takeover's unsolicited NA carries the VIP as its target.
+      // A takeover's unsolicited NA carries the VIP as its target. Only another host's claims:
+      // this node's own NA to ff02::1 comes back through input (MetalLB's NDP socket leaves
+      // multicast loopback on) on the link it left by, and nft reports a looped-back packet as
+      // `pkttype multicast` like a received one. Its source, though, is one of this node's own
+      // addresses (the link-local it was sent from): `fib saddr type local` on Linux 6.18, real
+      // nft in a netns (test/e2e/l2/fence-claims.test.ts). The own-MAC guard alone fails where
+      // `ip -j link` could not be read, and on kernels before d351c1ea (2023) a looped-back
+      // packet's missing MAC header read as garbage.
       lines.push(
-        `    ${notOwn}icmpv6 type nd-neighbor-advert @th,64,128 @held6 add @claimed6 { @th,64,128 } counter`,
+        `    ${notOwn}icmpv6 type nd-neighbor-advert fib saddr type != local @th,64,128 @held6 add @claimed6 { @th,64,128 } counter`,
       );
       lines.push('  }');
     }

@@ -1,12 +1,14 @@
 // The node's side of the L2 handover: the nft fence (read back, installed, removed), the links to
-// fence (those named that exist here, else the link each VIP's route goes out of) and the node's own
-// addresses. Every command goes through the tool runner.
+// fence (as fence-links.ts plans them: those named that exist here, else or besides the links the
+// routes go out of) and the node's own addresses. Every command goes through the tool runner.
 import { isIPv6 } from 'node:net';
 import type { Logger } from '../../shared/log.ts';
 import { FENCE_TABLE } from '../../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
+import type { LinkPlan } from './fence-links.ts';
+import { installedFence } from './fence-update.ts';
 import { linkAddresses, linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
 
 /** The links a fence goes on, and the named ones it cannot go on. */
@@ -27,14 +29,15 @@ export interface L2Host {
   /** Installs `spec`, or removes the fence when undefined; returns what is installed afterwards. */
   applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined>;
   /**
-   * The links to fence: those of `named` (DRAINGUARD_L2_INTERFACES, or the own ServiceL2Status
-   * objects') that exist on this node — NIC names differ between nodes, and a netdev chain on a
-   * missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail the whole
-   * transaction, memberlist cut included). When none is named, or none of them exists here, the
-   * links the routes to `targets` go out of. Links of the installed fence that vanished (readFence)
-   * are missing too, and never among the links.
+   * The links to fence (fence-links.ts plans them): those of `named` (DRAINGUARD_L2_INTERFACES, or
+   * the own ServiceL2Status objects') that exist on this node — NIC names differ between nodes, and
+   * a netdev chain on a missing device drops nothing (Linux ≥ 6.16 accepts it; older kernels fail
+   * the whole transaction, memberlist cut included); when none is named, or none of them exists
+   * here, the links the routes to `targets` go out of. And in any case the links the routes to
+   * `always` go out of, and `kept` (the installed fence's). Links of the installed fence that
+   * vanished (readFence) are missing too, and never among the links.
    */
-  fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks>;
+  fenceLinks(plan: LinkPlan): Promise<FenceLinks>;
   /** Forgets the resolved links and the node's link names (between handovers: they may change). */
   forgetRoutes(): void;
   /**
@@ -66,11 +69,16 @@ export class NodeHost implements L2Host {
   }
 
   private async readFenceTables(): Promise<FenceSpec | undefined> {
+    return parseFence(await this.listFenceTables());
+  }
+
+  /** `nft -j list table …` of each drainguard table there is. */
+  private async listFenceTables(): Promise<string[]> {
     const tables = fenceTablesIn((await this.runner.run('nft', ['-j', 'list', 'tables'])).stdout);
     const texts: string[] = [];
     for (const family of tables)
       texts.push((await this.runner.run('nft', ['-j', 'list', 'table', family, FENCE_TABLE])).stdout);
-    return parseFence(texts);
+    return texts;
   }
 
   /**
@@ -98,16 +106,31 @@ export class NodeHost implements L2Host {
   }
 
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
-    // VIPs still held that the kernel saw claimed since the last read stay dropped: the new
-    // table replaces the old one in one transaction, its claimed sets filled from the old.
-    // (The links are read just below: no link check here.)
-    const claimed = spec?.held ? (await this.readFenceTables().catch(() => undefined))?.claimed : undefined;
+    // VIPs still held that the kernel saw claimed stay dropped: the transaction keeps the
+    // installed claimed sets in place (fence-update.ts), so a claim made after this read survives.
+    // The claims read are added again too: a no-op on a kept set, what the old table had on a new
+    // one. (The links are read just below: no link check here.)
+    const texts = spec?.held ? await this.listFenceTables().catch(() => undefined) : undefined;
+    const installed = texts ? installedFence(texts) : {};
+    const claimed = texts ? parseFence(texts)?.claimed : undefined;
     // A claim must come from another host: this node's own frames reflected back do not count.
     const ownMacs = spec?.held ? await this.linkMacs(spec.interfaces) : undefined;
-    const input = spec
-      ? renderFence({ ...spec, ...(claimed ? { claimed } : {}), ...(ownMacs?.length ? { ownMacs } : {}) })
-      : renderUnfence();
-    const r = await this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
+    const full = spec && {
+      ...spec,
+      ...(claimed ? { claimed } : {}),
+      ...(ownMacs?.length ? { ownMacs } : {}),
+    };
+    const nft = (input: string) =>
+      this.runner.run('nft', ['-f', '-'], { input, mutates: true, timeoutMs: 5_000 });
+    const input = full ? renderFence(full, installed) : renderUnfence();
+    const replace = full ? renderFence(full) : input;
+    const r = await nft(input).catch((e: unknown) => {
+      // A claimed set nft will not keep (declared otherwise by another version): the fence must
+      // still change, replaced whole with the claims as read.
+      if (input === replace) throw e;
+      this.log.warn({ err: (e as Error).message }, 'cannot keep the claimed sets: fence replaced whole');
+      return nft(replace);
+    });
     // Observe-only: nothing ran; what it would be.
     if (r.skipped) return spec;
     return this.readFence();
@@ -121,18 +144,25 @@ export class NodeHost implements L2Host {
     ];
   }
 
-  async fenceLinks(named: readonly string[], targets: readonly string[]): Promise<FenceLinks> {
+  async fenceLinks(plan: LinkPlan): Promise<FenceLinks> {
     const gone = this.vanished;
-    const routed = async () => (await this.routeDevices(targets)).filter((d) => !gone.includes(d));
+    const routed = async (targets: readonly string[]) =>
+      (await this.routeDevices(targets)).filter((d) => !gone.includes(d));
     const withGone = (missing: string[]) => [...new Set([...missing, ...gone])];
-    if (named.length === 0) return { interfaces: await routed(), missing: withGone([]) };
+    const always = [...(await routed(plan.always)), ...plan.kept.filter((k) => !gone.includes(k))];
+    const fenced = (links: string[]) => [...new Set([...links, ...always])];
+    if (plan.named.length === 0)
+      return { interfaces: fenced(await routed(plan.targets)), missing: withGone([]) };
     if (this.links === undefined) this.links = await this.readLinkNames();
     const links = this.links;
     // Unreadable: fence what is named, as before the check (nft fails or drops nothing on a missing one).
-    if (links === null) return { interfaces: [...named], missing: [] };
-    const present = named.filter((n) => links.includes(n));
-    const missing = named.filter((n) => !links.includes(n));
-    return { interfaces: present.length > 0 ? present : await routed(), missing: withGone(missing) };
+    if (links === null) return { interfaces: fenced([...plan.named]), missing: [] };
+    const present = plan.named.filter((n) => links.includes(n));
+    const missing = plan.named.filter((n) => !links.includes(n));
+    return {
+      interfaces: fenced(present.length > 0 ? present : await routed(plan.targets)),
+      missing: withGone(missing),
+    };
   }
 
   forgetRoutes(): void {

@@ -37,8 +37,13 @@ export interface MetalLbObservation {
   announced: ServiceVips[];
   /** service -> another node whose ServiceL2Status confirms the running handover. */
   newOwners: Record<string, string>;
-  /** Interfaces ServiceL2Status objects of this node have named so far. */
-  interfaces: string[];
+  /**
+   * Per service this node's ServiceL2Status objects name now, the interfaces they name: none (an
+   * empty list) when its L2Advertisements announce on every interface, MetalLB's default. Only
+   * what is written now: a name from a status since rewritten or deleted (an L2Advertisement
+   * changed) restricts nothing.
+   */
+  interfaces: Record<string, string[]>;
 }
 
 /** MetalLB's side of the handover, as the feature reads it (a fake in unit tests). */
@@ -50,7 +55,8 @@ export interface MetalLbView {
   checkCrd(): Promise<void>;
   /**
    * The view now. A ServiceL2Status of another node confirms only if written after
-   * `handoverStartedAt` by a node in `eligible(service)` (undefined: not known, any node).
+   * `handoverStartedAt` by a node in `eligible(service)` (undefined: not known, any node). With no
+   * handover started (`handoverStartedAt` undefined) none confirms.
    */
   observe(
     handoverStartedAt: number | undefined,
@@ -134,7 +140,6 @@ export class MetalLbReader implements MetalLbView {
   private readonly services = new Map<string, ServiceVips>();
   private allLbServices: ServiceVips[] = [];
   private readonly localServices = new Set<string>();
-  private readonly seenInterfaces = new Set<string>();
   /** Services this node announces whose addresses are not read yet: true while a read is in flight. */
   private readonly unreadServices = new Map<string, boolean>();
   private lastStatusSource: StatusSource | undefined;
@@ -156,6 +161,7 @@ export class MetalLbReader implements MetalLbView {
     const { nodeName } = this.ctx.config;
     const own: ServiceVips[] = [];
     const newOwners: Record<string, string> = {};
+    const interfaces: Record<string, string[]> = {};
     const statusSource = this.statusSource();
     if (statusSource === 'servicel2status') {
       for (const o of this.statusObjects()) {
@@ -165,7 +171,13 @@ export class MetalLbReader implements MetalLbView {
         if (st.node === nodeName) {
           const svc = this.services.get(key);
           if (svc) own.push(svc);
-          for (const i of st.interfaces ?? []) if (i.name) this.seenInterfaces.add(i.name);
+          const names = (st.interfaces ?? []).map((i) => i.name).filter((n): n is string => Boolean(n));
+          // One object naming none (every interface) wins: a second for the service is a leftover.
+          const prior = interfaces[key];
+          interfaces[key] =
+            names.length === 0 || prior?.length === 0
+              ? []
+              : [...new Set([...(prior ?? []), ...names])].sort();
         } else if (st.node && this.confirms(o, st.node, handoverStartedAt, eligible(key)))
           newOwners[key] = st.node;
       }
@@ -177,7 +189,7 @@ export class MetalLbReader implements MetalLbView {
         (this.statusInformer?.hasSynced === true && this.unreadServices.size === 0),
       announced: statusSource === 'services' ? this.allLbServices : own,
       newOwners,
-      interfaces: [...this.seenInterfaces],
+      interfaces,
     };
   }
 
@@ -221,7 +233,11 @@ export class MetalLbReader implements MetalLbView {
   /**
    * Whether another node's ServiceL2Status can confirm the running handover: written after it
    * started, by a node that could announce (a candidate: same DaemonSet, Ready, schedulable,
-   * not excluded).
+   * not excluded). None confirms while no handover has started: the fail-safe can be entered
+   * before one (API gone right after a cordon), and every status there is then from before it —
+   * lingering, as MetalLB < 0.16 leaves other nodes' objects in place. Taken as handed over, the
+   * VIP was dropped outright instead of held until claimed: dark until memberlist declared this
+   * node dead (~5 s; issue 42).
    */
   private confirms(
     o: KubeObject,
@@ -229,7 +245,7 @@ export class MetalLbReader implements MetalLbView {
     handoverStartedAt: number | undefined,
     eligible: readonly string[] | undefined,
   ): boolean {
-    if (handoverStartedAt === undefined) return true;
+    if (handoverStartedAt === undefined) return false;
     const written = this.statusWrittenAt.get(objectKey(o));
     // Server timestamps (the first list after a restart) have second precision.
     if (!written || written.at < handoverStartedAt - (written.server ? 1_000 : 0)) return false;

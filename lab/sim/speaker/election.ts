@@ -10,7 +10,8 @@
 // `IsNodeExcludedFromBalancers`, and `selectedNodes` / `setL2AdvertisementsToPools`
 // (internal/config/config.go), which build an L2Advertisement's node set from the Node objects
 // that exist: a live member without a Node object is selected by no L2Advertisement, so it never
-// announces (the exclusion checks alone would let it through; the node set does not).
+// announces (the exclusion checks alone would let it through; the node set does not). For the
+// winner, the interfaces it announces on: `ipAdvertisementFor` (same file).
 // The label-selector matching is this file's own (metav1.LabelSelectorAsSelector's rules), not
 // drainguard's, so the simulator does not share a bug with the code it tests.
 //
@@ -148,6 +149,8 @@ export interface L2Advertisement extends KubeObject {
     nodeSelectors?: LabelSelector[];
     /** Honoured in the election from v0.16.0 on (`l2AdsForService`). */
     serviceSelectors?: LabelSelector[];
+    /** The interfaces to announce on; none listed: every interface (`ipAdvertisementFor`). */
+    interfaces?: string[];
   };
 }
 
@@ -180,6 +183,12 @@ export interface AnnounceDecision {
   ips: string[];
   /** The ordered candidates (first wins); empty where the election never ran. */
   candidates: string[];
+  /**
+   * Announcing: the interfaces to announce on (`ipAdvertisementFor`), the union of those listed by
+   * the service's L2Advertisements that select this node; empty when one of them lists none (every
+   * interface), and where this node does not announce.
+   */
+  interfaces: string[];
 }
 
 /** metav1.LabelSelectorAsSelector(sel).Matches(labels): every matchLabels pair and every expression. */
@@ -353,11 +362,12 @@ export const lbIPs = (s: Service): string[] => (s.status?.loadBalancer?.ingress 
  */
 export function shouldAnnounce(i: AnnounceInput): AnnounceDecision {
   const svc = i.service;
-  const no = (reason: AnnounceDecision['reason'], ips: string[] = [], candidates: string[] = []) => ({
-    reason,
-    ips,
-    candidates,
-  });
+  const no = (
+    reason: AnnounceDecision['reason'],
+    ips: string[] = [],
+    candidates: string[] = [],
+    interfaces: string[] = [],
+  ) => ({ reason, ips, candidates, interfaces });
   // (`no('')` is the one yes: MetalLB's empty reason.)
   if (svc.spec?.type !== 'LoadBalancer') return no('notLoadBalancer');
   const ips = lbIPs(svc);
@@ -379,5 +389,16 @@ export function shouldAnnounce(i: AnnounceInput): AnnounceDecision {
   const available =
     svc.spec?.externalTrafficPolicy === 'Local' ? nodesWithEndpoint(slices, speakers) : [...speakers];
   const candidates = rank(available, ips[0] as string);
-  return no(candidates[0] === i.self ? '' : 'notOwner', ips, candidates);
+  if (candidates[0] !== i.self) return no('notOwner', ips, candidates);
+  const mine = ads.filter((ad) => adSelectsNode(ad, nodes.get(i.self)));
+  return no('', ips, candidates, advertisedInterfaces(mine));
+}
+
+/**
+ * `ipAdvertisementFor`: the interfaces the advertisements selecting this node list, together;
+ * none (every interface) as soon as one lists none.
+ */
+export function advertisedInterfaces(ads: readonly L2Advertisement[]): string[] {
+  if (ads.some((ad) => (ad.spec?.interfaces ?? []).length === 0)) return [];
+  return [...new Set(ads.flatMap((ad) => ad.spec?.interfaces ?? []))].sort();
 }

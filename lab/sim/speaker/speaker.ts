@@ -21,12 +21,20 @@
 // - EndpointSlices read from discovery.k8s.io/v1, or v1beta1 where v1 is not served (the lab's
 //   Kubernetes 1.20), whose endpoint node is the `kubernetes.io/hostname` topology key;
 //   IPAddressPools and L2Advertisements (metallb.io/v1beta1) from the MetalLB namespace;
-// - ServiceL2Status with v0.16 semantics: the owner writes its own object and deletes other
-//   nodes' objects for the service; a node that stops announcing deletes its own;
-// - the wire through wire.py: ARP replies for every IPv4 VIP it owns (AF_PACKET) and solicited
-//   NAs for every IPv6 VIP it owns (a raw ICMPv6 socket joined to each VIP's solicited-node group,
-//   as MetalLB's NDP responder), and on takeover gratuitous ARP / unsolicited NAs: once, then every
+// - ServiceL2Status with v0.16 semantics by default: the owner writes its own object and deletes
+//   other nodes' objects for the service; a node that stops announcing deletes its own; with
+//   `statusVersion` '0.15' (per scene) other nodes' objects linger (see below);
+// - the wire through wire.py, one per interface in `ifaces` (MetalLB's responders, per
+//   interface): ARP replies for every IPv4 VIP it owns (AF_PACKET) and solicited NAs for every
+//   IPv6 VIP it owns (a raw ICMPv6 socket joined to each VIP's solicited-node group, as MetalLB's
+//   NDP responder, multicast loopback left on as MetalLB leaves it: its own unsolicited NAs come
+//   back to its node's input), and on takeover gratuitous ARP / unsolicited NAs: once, then every
 //   1.1 s for 5 s;
+// - L2Advertisement `interfaces` (`ipAdvertisementFor`): a VIP is answered on the interfaces its
+//   advertisements selecting this node list, on every one when one lists none; ServiceL2Status
+//   `status.interfaces` names them (none for every interface) and is rewritten when they change; a
+//   VIP whose advertisements list only interfaces this node lacks is not announced (SetBalancer's
+//   MatchInterfaces: MetalLB logs it and writes no status);
 // - `ignoreExcludeLb`: MetalLB's --ignore-exclude-lb (Helm speaker.ignoreExcludeLB, v0.14.4+): the
 //   exclude-from-external-load-balancers label no longer removes a node from the election;
 // - stdin "node-lag <ms>": Node changes applied that much later (a lagging informer);
@@ -41,13 +49,12 @@
 // back to back: drainguard reads only objects with a status, so the split changes no decision);
 // memberlist's suspicion timeout growing with the cluster size (deadMs 5 s is its 3-node timing,
 // ~5–7 s; every test scene has 3 nodes); an NS's hop limit (mdlayher/ndp checks it is 255; the
-// probes send 255); L2Advertisement `interfaces` beyond the reported status; MetalLB refusing
-// an invalid configuration as a whole (here an invalid pool range or selector just matches
-// nothing); the allow-shared-ip checks; memberlist-disabled mode (none of these is configured in
-// any test scene).
+// probes send 255); MetalLB refusing an invalid configuration as a whole (here an invalid pool
+// range or selector just matches nothing); the allow-shared-ip checks; memberlist-disabled mode
+// (none of these is configured in any test scene); responders on every UP BROADCAST interface
+// (here the interfaces configured in `ifaces`: a node's CNI veths would each get one).
 // stdout: JSON lines, {"ev":"ready"} once synced, {"ev":"announce","vips":[...]} on change,
 // {"ev":"views","current":…} when its API views become current or stop being so.
-import { type ChildProcess, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { systemClock } from '../../../shared/clock.ts';
@@ -69,10 +76,13 @@ import {
   shouldAnnounce,
 } from './election.ts';
 import { endpointSliceVersion } from './objects.ts';
+import { Wires } from './wires.ts';
 
 export interface SpeakerSimConfig {
   node: string;
   iface: string;
+  /** Every interface it answers on (MetalLB: each UP BROADCAST one); default [iface]. */
+  ifaces?: string[];
   /** Absent: in-cluster credentials. */
   kubeconfig?: string;
   namespace: string;
@@ -86,8 +96,6 @@ export interface SpeakerSimConfig {
   deadMs?: number;
   /** MetalLB < 0.14.4: no ServiceL2Status CRD, nothing written. */
   noCrd?: boolean;
-  /** The L2Advertisement's `interfaces` (reported in ServiceL2Status); default none, as MetalLB's default. */
-  l2AdvertisementInterfaces?: string[];
   /** MetalLB 0.14.4–0.14.5 without --enable-l2-service-status: the CRD exists, nothing is written. */
   noStatusWrites?: boolean;
   /**
@@ -106,7 +114,12 @@ export interface SpeakerSimConfig {
 }
 
 interface L2State extends KubeObject {
-  status?: { node?: string; serviceName?: string; serviceNamespace?: string };
+  status?: {
+    node?: string;
+    serviceName?: string;
+    serviceNamespace?: string;
+    interfaces?: { name?: string }[];
+  };
 }
 
 const parsed = JSON.parse(process.argv[2] ?? '{}') as Partial<SpeakerSimConfig>;
@@ -145,17 +158,9 @@ const l2ads = new Map<string, L2Advertisement>();
 const statuses = new Map<string, L2State>();
 
 // --- wire ---------------------------------------------------------------------------------
-const wire: ChildProcess = spawn(
-  'python3',
-  [new URL('./wire.py', import.meta.url).pathname, 'speaker', cfg.iface],
-  {
-    stdio: ['pipe', 'inherit', 'inherit'],
-  },
-);
-const toWire = (line: string) => wire.stdin?.write(`${line}\n`);
-wire.on('exit', (code) => {
+const wires = new Wires(cfg.ifaces ?? [cfg.iface], (iface, code) => {
   if (!stopping) {
-    log.error({ code }, 'wire helper exited');
+    log.error({ iface, code }, 'wire helper exited');
     process.exit(1);
   }
 });
@@ -268,12 +273,16 @@ function schedule(): void {
 const statusName = (svc: string, node: string) => `${svc}-${node}`.toLowerCase().slice(0, 253);
 /** The last ShouldAnnounce reason per service, to log changes only. */
 const reasons = new Map<string, string>();
+/** Services won whose advertisements list only interfaces this node lacks (logged once). */
+const noInterface = new Set<string>();
 
 async function reconcile(): Promise<void> {
   if (Date.now() - startedAt < joinMs) return;
   const live = liveMembers(cfg.node, view, Date.now(), deadMs);
-  // Services this node announces, by namespace/name, with the IPs it announces for each.
-  const mine = new Map<string, { svc: Service; ips: string[] }>();
+  // Services this node announces, by namespace/name, with the IPs it announces for each and the
+  // interfaces its advertisements list (none: every interface).
+  const mine = new Map<string, { svc: Service; ips: string[]; interfaces: string[] }>();
+  const onIface = new Map<string, Set<string>>();
   for (const [key, svc] of services) {
     const d = shouldAnnounce({
       self: cfg.node,
@@ -292,27 +301,35 @@ async function reconcile(): Promise<void> {
         'shouldAnnounce',
       );
     }
-    if (d.reason === '') mine.set(key, { svc, ips: d.ips });
+    if (d.reason !== '') continue;
+    const on = wires.interfaces.filter((i) => d.interfaces.length === 0 || d.interfaces.includes(i));
+    if (on.length === 0) {
+      // SetBalancer: the advertisement's interfaces are not on this node; not announced.
+      if (!noInterface.has(key))
+        log.warn({ service: key, interfaces: d.interfaces }, 'the interfaces to announce on do not exist');
+      noInterface.add(key);
+      continue;
+    }
+    noInterface.delete(key);
+    mine.set(key, { svc, ips: d.ips, interfaces: d.interfaces });
+    for (const i of on) for (const ip of d.ips) onIface.set(i, (onIface.get(i) ?? new Set()).add(ip));
   }
   const next = new Set([...mine.values()].flatMap((m) => m.ips));
-  const added = [...next].filter((v) => !announced.has(v));
-  if (added.length > 0 || [...announced].some((v) => !next.has(v))) {
+  const rewired = wires.announce(onIface);
+  if ([...next].some((v) => !announced.has(v)) || [...announced].some((v) => !next.has(v))) {
     announced = next;
-    // Both families: ARP for IPv4 VIPs, NDP for IPv6 ones (wire.py tells them apart).
-    toWire(`vips ${[...next].join(' ')}`);
-    if (added.length > 0) toWire(`garp ${added.join(' ')}`);
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });
-  } else if (resyncPending && next.size > 0) {
+  } else if (!rewired && resyncPending && next.size > 0) {
     // A resync of VIPs it already owns re-arms their gratuitous ARP / unsolicited NAs (once, then
     // every 1.1 s for 5 s).
-    toWire(`garp ${[...next].join(' ')}`);
+    wires.regarp();
   }
   resyncPending = false;
   if (frozen || cfg.noCrd || cfg.noStatusWrites) return;
-  await syncStatuses(new Map([...mine].map(([k, m]) => [k, m.svc])));
+  await syncStatuses(mine);
 }
 
-async function syncStatuses(mine: Map<string, Service>): Promise<void> {
+async function syncStatuses(mine: Map<string, { svc: Service; interfaces: string[] }>): Promise<void> {
   const base = `/apis/metallb.io/v1beta1/namespaces/${cfg.namespace}/servicel2statuses`;
   const mineKeys = new Set(mine.keys());
   const labelsOf = (o: L2State) => o.metadata?.labels ?? {};
@@ -321,7 +338,7 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
       ? // No serviceName in 0.14.4–0.14.5: the object's name says it.
         [...mineKeys].find((k) => o.metadata?.name === statusName(k.split('/')[1] ?? '', cfg.node))
       : `${o.status?.serviceNamespace}/${o.status?.serviceName}`;
-  const writeStatus = async (obj: L2State, ns: string, name: string) =>
+  const writeStatus = async (obj: L2State, ns: string, name: string, interfaces: string[]) =>
     client.replace(
       `${base}/${obj.metadata?.name}/status`,
       {
@@ -329,13 +346,13 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
         status: {
           node: cfg.node,
           ...(statusVersion === '0.14.4' ? {} : { serviceName: name, serviceNamespace: ns }),
-          // MetalLB lists interfaces only when the L2Advertisement names them; its default names none.
-          interfaces: (cfg.l2AdvertisementInterfaces ?? []).map((i) => ({ name: i })),
+          // MetalLB lists interfaces only when the L2Advertisements name them; its default names none.
+          interfaces: interfaces.map((i) => ({ name: i })),
         },
       },
       { retries: 3 },
     );
-  for (const s of mine.values()) {
+  for (const { svc: s, interfaces } of mine.values()) {
     const ns = s.metadata?.namespace ?? '';
     const name = s.metadata?.name ?? '';
     const forService = [...statuses.values()].filter((o) =>
@@ -379,7 +396,13 @@ async function syncStatuses(mine: Map<string, Service>): Promise<void> {
           obj = await client.get<L2State>(`${base}/${objName}`);
         }
       }
-      await writeStatus(obj, ns, name);
+      await writeStatus(obj, ns, name, interfaces);
+    } else if (
+      JSON.stringify((own.status?.interfaces ?? []).map((i) => i.name ?? '').sort()) !==
+      JSON.stringify(interfaces)
+    ) {
+      // Its advertisements' interfaces changed: the reconcile patches the status.
+      await writeStatus(own, ns, name, interfaces);
     }
     // v0.16: other nodes' objects for a service this node now announces are removed.
     if (statusVersion === '0.16')
@@ -422,7 +445,7 @@ async function shutdown(): Promise<void> {
   clearInterval(tick);
   clearInterval(viewsTimer);
   await running;
-  toWire('quit');
+  wires.quit();
   // memberlist's Leave waits (up to its timeout) until the broadcast is sent: a socket closed
   // first would drop the datagrams still queued (with the API down, nothing below takes time).
   await Promise.all(

@@ -130,7 +130,8 @@ def link_local(iface):
 class NdpResponder:
     """MetalLB's ndpClient: a raw ICMPv6 socket bound to the link-local address (mdlayher/ndp's
     Dial(ifi, LinkLocal)), hop limit 255, joined to the solicited-node group of every VIP it
-    watches. Its NAs leave through the IP stack, so an nft output hook sees them (the fence)."""
+    watches. Its NAs leave through the IP stack, so an nft output hook sees them (the fence); with
+    multicast loopback on, as MetalLB's, an unsolicited NA to ff02::1 is also looped back to input."""
 
     def __init__(self, iface, mac):
         self.mac = mac
@@ -140,7 +141,9 @@ class NdpResponder:
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 255)
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, self.idx)
-        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
+        # IPV6_MULTICAST_LOOP is left on (the kernel's default), as MetalLB leaves it: every NA to
+        # ff02::1 comes back through this node's own input hook, where a fence's claim rule must
+        # not take it for another node's takeover.
         ll = link_local(iface)
         if ll:
             try:

@@ -1,61 +1,29 @@
 // The nft fence on a real kernel: what it drops on the wire, what it lets through, and that
-// applying it twice changes nothing. One namespace with a veth pair (eth0 -> peer0).
+// applying it twice changes nothing. The node's eth0, and another host across it (peer0).
 import t from 'tap';
-import { createNamespace, type Netns } from '../../../lab/bed/netns.ts';
-import { waitFor } from '../../../shared/clock.ts';
 import { renderUnfence } from '../../../shared/net/fence-tables.ts';
 import { parseFence, renderFence } from '../../../sidecar/l2/fence.ts';
-
-const WIRE = new URL('../../../lab/sim/speaker/wire.py', import.meta.url).pathname;
+import { arpFrom, framesSeen, type Host, linkedHosts, NA_FILTER, WIRE } from './fence-wire.ts';
 
 t.test('nft fence on the wire', async (t) => {
-  let ns: Netns & { destroy(): Promise<void> };
+  let ns: Host;
+  let far: Host;
   const nft = (args: string[], input?: string) =>
     ns.run(['nft', ...args], input === undefined ? {} : { input });
-  /** A GARP sender address no fence here ever names: the capture's end-of-test marker. */
-  const MARKER = '192.0.2.250';
   /** Frames seen on the far end of the veth while `send` runs. */
-  const seen = async (filter: string, send: () => Promise<unknown>) => {
-    // The marker's ARP sender IP (offset 14 in the ARP header) is captured whatever the filter.
-    const markerFilter = 'arp and arp[14:4] = 0xc00002fa';
-    const cap = ns.spawn(['tcpdump', '-l', '-n', '-i', 'peer0', `(${filter}) or (${markerFilter})`], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    cap.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    cap.stderr?.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    try {
-      await waitFor('tcpdump listening', () => err.includes('listening on'), { timeoutMs: 10_000 });
-      await send();
-      await send();
-      // Sent last and never fenced: once it is captured, every frame sent before it has been seen.
-      await ns.run(['python3', WIRE, 'send-garp', 'eth0', MARKER]);
-      await waitFor('marker frame captured', () => out.includes(MARKER), { timeoutMs: 10_000 });
-    } finally {
-      cap.kill('SIGKILL');
-    }
-    return out.split('\n').filter((l) => l.trim() !== '' && !l.includes(MARKER)).length;
-  };
+  const seen = (filter: string, send: () => Promise<unknown>) =>
+    framesSeen({ ns: far, iface: 'peer0' }, { ns, iface: 'eth0' }, filter, send);
   const counters = async () => {
     const text = await nft(['list', 'ruleset']);
     return [...text.matchAll(/counter packets (\d+)/g)].map((m) => Number(m[1]));
   };
 
   t.before(async () => {
-    ns = await createNamespace('fence');
-    await ns.run(['ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
-    await ns.run(['sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
-    for (const dev of ['eth0', 'peer0']) await ns.run(['ip', 'link', 'set', dev, 'up']);
-    await ns.run(['ip', 'addr', 'add', '192.0.2.1/24', 'dev', 'eth0']);
-    await ns.run(['ip', 'addr', 'add', '2001:db8::1/64', 'dev', 'eth0', 'nodad']);
+    ({ node: ns, far } = await linkedHosts('fence'));
   });
   t.teardown(async () => {
     await ns?.destroy();
+    await far?.destroy();
   });
 
   t.test('ARP (reply and gratuitous) from a VIP and NAs for a VIPv6 are dropped; others pass', async (t) => {
@@ -97,14 +65,12 @@ t.test('nft fence on the wire', async (t) => {
   t.test(
     "fail-safe held VIPs: answered until another node's gratuitous ARP or unsolicited NA claims them, then dropped at once by the kernel; the rest of the pool dropped throughout",
     async (t) => {
-      const garp = (vip: string, dev = 'eth0') => ns.run(['python3', WIRE, 'send-garp', dev, vip]);
-      const na = (target: string, dev = 'eth0') => ns.run(['python3', WIRE, 'send-na', dev, target]);
-      const arpOf = (vip: string) =>
-        `arp and arp[14:4] = 0x${vip
-          .split('.')
-          .map((o) => Number(o).toString(16).padStart(2, '0'))
-          .join('')}`;
-      const naOf = 'icmp6 and ip6[40] == 136';
+      // Sent by this node (eth0), or by the other host across the link (peer0).
+      const from = (dev: string) => (dev === 'peer0' ? far : ns);
+      const garp = (vip: string, dev = 'eth0') => from(dev).run(['python3', WIRE, 'send-garp', dev, vip]);
+      const na = (target: string, dev = 'eth0') => from(dev).run(['python3', WIRE, 'send-na', dev, target]);
+      const arpOf = arpFrom;
+      const naOf = NA_FILTER;
       const spec = {
         vips4: [],
         vips6: [],
@@ -121,7 +87,7 @@ t.test('nft fence on the wire', async (t) => {
       // A frame that carries a MAC of this node's own (reflected back by a hairpin port or a bond)
       // claims nothing: peer0's MAC stands in for it here.
       const peerMac = (
-        JSON.parse(await ns.run(['ip', '-j', 'link', 'show', 'peer0'])) as { address: string }[]
+        JSON.parse(await far.run(['ip', '-j', 'link', 'show', 'peer0'])) as { address: string }[]
       )[0]?.address;
       await nft(['-f', '-'], renderFence({ ...spec, ownMacs: [peerMac ?? ''] }));
       await garp('192.0.2.10', 'peer0');

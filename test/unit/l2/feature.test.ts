@@ -10,6 +10,7 @@ import type { CandidateView } from '../../../sidecar/l2/candidates.ts';
 import { L2_EVENT_REASONS, type StatusSource } from '../../../sidecar/l2/core.ts';
 import { L2Handover } from '../../../sidecar/l2/feature.ts';
 import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
+import type { LinkPlan } from '../../../sidecar/l2/fence-links.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
 import type { MetalLbObservation, MetalLbView } from '../../../sidecar/l2/metallb-view.ts';
 import { fakeContext, ManualClock } from '../sidecar/fake-context.ts';
@@ -39,9 +40,11 @@ class FakeMetalLb implements MetalLbView {
       synced: true,
       announced: this.announced,
       newOwners,
-      interfaces: ['eth0'],
+      interfaces: Object.fromEntries(this.announced.map((s) => [s.service, this.interfaces])),
     };
   }
+  /** What each own ServiceL2Status names (none: every interface, MetalLB's default). */
+  interfaces: string[] = ['eth0'];
   async readAllServices(): Promise<void> {}
   async readStatusesConsistently(): Promise<void> {}
   retryUnreadServices(): void {}
@@ -112,13 +115,18 @@ class FakeHost implements L2Host {
   }
   /** The node's links: named ones not among them are missing (the VIP route's link is eth0). */
   links = ['eth0'];
-  /** The route targets of the last fenceLinks call. */
+  /** The route targets of the last fenceLinks call (whatever is named, then fenced in any case). */
   targets: readonly string[] = [];
-  async fenceLinks(named: readonly string[], targets: readonly string[]) {
-    this.targets = targets;
-    const present = named.filter((n) => this.links.includes(n));
-    const missing = named.filter((n) => !this.links.includes(n));
-    return { interfaces: present.length > 0 ? present : ['eth0'], missing };
+  /** The last fenceLinks call's plan. */
+  plan: LinkPlan | undefined;
+  async fenceLinks(plan: LinkPlan) {
+    this.plan = plan;
+    this.targets = [...new Set([...plan.targets, ...plan.always])];
+    const present = plan.named.filter((n) => this.links.includes(n));
+    const missing = plan.named.filter((n) => !this.links.includes(n));
+    // Every route goes out of eth0 here.
+    const routed = present.length === 0 || plan.always.length > 0 ? ['eth0'] : [];
+    return { interfaces: [...new Set([...present, ...routed, ...plan.kept])], missing };
   }
   forgetRoutes(): void {}
   ownAddressReads = 0;
@@ -410,6 +418,24 @@ t.test(
       ['192.0.2.100', 'default'],
       "the pool's first address, then the default route",
     );
+  },
+);
+
+t.test(
+  "a fail-safe with the own ServiceL2Status naming eth1: the pools' and the default route's links are fenced besides (issue 42, item 2)",
+  async (t) => {
+    // Before: a named link that existed was all the fence went on, though a speaker cut off from
+    // memberlist announces every pool VIP on every interface its advertisements allow.
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.host.links = ['eth0', 'eth1'];
+    w.metallb.interfaces = ['eth1'];
+    w.api.down = true;
+    w.candidates.others = undefined;
+    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    await w.cap.idle();
+    t.match(w.host.plan, { named: ['eth1'], targets: ['192.0.2.10'], always: ['192.0.2.100', 'default'] });
+    t.strictSame(w.host.installed?.interfaces, ['eth0', 'eth1'], "the routes' link and the named one");
   },
 );
 

@@ -23,6 +23,13 @@ function nodeWith(outputs: Record<string, unknown>) {
 }
 
 const VIP = '198.51.100.100';
+/** The links named, or else the routes' to `targets`; `always`'s routes and `kept` besides. */
+const plan = (named: string[], targets: string[], always: string[] = [], kept: string[] = []) => ({
+  named,
+  targets,
+  always,
+  kept,
+});
 const FAR_VIP = '203.0.113.7';
 const local = (dst: string) => [{ type: 'local', dst, dev: 'lo', prefsrc: dst, flags: [], cache: ['local'] }];
 const MAIN4 = [
@@ -97,23 +104,29 @@ t.test('missing interfaces: the fence goes on the named links that exist here', 
     'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'bond0' }],
     ...ipvsNode,
   });
-  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0'], missing: ['ens9'] });
-  t.strictSame(await host.fenceLinks(['bond0'], [VIP]), { interfaces: ['bond0'], missing: [] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
+    interfaces: ['eth0'],
+    missing: ['ens9'],
+  });
+  t.strictSame(await host.fenceLinks(plan(['bond0'], [VIP])), { interfaces: ['bond0'], missing: [] });
   t.strictSame(
-    await host.fenceLinks(['ens9', 'ens10'], [VIP]),
+    await host.fenceLinks(plan(['ens9', 'ens10'], [VIP])),
     { interfaces: ['eth0'], missing: ['ens9', 'ens10'] },
     "none of them here: the VIP route's link",
   );
-  t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['eth0'], missing: [] }, 'none named');
+  t.strictSame(await host.fenceLinks(plan([], [VIP])), { interfaces: ['eth0'], missing: [] }, 'none named');
   t.equal(ran.filter((c) => c === 'ip -j link show').length, 1, 'the links read once per handover');
   host.forgetRoutes();
-  await host.fenceLinks(['eth0'], [VIP]);
+  await host.fenceLinks(plan(['eth0'], [VIP]));
   t.equal(ran.filter((c) => c === 'ip -j link show').length, 2, 'read again after forgetRoutes');
 });
 
 t.test('missing interfaces: links that cannot be read leave the named ones as they are', async (t) => {
   const { host } = nodeWith({});
-  t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), { interfaces: ['eth0', 'ens9'], missing: [] });
+  t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
+    interfaces: ['eth0', 'ens9'],
+    missing: [],
+  });
 });
 
 t.test(
@@ -130,30 +143,30 @@ t.test(
       [`ip -j route get ${VIP}`]: [{ dst: VIP, dev: 'ens9', flags: [], cache: [] }],
     };
     const { host } = nodeWith(node);
-    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+    t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
       interfaces: ['eth0', 'ens9'],
       missing: [],
     });
-    t.strictSame(await host.fenceLinks([], [VIP]), { interfaces: ['ens9'], missing: [] });
+    t.strictSame(await host.fenceLinks(plan([], [VIP])), { interfaces: ['ens9'], missing: [] });
     t.strictSame((await host.readFence())?.interfaces, ['ens9', 'eth0']);
     // ens9 is unplugged (a hot-unplugged NIC, a deleted VLAN); on Linux ≥ 6.16 its chain stays and drops nothing.
     node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }];
     node[`ip -j route get ${VIP}`] = [{ dst: VIP, dev: 'eth0', flags: [], cache: [] }];
     await host.readFence();
     t.strictSame(
-      await host.fenceLinks(['eth0', 'ens9'], [VIP]),
+      await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])),
       { interfaces: ['eth0'], missing: ['ens9'] },
       'named: reported missing after the read-back',
     );
     t.strictSame(
-      await host.fenceLinks([], [VIP]),
+      await host.fenceLinks(plan([], [VIP])),
       { interfaces: ['eth0'], missing: ['ens9'] },
       "not named (the VIP's route): the vanished link is reported missing, the route resolved again",
     );
     // It comes back: no longer missing after the next read-back.
     node['ip -j link show'] = [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'ens9' }];
     await host.readFence();
-    t.strictSame(await host.fenceLinks(['eth0', 'ens9'], [VIP]), {
+    t.strictSame(await host.fenceLinks(plan(['eth0', 'ens9'], [VIP])), {
       interfaces: ['eth0', 'ens9'],
       missing: [],
     });
@@ -161,7 +174,7 @@ t.test(
 );
 
 t.test(
-  'applying a fence with held VIPs carries over what the kernel saw claimed: the new table never answers a claimed VIP again',
+  'applying a fence with held VIPs keeps what the kernel saw claimed: the claimed sets stay in place, the new fence never answers a claimed VIP again',
   async (t) => {
     const read = (name: string) => readFileSync(new URL(`../../golden/l2/${name}`, import.meta.url), 'utf8');
     // nft as it answers with the fence of fence-held.nft installed and two claims seen (real nft 1.0.6).
@@ -207,8 +220,56 @@ t.test(
       "the fenced link's own MAC: its reflected frames claim nothing",
     );
     t.match(inputs[0], /ether saddr != @ownmacs arp saddr ip @held4 add @claimed4/);
-    // Nothing held: nothing read first.
+    // The claimed sets are kept, never deleted: a claim the kernel adds after the read survives.
+    t.equal(
+      inputs[0]?.split('\n').slice(0, 20).join('\n'),
+      [
+        'table netdev drainguard {}',
+        'flush table netdev drainguard',
+        'delete chain netdev drainguard claims-eth0',
+        'delete chain netdev drainguard egress-eth0',
+        'delete set netdev drainguard held4',
+        'delete set netdev drainguard vip4',
+        'delete set netdev drainguard pool4',
+        'table inet drainguard {}',
+        'flush table inet drainguard',
+        'delete chain inet drainguard claims',
+        'delete chain inet drainguard output',
+        'delete chain inet drainguard memberlist',
+        'delete set inet drainguard held6',
+        'delete set inet drainguard pool6',
+        'delete set inet drainguard memberlist',
+        'table netdev drainguard {',
+        '  set held4 { type ipv4_addr; elements = { 192.0.2.10, 192.0.2.11 } }',
+        '  set claimed4 { type ipv4_addr; flags dynamic; elements = { 192.0.2.10 }; }',
+        '  set ownmacs { type ether_addr; elements = { 02:00:00:00:00:0a } }',
+        '  set pool4 { type ipv4_addr; flags interval; elements = { 192.0.2.100-192.0.2.120 } }',
+      ].join('\n'),
+    );
+    // Nothing held: nothing read first, the tables replaced whole.
     await host.applyFence({ ...spec, held: [], vips4: ['192.0.2.10'] });
     t.notMatch(inputs[1], /claimed/);
+    t.match(inputs[1], /^table netdev drainguard \{\}\ndelete table netdev drainguard\n/);
+  },
+);
+
+t.test(
+  'links named and links fenced in any case: the VIPs announced on every interface, the fail-safe pools and default route, the installed fence (issue 42, item 2)',
+  async (t) => {
+    const { host } = nodeWith({
+      'ip -j link show': [{ ifname: 'lo' }, { ifname: 'eth0' }, { ifname: 'eth1' }, { ifname: 'ens5' }],
+      ...ipvsNode,
+    });
+    // Before: a named link that exists was the whole answer, whatever else was passed.
+    t.strictSame(await host.fenceLinks(plan(['eth1'], [VIP], [VIP, 'default'])), {
+      interfaces: ['eth1', 'eth0', 'ens5'],
+      missing: [],
+    });
+    t.strictSame(await host.fenceLinks(plan(['eth1'], [VIP])), { interfaces: ['eth1'], missing: [] });
+    t.strictSame(await host.fenceLinks(plan(['ens9'], [VIP], ['default'])), {
+      interfaces: ['eth0', 'ens5'],
+      missing: ['ens9'],
+    });
+    t.strictSame(await host.fenceLinks(plan([], [], [], ['eth1'])), { interfaces: ['eth1'], missing: [] });
   },
 );

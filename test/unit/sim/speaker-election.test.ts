@@ -458,3 +458,33 @@ t.test(
     );
   },
 );
+
+t.test(
+  'ipAdvertisementFor: the winner announces on the interfaces its advertisements selecting it list, together; every interface (none listed) as soon as one lists none',
+  async (t) => {
+    const who = hashOwner(NAMES) as string;
+    const decide = (ads: L2Advertisement[]) =>
+      shouldAnnounce({ self: who, ...base({ l2Advertisements: ads }) });
+    t.strictSame(decide([ad()]).interfaces, [], "MetalLB's default: every interface");
+    t.strictSame(decide([ad({ interfaces: ['eth1'] })]).interfaces, ['eth1']);
+    t.strictSame(
+      decide([ad({ interfaces: ['eth2'] }), ad({ interfaces: ['eth1', 'eth2'] })]).interfaces,
+      ['eth1', 'eth2'],
+      'the union',
+    );
+    t.strictSame(decide([ad({ interfaces: ['eth1'] }), ad()]).interfaces, [], 'one all-interfaces wins');
+    // An advertisement that does not select this node adds nothing.
+    const elsewhere = ad({
+      interfaces: ['eth9'],
+      nodeSelectors: [{ matchLabels: { 'kubernetes.io/hostname': 'nowhere' } }],
+    });
+    t.strictSame(decide([ad({ interfaces: ['eth1'] }), elsewhere]).interfaces, ['eth1']);
+    const loser = NAMES.find((n) => n !== who) as string;
+    t.strictSame(
+      shouldAnnounce({ self: loser, ...base({ l2Advertisements: [ad({ interfaces: ['eth1'] })] }) })
+        .interfaces,
+      [],
+      'not announcing: none',
+    );
+  },
+);
