@@ -24,7 +24,6 @@ import {
   needsTick,
   PUBLISHED_PHASE,
   peersMayBeBlind,
-  resume,
   settled,
   staleServerCheckDue,
   statusOf,
@@ -39,6 +38,7 @@ import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
+import { resume } from './resume.ts';
 import { LOCAL_ETCD_CLIENT_PORT } from './stale-api.ts';
 import { StaleApiGuard } from './stale-api-guard.ts';
 

@@ -8,7 +8,6 @@ import {
   type L2Settings,
   needsTick,
   REJOIN_MS,
-  resume,
   settled,
   someOf,
   staleServerCheckDue,
@@ -16,6 +15,7 @@ import {
   statusReadDue,
   step,
 } from '../../../sidecar/l2/core.ts';
+import { resume } from '../../../sidecar/l2/resume.ts';
 
 const cfg: L2Settings = {
   handoverBudgetMs: 30_000,
