@@ -11,6 +11,7 @@ import type { Feature, FeatureContext } from './feature.ts';
 import { FEATURE_MODULES } from './features.ts';
 import { SidecarServer } from './http.ts';
 import { ToolRunner } from './runner.ts';
+import { logUnhandledRejections } from './unhandled.ts';
 
 export interface RunningSidecar {
   config: SidecarConfig;
@@ -34,6 +35,11 @@ export interface StartOptions {
    * once, unfinished, and the caller shuts down what has started.
    */
   signal?: AbortSignal;
+  /**
+   * The sidecar is the process (run()): an unhandled promise rejection is logged and counted
+   * instead of ending it (unhandled.ts). Off where a test runs sidecars in its own process.
+   */
+  ownsProcess?: boolean;
 }
 
 /** Left of the grace period for the last steps of a shutdown (informers, server, exit) before the kill. */
@@ -95,6 +101,15 @@ export async function startSidecar(
     'drainguard_api_errors_total',
     'Failed API calls by HTTP code (0 = unreachable).',
   );
+  const unguard = opts.ownsProcess
+    ? logUnhandledRejections(
+        logger,
+        metrics.counter(
+          'drainguard_unhandled_rejections_total',
+          'Promise rejections nobody handled (bugs), logged instead of ending the process.',
+        ),
+      )
+    : undefined;
   let drain: DrainWatcher | undefined;
   const apiHealth = apiHealthReporter({
     log: logger,
@@ -300,6 +315,7 @@ export async function startSidecar(
       await drain.stop();
       await Promise.all([server.close(), metricsServer?.close()]);
       client.close();
+      unguard?.();
     })();
     return stopping;
   };
@@ -336,7 +352,7 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   let sidecar: RunningSidecar;
   try {
-    sidecar = await startSidecar(process.env, undefined, { signal: stop.signal });
+    sidecar = await startSidecar(process.env, undefined, { signal: stop.signal, ownsProcess: true });
   } catch (e) {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);

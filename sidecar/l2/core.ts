@@ -300,6 +300,8 @@ export const L2_EVENT_REASONS = {
   vipClaimed: 'L2VipClaimed',
   /** Interfaces named for the fence are not on this node (recorded by the edge). */
   interfacesMissing: 'L2FenceInterfacesMissing',
+  /** The status annotation read back on start is malformed: ignored (recorded by the edge). */
+  stateInvalid: 'L2StateInvalid',
   undone: 'L2HandoverUndone',
 } as const;
 export type L2EventReason = (typeof L2_EVENT_REASONS)[keyof typeof L2_EVENT_REASONS];

@@ -8,7 +8,7 @@
 import { RetryGate } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
-import { parseL2State } from '../../shared/l2-state.ts';
+import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
@@ -220,11 +220,19 @@ export class L2Handover implements Feature {
       ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
       return undefined;
     });
-    this.memory = resume(
-      parseL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]),
-      this.fence,
-      ctx.clock.now(),
-    );
+    const read = readL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]);
+    if (read.problem) {
+      ctx.log.warn(
+        { annotation: L2_STATE_ANNOTATION, problem: read.problem },
+        'malformed status annotation ignored',
+      );
+      this.events.record(
+        'Warning',
+        L2_EVENT_REASONS.stateInvalid,
+        `annotation ${L2_STATE_ANNOTATION} on node ${ctx.config.nodeName} is malformed (${read.problem}): ignored; the L2 handover resumes from the nft fence alone and writes a new one`,
+      );
+    }
+    this.memory = resume(read.state, this.fence, ctx.clock.now());
     if (!this.atRestIdle())
       ctx.log.info(
         { phase: PUBLISHED_PHASE[this.memory.phase], fence: this.fence },
