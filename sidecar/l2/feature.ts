@@ -24,6 +24,7 @@ import {
   needsTick,
   PUBLISHED_PHASE,
   peersMayBeBlind,
+  SPEAKER_CATCH_UP_MAX_MS,
   settled,
   staleServerCheckDue,
   statusOf,
@@ -232,7 +233,17 @@ export class L2Handover implements Feature {
         `annotation ${L2_STATE_ANNOTATION} on node ${ctx.config.nodeName} is malformed (${read.problem}): ignored; the L2 handover resumes from the nft fence alone and writes a new one`,
       );
     }
-    this.memory = resume(read.state, this.fence, ctx.clock.now());
+    const labels = node?.metadata?.labels;
+    const ownLabel = node
+      ? labels?.[EXCLUDE_LABEL] !== undefined &&
+        node.metadata?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true'
+      : undefined;
+    this.memory = resume(read.state, this.fence, ctx.clock.now(), ownLabel);
+    if (ownLabel !== false)
+      ctx.log.info(
+        { ownLabel: ownLabel ?? 'unknown (own Node unreadable)' },
+        `resumed with drainguard's exclude label on the Node: an API outage before this start cannot be ruled out, so a drain that ends within ${SPEAKER_CATCH_UP_MAX_MS / 1000} s of it (or of the API answering again) keeps the label until then, while this node's speaker catches up`,
+      );
     if (!this.atRestIdle())
       ctx.log.info(
         { phase: PUBLISHED_PHASE[this.memory.phase], fence: this.fence },

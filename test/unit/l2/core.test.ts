@@ -1210,3 +1210,50 @@ t.test(
     t.strictSame(w.status.vips, ['192.0.2.10']);
   },
 );
+
+t.test(
+  'issue 42 item 8: a sidecar restarted during or after an API outage keeps its own label SPEAKER_CATCH_UP_MAX_MS after its start, or after the API answers again (robustness seed 112 trial 55: dual 3.17 s)',
+  async (t) => {
+    /** Fenced after a confirmed handover; the sidecar then restarts at `at` and resumes. */
+    const fencedThenRestarted = (at: number) => {
+      const w = new World(obs());
+      w.run({ draining: true, drainReason: 'cordoned' });
+      w.run({ now: T0 + 100 });
+      w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
+      t.equal(w.status.phase, 'fenced');
+      // What survives the restart: the annotation written before the outage, and nft.
+      w.memory = resume(parseL2State(JSON.stringify(w.status)), w.o.fence, at, true);
+      return w;
+    };
+    // The outage ended before the restart: the new process never sees it. Its speaker, in its
+    // watches' backoff, may not see the label go for up to 30 s.
+    const after = fencedThenRestarted(T0 + 60_000);
+    t.strictSame(kinds(after.run({ now: T0 + 61_000, draining: false, drainReason: undefined })), [
+      'unfence',
+    ]);
+    t.strictSame(kinds(after.run({ now: T0 + 61_100 })), [], 'the label stays');
+    t.ok(needsTick(after.memory, after.o), 'the edge ticks while the label is held');
+    t.strictSame(kinds(after.run({ now: T0 + 60_000 + 30_000 - 1 })), [], 'until 30 s after the start');
+    t.strictSame(kinds(after.run({ now: T0 + 60_000 + 30_000 })), ['unlabel']);
+
+    // Restarted during the outage (its own view: down from its start, 10 s): 30 s from the
+    // API's answer, not twice the part of the outage this process saw.
+    const during = fencedThenRestarted(T0 + 60_000);
+    during.run({ now: T0 + 60_000, apiDownSince: T0 + 60_000, synced: false });
+    t.strictSame(kinds(during.run({ now: T0 + 65_000, draining: false, drainReason: undefined })), []);
+    const back = T0 + 70_000;
+    t.strictSame(kinds(during.run({ now: back, apiDownSince: undefined, synced: true })), ['unfence']);
+    t.strictSame(kinds(during.run({ now: back + 2 * 10_000 })), [], 'not twice what it saw');
+    t.strictSame(kinds(during.run({ now: back + 30_000 - 1 })), []);
+    t.strictSame(kinds(during.run({ now: back + 30_000 })), ['unlabel']);
+
+    // A drain that ends 30 s or more after the restart, the API up since: at once.
+    const late = fencedThenRestarted(T0 + 60_000);
+    t.strictSame(kinds(late.run({ now: T0 + 90_000, draining: false, drainReason: undefined })), ['unfence']);
+    t.strictSame(kinds(late.run({ now: T0 + 90_100 })), ['unlabel']);
+
+    // Resumed without its own label on the Node (read at the start): nothing to hold, no outage assumed.
+    t.equal(resume(undefined, undefined, T0, false).apiOutage, undefined);
+    t.ok(resume(undefined, undefined, T0).apiOutage, 'the own Node unreadable: as if found');
+  },
+);
