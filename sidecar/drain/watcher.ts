@@ -78,6 +78,7 @@ export class DrainWatcher {
   /** The guarded container whose processes are watched (or found not visible: no poll). */
   private guardedProcs: { id: string; stop: AbortController | undefined } | undefined;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
+  private readonly nodeListeners = new Set<(node: Node | undefined) => void>();
   private readonly nodeInformer: Informer;
   private readonly podInformer: Informer;
   private readonly opts: DrainWatcherOptions;
@@ -107,6 +108,7 @@ export class DrainWatcher {
         this.node = objs.values().next().value as Node | undefined;
         if (change.type === 'SYNC' || !this.verified) this.verify();
         this.recompute({ fromView: true });
+        for (const fn of this.nodeListeners) fn(this.node);
       },
     });
     this.podInformer = new Informer(opts.client, {
@@ -145,6 +147,15 @@ export class DrainWatcher {
   subscribe(fn: (s: DrainState, prev: DrainState) => void): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * Every change of the own Node as watched, the drain state's or not (its labels: the L2 handover
+   * puts back an exclude label removed under its fence); call the returned function to unsubscribe.
+   */
+  subscribeNode(fn: (node: Node | undefined) => void): () => void {
+    this.nodeListeners.add(fn);
+    return () => this.nodeListeners.delete(fn);
   }
 
   start(): void {

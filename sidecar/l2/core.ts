@@ -76,6 +76,7 @@
 // (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
 import type { L2Phase, L2State, ServiceVips } from '../../shared/l2-state.ts';
 import { claimedVips, type FenceSpec, fenceIsEmpty, normalizeFence, sameFence } from './fence.ts';
+import { fencedLabel, LABEL_EVENT_REASONS } from './label-guard.ts';
 import { poolRanges } from './pool-ranges.ts';
 
 export interface L2Settings {
@@ -282,6 +283,8 @@ export interface L2Memory {
    * handed over (its ServiceL2Status objects gone) with no new owner confirmed (OWN_WITHDRAWN_GRACE_MS).
    */
   ownWithdrawnAt?: number | undefined;
+  /** Fenced: since when the exclude label has been missing (label-guard.ts). */
+  labelLostAt?: number | undefined;
 }
 
 /** Reasons of the Events the handover records on its Node and pod. */
@@ -302,6 +305,7 @@ export const L2_EVENT_REASONS = {
   interfacesMissing: 'L2FenceInterfacesMissing',
   /** The status annotation read back on start is malformed: ignored (recorded by the edge). */
   stateInvalid: 'L2StateInvalid',
+  ...LABEL_EVENT_REASONS,
   undone: 'L2HandoverUndone',
 } as const;
 export type L2EventReason = (typeof L2_EVENT_REASONS)[keyof typeof L2_EVENT_REASONS];
@@ -800,10 +804,14 @@ function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
   return { ...enter(memory, 'overdue', now), fence: watch };
 }
 
-/** Keep the fence what this phase wants (someone else may have flushed it). */
+/** Keep the fence what this phase wants (someone else may have flushed it), and the label (label-guard.ts). */
 function fenced(memory: L2Memory, turn: Turn): L2Memory {
   if (memory.fence) ensureFence(turn, memory.fence);
-  return memory;
+  const o = { ...turn.observation, apiUp: turn.apiUp };
+  const label = fencedLabel(memory.labelLostAt, o, turn.settings.nodeName);
+  if (label.relabel) turn.actions.push({ kind: 'label' });
+  if (label.event) event(turn, label.event.type, label.event.reason, label.event.message);
+  return label.lostAt === memory.labelLostAt ? memory : { ...memory, labelLostAt: label.lostAt };
 }
 
 /**

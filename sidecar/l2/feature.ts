@@ -107,6 +107,7 @@ export class L2Handover implements Feature {
   private loop: Promise<void> | undefined;
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
+  private unsubscribeNode: (() => void) | undefined;
   private lastCheck = 0;
   private lastClaimsRead = 0;
   private lastPoolsRead = 0;
@@ -255,6 +256,14 @@ export class L2Handover implements Feature {
     this.lastPoolsRead = ctx.clock.now();
     void this.candidates.readPools?.();
     this.unsubscribe = ctx.drain.subscribe(() => this.trigger('drain state changed'));
+    // Fenced, an exclude label removed is put back at once (label-guard.ts), not at the next tick.
+    let labelled = EXCLUDE_LABEL in (ctx.drain.node?.metadata?.labels ?? {});
+    this.unsubscribeNode = ctx.drain.subscribeNode((n) => {
+      const now = EXCLUDE_LABEL in (n?.metadata?.labels ?? {});
+      if (now !== labelled || (!now && FENCED.has(this.memory.phase)))
+        this.trigger(now ? 'exclude label added' : 'exclude label removed');
+      labelled = now;
+    });
     this.loop = this.tickLoop();
     this.trigger('started');
   }
@@ -303,6 +312,7 @@ export class L2Handover implements Feature {
     await this.staleApi?.stop();
     await this.init;
     this.unsubscribe?.();
+    this.unsubscribeNode?.();
     await this.metallb.stop();
     await this.loop;
     await this.reconciler.idle();

@@ -609,8 +609,15 @@ t.test(
     w.memory = resume(undefined, fence, T0);
     for (let i = 0; i < 5; i++) t.strictSame(kinds(w.run({ now: T0 + i * 1000 })), []);
     t.equal(w.status.phase, 'fenced');
-    // The API answers: still cordoned, so the fence stays; uncordoned, it goes.
-    t.strictSame(kinds(w.run({ now: T0 + 6000, synced: true, apiDownSince: undefined, draining: true })), []);
+    // The API answers (the Node with the label): still cordoned, so the fence stays; uncordoned, it goes.
+    const answered = {
+      synced: true,
+      apiDownSince: undefined,
+      draining: true,
+      excludeLabel: true,
+      labelOwned: true,
+    };
+    t.strictSame(kinds(w.run({ now: T0 + 6000, ...answered })), []);
     t.equal(w.status.phase, 'fenced');
     t.strictSame(kinds(w.run({ now: T0 + 7000, draining: false })), ['unfence']);
   },
@@ -1255,5 +1262,44 @@ t.test(
     // Resumed without its own label on the Node (read at the start): nothing to hold, no outage assumed.
     t.equal(resume(undefined, undefined, T0, false).apiOutage, undefined);
     t.ok(resume(undefined, undefined, T0).apiOutage, 'the own Node unreadable: as if found');
+  },
+);
+
+t.test(
+  'issue 42 item 5: the exclude label removed under the fence is put back at once, with a Warning Event, and an Event when it is back',
+  async (t) => {
+    const w = new World(obs());
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 200, announced: [], newOwners: { 'web/www': 'node-b' } });
+    t.equal(w.status.phase, 'fenced');
+    const fenced = w.o.fence;
+
+    // A user or a label-reconciling tool removes the label: MetalLB may elect this node again,
+    // behind its own fence (dark until the uncordon).
+    const missing = { excludeLabel: false, labelOwned: false };
+    const gone = w.run({ now: T0 + 10_000, ...missing });
+    t.strictSame(kinds(gone), ['label', 'event']);
+    const warning = gone[1] as Extract<L2Action, { kind: 'event' }>;
+    t.equal(warning.type, 'Warning');
+    t.equal(warning.reason, 'L2ExcludeLabelRemoved');
+    t.match(warning.message, /exclude label .* removed from node node-a under the fence .* put back/);
+    t.equal(w.status.phase, 'fenced', 'still fenced');
+    // Asked again on every reconcile until the label is seen (the put-back not landed yet); one Event.
+    t.strictSame(kinds(w.run({ now: T0 + 10_100, ...missing })), ['label']);
+    const down = { ...missing, apiDownSince: T0 + 10_150 };
+    t.strictSame(kinds(w.run({ now: T0 + 10_200, ...down })), [], 'not while the API is down');
+    const unsynced = { ...missing, synced: false, apiDownSince: undefined };
+    t.strictSame(kinds(w.run({ now: T0 + 10_300, ...unsynced })), [], 'nor unsynced');
+    const restored = w.run({ now: T0 + 10_400, synced: true, excludeLabel: true, labelOwned: true });
+    t.strictSame(events(restored), ['L2ExcludeLabelRestored']);
+    t.strictSame(kinds(restored), ['event'], 'the fence untouched');
+    t.strictSame(w.o.fence, fenced);
+    t.strictSame(kinds(w.run({ now: T0 + 11_000 })), []);
+    // A second removal is a new episode.
+    t.strictSame(kinds(w.run({ now: T0 + 20_000, excludeLabel: false, labelOwned: false })), [
+      'label',
+      'event',
+    ]);
   },
 );

@@ -595,3 +595,49 @@ t.test(
       });
   },
 );
+
+t.test(
+  'issue 42 item 5: fenced, an exclude label removed from the Node is put back as soon as the watch shows it, with a Warning Event',
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await w.cap.idle();
+    w.metallb.owners = { 'web/www': 'node-b' };
+    w.clock.advance(300);
+    await w.pass();
+    await w.pass();
+    t.equal(w.cap.state.phase, 'fenced-confirmed');
+    // A tool removes the label (and the annotation saying drainguard added it).
+    const meta = w.api.node().metadata ?? {};
+    delete meta.labels?.[EXCLUDE_LABEL];
+    delete meta.annotations?.[LABEL_OWNED_ANNOTATION];
+    meta.resourceVersion = String(Number(meta.resourceVersion) + 1);
+    w.drain.nodeChanged();
+    await w.cap.idle();
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'put back without waiting for a tick');
+    t.equal(w.api.node().metadata?.annotations?.[LABEL_OWNED_ANNOTATION], 'true', "as drainguard's");
+    const removed = w.events.filter((e) => e.reason === L2_EVENT_REASONS.labelRemoved);
+    t.strictSame(
+      removed.map((e) => [e.kind, e.type]),
+      [
+        ['Node', 'Warning'],
+        ['Pod', 'Warning'],
+      ],
+    );
+    t.match(removed[0]?.message, /removed from node node-a under the fence/);
+    w.drain.nodeChanged();
+    await w.cap.idle();
+    t.strictSame(
+      w.reasons().filter((r) => r === L2_EVENT_REASONS.labelRestored),
+      [L2_EVENT_REASONS.labelRestored],
+    );
+    t.equal(w.cap.state.phase, 'fenced-confirmed', 'the fence stays');
+    t.strictSame(w.host.applied.at(-1), {
+      vips4: ['192.0.2.10'],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    });
+  },
+);
