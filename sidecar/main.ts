@@ -190,8 +190,9 @@ export async function startSidecar(
   };
   let running = false;
   let prestopRun: Promise<Record<string, unknown>> | undefined;
-  const prestop = () => {
-    drain.markTerminating();
+  /** `presumed`: a hook that could not read the own Pod (drain/watcher.ts goingAway). */
+  const prestop = (presumed = false) => {
+    drain.markTerminating({ presumed });
     // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
     prestopRun ??= eachFeature((c) => c.prestop());
     return prestopRun;
@@ -203,7 +204,7 @@ export async function startSidecar(
   });
   /** The kubelet's preStop hook: withdraw only if the pod is really going away. */
   const hook = async (): Promise<Record<string, unknown>> => {
-    const { going, why } = await drain.goingAway();
+    const { going, why, presumed } = await drain.goingAway();
     if (!going) {
       if (!drain?.markGuardedStopping()) {
         logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
@@ -214,8 +215,13 @@ export async function startSidecar(
       const done = await eachFeature((c) => c.restarting?.());
       return { outcome: 'restarting', why, ...done };
     }
-    logger.info({ why }, 'preStop hook: pod going away');
-    return prestop();
+    logger.info(
+      { why, ...(presumed ? { presumed } : {}) },
+      presumed
+        ? 'preStop hook: pod presumed going away (own Pod unreadable); a restart of the guarded container seen here would say otherwise'
+        : 'preStop hook: pod going away',
+    );
+    return prestop(presumed === true);
   };
   const server = new SidecarServer({
     port: config.port,

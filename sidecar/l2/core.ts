@@ -212,6 +212,8 @@ export interface L2Observation {
    * service missing here is judged by `otherCandidates`.
    */
   serviceCandidates?: Record<string, string[]>;
+  /** The last preStop hook, taken for a deletion, was a restart seen here (DrainState.hookRestartSeen). */
+  hookRestartSeen?: boolean;
   /** Interfaces to fence. */
   interfaces: string[];
   /**
@@ -527,7 +529,9 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   // API outage (or a Node that is gone) must not undo a fence or label, and the fail-safe stays
   // until the API is back.
   if (!observation.synced) return memory;
-  if (memory.phase === 'failsafe-fenced' && !apiUp) return memory;
+  // A fail-safe fenced for a hook taken for a deletion (the own Pod unreadable) that was a
+  // restart after all: lifted at once, the restarted speaker is still the owner (issue 42, item 10).
+  if (memory.phase === 'failsafe-fenced' && !apiUp && !observation.hookRestartSeen) return memory;
   const undoing = enter(memory, 'undoing', now);
   if (observation.fence) {
     turn.actions.push({ kind: 'unfence' });

@@ -508,6 +508,7 @@ export class L2Handover implements Feature {
       draining: drain.draining,
       terminating: drain.terminating,
       drainReason: drain.drainReason,
+      hookRestartSeen: drain.hookRestartSeen,
       synced: drain.synced && metallb.synced,
       metallbSynced: metallb.synced,
       apiDownSince: drain.apiDownSince,

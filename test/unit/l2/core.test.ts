@@ -1303,3 +1303,27 @@ t.test(
     ]);
   },
 );
+
+t.test(
+  'issue 42 item 10: a fail-safe fenced for a hook taken for a deletion (the own Pod unreadable) is lifted at once when that hook proves a restart, the API still down',
+  async (t) => {
+    // The sidecar's requests answered 429 (down for it); the owner's speaker fails its liveness
+    // probe; the hook cannot read the own Pod and presumes a deletion; the grace passes.
+    const w = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    w.run({ now: T0 + 5_000 });
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.strictSame(w.o.fence?.memberlistPorts, [], 'uncut: peers keep this node the owner');
+    // The restart is seen in the shared PID namespace: not terminating, and not draining.
+    const lifted = w.run({ now: T0 + 6_200, terminating: false, hookRestartSeen: true });
+    t.strictSame(kinds(lifted), ['unfence'], 'the restarted speaker, still the owner, answers again');
+    t.equal(w.status.phase, 'undoing');
+    t.strictSame(kinds(w.run({ now: T0 + 6_300 })), ['event']);
+    t.equal(w.status.phase, 'idle');
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 })), [], 'no fail-safe again: nothing to hand over');
+    // Without that proof, an unknown drain state keeps the fail-safe until the API answers.
+    const unproved = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    unproved.run({ now: T0 + 5_000 });
+    t.strictSame(kinds(unproved.run({ now: T0 + 6_200, terminating: false })), []);
+    t.equal(unproved.status.phase, 'failsafe-fenced');
+  },
+);
