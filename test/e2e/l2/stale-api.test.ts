@@ -395,3 +395,47 @@ t.test(
     await pointOthersAt(url.hostname, Number(url.port));
   },
 );
+
+t.test(
+  'issue 42 item 9: an API server that reads through other etcd members too (several --etcd-servers) is fenced all the same when its member here restarts during a drain while a read is held (an election), and stays fenced until the drain ends, answering again',
+  async (t) => {
+    // Nothing here can tell that server from one with only its own member (kubeadm's, RKE2's): the
+    // sidecar sees neither its flags nor its etcd client. During the election its member's exit
+    // started, every API server holds consistent reads; the proof does not wait for the others.
+    rmSync(healthy, { force: true });
+    const etcd = await silentListener(node, '127.0.0.1', 2379);
+    const others = await silentListener(peer, peer.ipv4, PORT);
+    const slice = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others';
+    const pointOthersAt = (address: string, port: number) =>
+      client.request(slice, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: {
+          endpoints: [{ addresses: [address], conditions: { ready: true } }],
+          ports: [{ name: 'https', port, protocol: 'TCP' }],
+        },
+      });
+    await pointOthersAt(peer.ipv4, PORT);
+    const seen = output.length;
+    await cordon(true);
+    await waitFor(
+      'the etcd member seen listening while the node drains',
+      () => output.slice(seen).some((l) => l.includes('an etcd member listens on this node')),
+      T,
+    );
+    await stopProcess(etcd, 'SIGKILL'); // the member restarts
+    t.ok(await waitFor('fenced', installed, T), 'fenced by the proof of the member’s exit');
+    // The election over, the member back: the server answers through etcd again.
+    writeFileSync(healthy, '');
+    const back = await silentListener(node, '127.0.0.1', 2379);
+    await new Promise((r) => setTimeout(r, 1_000)); // an observation window of four probe intervals
+    t.ok(await installed(), 'kept until the drain ends: a fenced server is not judged again');
+    t.notOk(await connects(peer));
+    await cordon(false);
+    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    await stopProcess(back, 'SIGKILL');
+    await stopProcess(others, 'SIGKILL');
+    const url = new URL(cp.server);
+    await pointOthersAt(url.hostname, Number(url.port));
+  },
+);
