@@ -415,27 +415,35 @@ t.test(
           ports: [{ name: 'https', port, protocol: 'TCP' }],
         },
       });
-    await pointOthersAt(peer.ipv4, PORT);
-    const seen = output.length;
-    await cordon(true);
-    await waitFor(
-      'the etcd member seen listening while the node drains',
-      () => output.slice(seen).some((l) => l.includes('an etcd member listens on this node')),
-      T,
-    );
-    await stopProcess(etcd, 'SIGKILL'); // the member restarts
-    t.ok(await waitFor('fenced', installed, T), 'fenced by the proof of the member’s exit');
-    // The election over, the member back: the server answers through etcd again.
-    writeFileSync(healthy, '');
-    const back = await silentListener(node, '127.0.0.1', 2379);
-    await new Promise((r) => setTimeout(r, 1_000)); // an observation window of four probe intervals
-    t.ok(await installed(), 'kept until the drain ends: a fenced server is not judged again');
-    t.notOk(await connects(peer));
-    await cordon(false);
-    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
-    await stopProcess(back, 'SIGKILL');
-    await stopProcess(others, 'SIGKILL');
-    const url = new URL(cp.server);
-    await pointOthersAt(url.hostname, Number(url.port));
+    let back: ChildProcess | undefined;
+    try {
+      await pointOthersAt(peer.ipv4, PORT);
+      const seen = output.length;
+      const probed = await probes();
+      await cordon(true);
+      // A probe settled (a held read, after LOCAL_READ_MAX_MS): the port was checked, listening, on
+      // every tick meanwhile (an earlier test may have logged the first sighting already).
+      await waitFor('a probe while the member listens', async () => (await probes()) > probed, T);
+      t.equal(await installed(), undefined, 'not fenced while its etcd member listens');
+      await stopProcess(etcd, 'SIGKILL'); // the member restarts
+      t.ok(await waitFor('fenced', installed, T), 'fenced by the proof of the member’s exit');
+      t.ok(
+        output.slice(seen).some((l) => l.includes('the etcd member on this node no longer listens')),
+        'seen listening, then gone',
+      );
+      // The election over, the member back: the server answers through etcd again.
+      writeFileSync(healthy, '');
+      back = await silentListener(node, '127.0.0.1', 2379);
+      await new Promise((r) => setTimeout(r, 1_000)); // an observation window of four probe intervals
+      t.ok(await installed(), 'kept until the drain ends: a fenced server is not judged again');
+      t.notOk(await connects(peer), 'still refused');
+      await cordon(false);
+      await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    } finally {
+      for (const p of [etcd, back, others]) if (p) await stopProcess(p, 'SIGKILL');
+      const url = new URL(cp.server);
+      await pointOthersAt(url.hostname, Number(url.port));
+      await cordon(false);
+    }
   },
 );
