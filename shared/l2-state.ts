@@ -1,5 +1,6 @@
 // The L2 sidecar's state as it publishes it in its Node's annotation (L2_STATE_ANNOTATION, JSON):
 // written by the sidecar's core, read back by it on restart and by `drainguard status`.
+import { isIP } from 'node:net';
 
 export const L2_PHASES = [
   'idle',
@@ -59,12 +60,105 @@ export interface L2State {
   disabled?: string;
 }
 
-export function parseL2State(text: string | undefined): L2State | undefined {
-  if (!text) return undefined;
-  try {
-    const s = JSON.parse(text) as L2State;
-    return L2_PHASES.includes(s.phase) ? s : undefined;
-  } catch {
+/** Where (a path below the value, '' for the value itself) and why a value lacks a shape. */
+type Flaw = { at: string; why: string };
+/** The flaw of a value, or undefined when it has the shape. */
+type Check = (v: unknown) => Flaw | undefined;
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const flaw = (ok: boolean, why: string): Flaw | undefined => (ok ? undefined : { at: '', why });
+const below = (at: string, f: Flaw | undefined): Flaw | undefined => f && { at: `${at}${f.at}`, why: f.why };
+const str: Check = (v) => flaw(typeof v === 'string', 'not a string');
+const bool: Check = (v) => flaw(typeof v === 'boolean', 'not true or false');
+const oneOf =
+  (values: readonly string[]): Check =>
+  (v) =>
+    flaw(typeof v === 'string' && values.includes(v), `not one of ${values.join(', ')}`);
+const ip: Check = (v) => flaw(typeof v === 'string' && isIP(v) !== 0, 'not an IP address');
+/** MetalLB's pools as core.ts remembers them: "first-last", both addresses of one family. */
+const range: Check = (v) => {
+  const [a = '', b = '', extra] = typeof v === 'string' ? v.split('-') : [];
+  return flaw(
+    extra === undefined && isIP(a) !== 0 && isIP(a) === isIP(b),
+    'not an address range "first-last"',
+  );
+};
+const each =
+  (item: Check): Check =>
+  (v) => {
+    if (!Array.isArray(v)) return flaw(false, 'not an array');
+    for (const [i, x] of v.entries()) {
+      const f = below(`[${i}]`, item(x));
+      if (f) return f;
+    }
     return undefined;
+  };
+const stringValues: Check = (v) => {
+  if (!isObject(v)) return flaw(false, 'not an object');
+  const bad = Object.keys(v).find((k) => typeof v[k] !== 'string');
+  return bad === undefined ? undefined : { at: `.${bad}`, why: 'not a string' };
+};
+const fields =
+  (shape: Record<string, { check: Check; optional?: true }>): Check =>
+  (v) => {
+    if (!isObject(v)) return flaw(false, 'not an object');
+    for (const [name, { check, optional }] of Object.entries(shape)) {
+      if (v[name] === undefined) {
+        if (optional) continue;
+        return { at: `.${name}`, why: 'missing' };
+      }
+      const f = below(`.${name}`, check(v[name]));
+      if (f) return f;
+    }
+    return undefined;
+  };
+const required = (check: Check) => ({ check });
+const optional = (check: Check) => ({ check, optional: true as const });
+
+/** Every field of L2State, as the sidecar writes it (core.ts statusOf). */
+const L2_STATE_SHAPE = fields({
+  phase: required(oneOf(L2_PHASES)),
+  since: required(str),
+  handoverStartedAt: optional(str),
+  vips: required(each(ip)),
+  services: required(each(fields({ service: required(str), ips: required(each(ip)) }))),
+  handedTo: required(stringValues),
+  fenced: required(bool),
+  failsafe: required(bool),
+  interfaces: required(each(str)),
+  missingInterfaces: optional(each(str)),
+  pools: optional(each(range)),
+  failsafeDrop: optional(oneOf(['pools', 'foreign'])),
+  memberlistCut: optional(bool),
+  held: optional(each(ip)),
+  failsafeKept: optional(str),
+  stranded: optional(bool),
+  gaveUp: optional(bool),
+  observeOnly: optional(bool),
+  disabled: optional(str),
+});
+
+/**
+ * The annotation read: its state when it is whole and well-formed, or what is wrong with it. A
+ * user, a tool or a version of drainguard may have written anything there: the sidecar resumes
+ * from it, and one malformed field (a service without `ips`) made every reconcile throw.
+ */
+export function readL2State(text: string | undefined): { state?: L2State; problem?: string } {
+  if (!text) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    return { problem: `not JSON (${(e as Error).message})` };
   }
+  const f = L2_STATE_SHAPE(parsed);
+  return f
+    ? { problem: `${f.at.replace(/^\./, '') || 'the annotation'}: ${f.why}` }
+    : { state: parsed as L2State };
+}
+
+/** The annotation's state, or undefined when absent or malformed (readL2State says why). */
+export function parseL2State(text: string | undefined): L2State | undefined {
+  return readL2State(text).state;
 }

@@ -11,6 +11,7 @@ import type { Feature, FeatureContext } from './feature.ts';
 import { FEATURE_MODULES } from './features.ts';
 import { SidecarServer } from './http.ts';
 import { ToolRunner } from './runner.ts';
+import { logUnhandledRejections } from './unhandled.ts';
 
 export interface RunningSidecar {
   config: SidecarConfig;
@@ -34,6 +35,11 @@ export interface StartOptions {
    * once, unfinished, and the caller shuts down what has started.
    */
   signal?: AbortSignal;
+  /**
+   * The sidecar is the process (run()): an unhandled promise rejection is logged and counted
+   * instead of ending it (unhandled.ts). Off where a test runs sidecars in its own process.
+   */
+  ownsProcess?: boolean;
 }
 
 /** Left of the grace period for the last steps of a shutdown (informers, server, exit) before the kill. */
@@ -95,6 +101,15 @@ export async function startSidecar(
     'drainguard_api_errors_total',
     'Failed API calls by HTTP code (0 = unreachable).',
   );
+  const unguard = opts.ownsProcess
+    ? logUnhandledRejections(
+        logger,
+        metrics.counter(
+          'drainguard_unhandled_rejections_total',
+          'Promise rejections nobody handled (bugs), logged instead of ending the process.',
+        ),
+      )
+    : undefined;
   let drain: DrainWatcher | undefined;
   const apiHealth = apiHealthReporter({
     log: logger,
@@ -175,8 +190,9 @@ export async function startSidecar(
   };
   let running = false;
   let prestopRun: Promise<Record<string, unknown>> | undefined;
-  const prestop = () => {
-    drain.markTerminating();
+  /** `presumed`: a hook that could not read the own Pod (drain/watcher.ts goingAway). */
+  const prestop = (presumed = false) => {
+    drain.markTerminating({ presumed });
     // One pre-stop per process: /prestop and SIGTERM may both arrive; both wait for the same work.
     prestopRun ??= eachFeature((c) => c.prestop());
     return prestopRun;
@@ -188,7 +204,7 @@ export async function startSidecar(
   });
   /** The kubelet's preStop hook: withdraw only if the pod is really going away. */
   const hook = async (): Promise<Record<string, unknown>> => {
-    const { going, why } = await drain.goingAway();
+    const { going, why, presumed } = await drain.goingAway();
     if (!going) {
       if (!drain?.markGuardedStopping()) {
         logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
@@ -199,8 +215,13 @@ export async function startSidecar(
       const done = await eachFeature((c) => c.restarting?.());
       return { outcome: 'restarting', why, ...done };
     }
-    logger.info({ why }, 'preStop hook: pod going away');
-    return prestop();
+    logger.info(
+      { why, ...(presumed ? { presumed } : {}) },
+      presumed
+        ? 'preStop hook: pod presumed going away (own Pod unreadable); a restart of the guarded container seen here would say otherwise'
+        : 'preStop hook: pod going away',
+    );
+    return prestop(presumed === true);
   };
   const server = new SidecarServer({
     port: config.port,
@@ -300,6 +321,7 @@ export async function startSidecar(
       await drain.stop();
       await Promise.all([server.close(), metricsServer?.close()]);
       client.close();
+      unguard?.();
     })();
     return stopping;
   };
@@ -336,7 +358,7 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   let sidecar: RunningSidecar;
   try {
-    sidecar = await startSidecar(process.env, undefined, { signal: stop.signal });
+    sidecar = await startSidecar(process.env, undefined, { signal: stop.signal, ownsProcess: true });
   } catch (e) {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);

@@ -19,7 +19,9 @@
 // - release: only if the observed record names this candidate (IsLeader); one Update of the cached
 //   Lease (its resourceVersion from the last Get/Create/Update), no Get, no retry, bounded by
 //   RenewDeadline on a context of its own; holder "", leaseDurationSeconds 1, acquire and renew
-//   time now, transitions kept.
+//   time now, transitions kept. A renew the cancel cut off after the server applied it leaves the
+//   cached Lease behind: the release is refused (409) and the Lease expires (the ReleaseOnCancel
+//   tests of test/e2e/lease/candidate.test.ts stop the leader between renews, or on purpose in one).
 // - tryAcquireOrRenew: (1) the optimistic path (client-go ≥ 0.30): IsLeader() && isLeaseValid(now)
 //   (observedTime + the observed record's leaseDurationSeconds after now) → Update of the cached
 //   Lease with no Get; on any error fall through to (2) Get, or Create on 404; (3) the observed

@@ -31,6 +31,19 @@ export function inContainer(cgroupText: string, id: string): boolean {
   });
 }
 
+/** The runtime's ID named by the last segment of a cgroup path (`<id>`, `cri-containerd-<id>.scope` …). */
+const CGROUP_CONTAINER = /^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{12,})(?:\.scope)?$/;
+
+/** The container a /proc/<pid>/cgroup text puts the process in (inContainer's forms), if any. */
+export function containerIdOf(cgroupText: string): string | undefined {
+  for (const line of cgroupText.split('\n')) {
+    const last = line.split(':').slice(2).join(':').split('/').pop() ?? '';
+    const m = CGROUP_CONTAINER.exec(last);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
 /** The two reads a /proc scan needs (tests count them). */
 export interface ProcFs {
   readdir(dir: string): string[];
@@ -51,6 +64,21 @@ function pidIn(proc: string, pid: string, id: string, fs: ProcFs): boolean {
 /** The container's processes visible here: a full /proc scan. */
 export function containerPids(id: string, proc = '/proc', fs: ProcFs = hostProc): string[] {
   return fs.readdir(proc).filter((e) => /^\d+$/.test(e) && pidIn(proc, e, id, fs));
+}
+
+/** The containers whose processes are visible here (a shared PID namespace: the pod's). */
+export function visibleContainers(proc = '/proc', fs: ProcFs = hostProc): Set<string> {
+  const ids = new Set<string>();
+  for (const e of fs.readdir(proc)) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const id = containerIdOf(fs.readFile(`${proc}/${e}/cgroup`));
+      if (id) ids.add(id);
+    } catch {
+      // gone meanwhile, or hidden
+    }
+  }
+  return ids;
 }
 
 /** How many processes of the container are visible here (0 when none, or none can be seen). */

@@ -67,6 +67,13 @@ export interface DrainState {
    * delete): names and identities derived from the pod name are no longer this pod's.
    */
   podReplaced: boolean;
+  /**
+   * The last preStop hook, taken for a deletion because the own Pod could not be read, was a
+   * restart of the guarded container after all: seen restarting in the shared PID namespace (and
+   * the node not seen draining since). What a fail-safe fenced for it can be lifted on, the API
+   * still down (sidecar/drain/restart-witness.ts).
+   */
+  hookRestartSeen: boolean;
 }
 
 export const initialDrainState: DrainState = {
@@ -77,6 +84,7 @@ export const initialDrainState: DrainState = {
   apiDownSince: undefined,
   apiFailedAt: undefined,
   podReplaced: false,
+  hookRestartSeen: false,
 };
 
 export function sameDrainState(a: DrainState, b: DrainState): boolean {
@@ -87,6 +95,7 @@ export function sameDrainState(a: DrainState, b: DrainState): boolean {
     a.synced === b.synced &&
     a.apiDownSince === b.apiDownSince &&
     a.apiFailedAt === b.apiFailedAt &&
-    a.podReplaced === b.podReplaced
+    a.podReplaced === b.podReplaced &&
+    a.hookRestartSeen === b.hookRestartSeen
   );
 }

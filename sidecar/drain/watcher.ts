@@ -14,6 +14,7 @@ import {
   trackGuarded,
 } from './guarded.ts';
 import { ContainerProcesses, type ProcFs, runtimeId } from './procs.ts';
+import { witnessRestart } from './restart-witness.ts';
 import {
   type DrainState,
   initialDrainState,
@@ -63,6 +64,10 @@ function newer(a: string, b: string): boolean {
 export class DrainWatcher {
   private state: DrainState = initialDrainState;
   private localTerminating = false;
+  /** A presumed termination not settled yet: aborts its restart witness. */
+  private presumption: AbortController | undefined;
+  /** The last hook's presumed termination was disproved by a restart seen here (DrainState). */
+  private hookRestartSeen = false;
   /** The guarded container's restartCount when markTerminating() was called. */
   private restartsAtMark: number | undefined;
   /**
@@ -78,6 +83,7 @@ export class DrainWatcher {
   /** The guarded container whose processes are watched (or found not visible: no poll). */
   private guardedProcs: { id: string; stop: AbortController | undefined } | undefined;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
+  private readonly nodeListeners = new Set<(node: Node | undefined) => void>();
   private readonly nodeInformer: Informer;
   private readonly podInformer: Informer;
   private readonly opts: DrainWatcherOptions;
@@ -107,6 +113,7 @@ export class DrainWatcher {
         this.node = objs.values().next().value as Node | undefined;
         if (change.type === 'SYNC' || !this.verified) this.verify();
         this.recompute({ fromView: true });
+        for (const fn of this.nodeListeners) fn(this.node);
       },
     });
     this.podInformer = new Informer(opts.client, {
@@ -147,6 +154,15 @@ export class DrainWatcher {
     return () => this.listeners.delete(fn);
   }
 
+  /**
+   * Every change of the own Node as watched, the drain state's or not (its labels: the L2 handover
+   * puts back an exclude label removed under its fence); call the returned function to unsubscribe.
+   */
+  subscribeNode(fn: (node: Node | undefined) => void): () => void {
+    this.nodeListeners.add(fn);
+    return () => this.nodeListeners.delete(fn);
+  }
+
   start(): void {
     this.nodeInformer.start();
     this.podInformer.start();
@@ -154,6 +170,7 @@ export class DrainWatcher {
 
   async stop(): Promise<void> {
     this.stopped.abort();
+    this.settlePresumption();
     await Promise.all([this.nodeInformer.stop(), this.podInformer.stop()]);
   }
 
@@ -163,11 +180,70 @@ export class DrainWatcher {
     return Boolean(this.opts.podUid && uid && uid !== this.opts.podUid);
   }
 
-  /** /prestop or SIGTERM: the pod is going away whatever the API says. */
-  markTerminating(): void {
+  /**
+   * /prestop or SIGTERM: the pod is going away whatever the API says. `presumed`: only presumed so
+   * (a hook whose own-Pod read failed, goingAway): a restart of the guarded container seen in the
+   * shared PID namespace then disproves it at once (restart-witness.ts), without the API.
+   */
+  markTerminating(opts: { presumed?: boolean } = {}): void {
     if (!this.localTerminating) this.restartsAtMark = this.guardedStatus()?.restartCount ?? 0;
+    const presumed = opts.presumed === true && (!this.localTerminating || this.presumption !== undefined);
     this.localTerminating = true;
+    this.hookRestartSeen = false;
+    if (presumed) this.presume();
+    else this.settlePresumption();
     this.recompute();
+  }
+
+  /** A presumed termination: watch for the guarded container's restart (restart-witness.ts). */
+  private presume(): void {
+    if (this.presumption) return;
+    const stop = new AbortController();
+    this.presumption = stop;
+    const guardedId = runtimeId(this.guardedStatus()?.containerID);
+    if (guardedId === undefined) {
+      if (this.opts.guardedContainer)
+        this.opts.log.info(
+          { container: this.opts.guardedContainer },
+          'the guarded container is not known yet: a presumed deletion ends only once the own Pod can be read',
+        );
+      return;
+    }
+    void witnessRestart({
+      guardedId,
+      clock: this.opts.clock,
+      signal: AbortSignal.any([stop.signal, this.stopped.signal]),
+      ...(this.opts.proc ? { proc: this.opts.proc } : {}),
+    })
+      .then((restarted) => {
+        if (this.presumption !== stop) return;
+        if (!restarted) {
+          if (!stop.signal.aborted)
+            this.opts.log.info(
+              { container: this.opts.guardedContainer },
+              "the guarded container's processes are not visible here (no shared PID namespace): a presumed deletion ends only once the own Pod can be read",
+            );
+          return;
+        }
+        this.presumption = undefined;
+        // The kubelet started a container: the pod is not being deleted (nor, as last seen, replaced).
+        if (podTerminating(this.pod) || this.replacedBy !== undefined) return;
+        this.localTerminating = false;
+        this.restartsAtMark = undefined;
+        this.hookRestartSeen = true;
+        this.opts.log.warn(
+          { container: this.opts.guardedContainer },
+          'the guarded container restarted (seen in the shared PID namespace): the preStop hook taken for a deletion, the own Pod unreadable, was a container restart; no longer terminating',
+        );
+        this.recompute();
+      })
+      .catch(() => {});
+  }
+
+  /** The termination is certain (SIGTERM, a deletion seen), or over: nothing left to disprove. */
+  private settlePresumption(): void {
+    this.presumption?.abort();
+    this.presumption = undefined;
   }
 
   /**
@@ -175,9 +251,10 @@ export class DrainWatcher {
    * restarts a container after a failed liveness probe: then neither the pod is being deleted
    * nor the node drained, and nothing must be withdrawn. The own Pod is read fresh (the
    * kubelet's view of a deletion can be ahead of our watch). Unknown (API error) counts as
-   * going away: a VIP that moves needlessly is better than one that goes dark.
+   * going away, `presumed`: a VIP that moves needlessly is better than one that goes dark, and a
+   * restart seen in the shared PID namespace disproves it (markTerminating).
    */
-  async goingAway(): Promise<{ going: boolean; why: string }> {
+  async goingAway(): Promise<{ going: boolean; why: string; presumed?: true }> {
     const drained = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
     if (drained !== undefined) return { going: true, why: drained };
     if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
@@ -192,7 +269,7 @@ export class DrainWatcher {
         ? { going: true, why: 'pod deleted' }
         : { going: false, why: 'pod not deleted, node not draining (a container restart)' };
     } catch (e) {
-      return { going: true, why: `own Pod unknown (${(e as Error).message})` };
+      return { going: true, why: `own Pod unknown (${(e as Error).message})`, presumed: true };
     }
   }
 
@@ -400,14 +477,19 @@ export class DrainWatcher {
     if (this.localTerminating && !podTerminating(this.pod) && this.guardedRestarted()) {
       this.localTerminating = false;
       this.restartsAtMark = undefined;
+      this.settlePresumption();
       this.opts.log.info(
         { container: this.opts.guardedContainer },
         'the guarded container runs again and the pod is not being deleted: no longer terminating',
       );
     }
     if (this.restartsHandedOver) this.trackGuarded();
+    // A deletion seen settles a presumed one; a drain seen makes the restart seen moot.
+    if (this.presumption && podTerminating(this.pod)) this.settlePresumption();
+    const drained = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
+    if (drained !== undefined) this.hookRestartSeen = false;
     const stopped = this.guarded.stopped?.why;
-    const reason = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal) ?? stopped;
+    const reason = drained ?? stopped;
     const next: DrainState = {
       draining: reason !== undefined,
       drainReason: reason,
@@ -418,6 +500,7 @@ export class DrainWatcher {
       apiDownSince,
       apiFailedAt: this.apiFailedAt,
       podReplaced: this.replacedBy !== undefined,
+      hookRestartSeen: this.hookRestartSeen,
     };
     const prev = this.state;
     // The view changed while the API counts as down: it came from a watch cache (nothing else

@@ -76,6 +76,7 @@
 // (PUBLISHED_PHASE below; refused adds `stranded: true`, given-up `gaveUp: true`).
 import type { L2Phase, L2State, ServiceVips } from '../../shared/l2-state.ts';
 import { claimedVips, type FenceSpec, fenceIsEmpty, normalizeFence, sameFence } from './fence.ts';
+import { fencedLabel, LABEL_EVENT_REASONS } from './label-guard.ts';
 import { poolRanges } from './pool-ranges.ts';
 
 export interface L2Settings {
@@ -211,6 +212,8 @@ export interface L2Observation {
    * service missing here is judged by `otherCandidates`.
    */
   serviceCandidates?: Record<string, string[]>;
+  /** The last preStop hook, taken for a deletion, was a restart seen here (DrainState.hookRestartSeen). */
+  hookRestartSeen?: boolean;
   /** Interfaces to fence. */
   interfaces: string[];
   /**
@@ -282,6 +285,8 @@ export interface L2Memory {
    * handed over (its ServiceL2Status objects gone) with no new owner confirmed (OWN_WITHDRAWN_GRACE_MS).
    */
   ownWithdrawnAt?: number | undefined;
+  /** Fenced: since when the exclude label has been missing (label-guard.ts). */
+  labelLostAt?: number | undefined;
 }
 
 /** Reasons of the Events the handover records on its Node and pod. */
@@ -300,6 +305,9 @@ export const L2_EVENT_REASONS = {
   vipClaimed: 'L2VipClaimed',
   /** Interfaces named for the fence are not on this node (recorded by the edge). */
   interfacesMissing: 'L2FenceInterfacesMissing',
+  /** The status annotation read back on start is malformed: ignored (recorded by the edge). */
+  stateInvalid: 'L2StateInvalid',
+  ...LABEL_EVENT_REASONS,
   undone: 'L2HandoverUndone',
 } as const;
 export type L2EventReason = (typeof L2_EVENT_REASONS)[keyof typeof L2_EVENT_REASONS];
@@ -521,7 +529,9 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   // API outage (or a Node that is gone) must not undo a fence or label, and the fail-safe stays
   // until the API is back.
   if (!observation.synced) return memory;
-  if (memory.phase === 'failsafe-fenced' && !apiUp) return memory;
+  // A fail-safe fenced for a hook taken for a deletion (the own Pod unreadable) that was a
+  // restart after all: lifted at once, the restarted speaker is still the owner (issue 42, item 10).
+  if (memory.phase === 'failsafe-fenced' && !apiUp && !observation.hookRestartSeen) return memory;
   const undoing = enter(memory, 'undoing', now);
   if (observation.fence) {
     turn.actions.push({ kind: 'unfence' });
@@ -659,7 +669,7 @@ function claimWatch(services: ServiceVips[], interfaces: string[], prior?: Fence
 }
 
 /** The handover's claim watch (not a fail-safe's fence, which cuts memberlist or drops the pools). */
-const isClaimWatch = (fence: FenceSpec | undefined): fence is FenceSpec =>
+export const isClaimWatch = (fence: FenceSpec | undefined): fence is FenceSpec =>
   fence !== undefined && !cuts(fence) && !fence.pools && !fence.ownAddresses;
 
 function labelled(memory: L2Memory, turn: Turn): L2Memory {
@@ -798,10 +808,14 @@ function unconfirmed(memory: L2Memory, turn: Turn): L2Memory {
   return { ...enter(memory, 'overdue', now), fence: watch };
 }
 
-/** Keep the fence what this phase wants (someone else may have flushed it). */
+/** Keep the fence what this phase wants (someone else may have flushed it), and the label (label-guard.ts). */
 function fenced(memory: L2Memory, turn: Turn): L2Memory {
   if (memory.fence) ensureFence(turn, memory.fence);
-  return memory;
+  const o = { ...turn.observation, apiUp: turn.apiUp };
+  const label = fencedLabel(memory.labelLostAt, o, turn.settings.nodeName);
+  if (label.relabel) turn.actions.push({ kind: 'label' });
+  if (label.event) event(turn, label.event.type, label.event.reason, label.event.message);
+  return label.lostAt === memory.labelLostAt ? memory : { ...memory, labelLostAt: label.lostAt };
 }
 
 /**
@@ -1070,66 +1084,4 @@ const keptAfterFailsafe = (memory: L2Memory) =>
   (memory.phase === 'fenced-confirmed' || memory.phase === 'fenced-unconfirmed') && cuts(memory.fence);
 
 /** The services of a fence found without the Node annotation: their names are not known. */
-const FROM_FENCE = '(from fence)';
-
-/** Memory rebuilt on start from the Node annotation and the installed fence. */
-export function resume(status: L2State | undefined, fence: FenceSpec | undefined, now: number): L2Memory {
-  const pools = status?.pools ?? fence?.pools;
-  const memory: L2Memory = { ...initialMemory(now), ...(pools && pools.length > 0 ? { pools } : {}) };
-  const t = (iso: string | undefined) => {
-    const n = iso ? Date.parse(iso) : Number.NaN;
-    return Number.isNaN(n) ? undefined : n;
-  };
-  const services = status?.services ?? [];
-  const fromFence = (f: FenceSpec): ServiceVips[] =>
-    services.length > 0
-      ? services
-      : [{ service: FROM_FENCE, ips: [...f.vips4, ...f.vips6, ...(f.held ?? [])] }];
-  const handingOver = status?.phase === 'labelled' || status?.phase === 'awaiting-confirmation';
-  if (fence?.held && isClaimWatch(fence) && (handingOver || !status)) {
-    // The handover's claim watch: still awaiting its new owners.
-    return {
-      ...memory,
-      phase: 'labelled',
-      since: t(status?.since) ?? now,
-      handoverStartedAt: t(status?.handoverStartedAt) ?? now,
-      services: fromFence(fence),
-      fence,
-    };
-  }
-  if (fence) {
-    // The annotation does not tell a confirmed fence from one after the settle time: "fenced"
-    // counts as confirmed (the fail-safe then leaves it alone). A fence with the memberlist cut is
-    // the fail-safe's: kept after the handover (until the drain ends) when the annotation says so
-    // (`memberlistCut` while "fenced"); otherwise — no annotation, or one written before the
-    // fail-safe (none is written while the API is down) — decided again once the API answers.
-    const cut = fence.memberlistPorts.length > 0;
-    const phase: HandoverPhase =
-      status?.phase === 'fenced' && (!cut || status.memberlistCut === true)
-        ? 'fenced-confirmed'
-        : cut
-          ? 'failsafe-fenced'
-          : 'fenced-unconfirmed';
-    return {
-      ...memory,
-      phase,
-      since: t(status?.since) ?? now,
-      handoverStartedAt: t(status?.handoverStartedAt) ?? now,
-      services: fromFence(fence),
-      handedTo: status?.handedTo ?? {},
-      fence,
-    };
-  }
-  if (status && (status.phase === 'labelled' || status.phase === 'awaiting-confirmation')) {
-    return {
-      ...memory,
-      phase: 'labelled',
-      since: t(status.since) ?? now,
-      handoverStartedAt: t(status.handoverStartedAt) ?? now,
-      services,
-    };
-  }
-  // Given up before a restart: not retried until the drain ends (drainOver resets it).
-  if (status?.phase === 'idle' && status.gaveUp) return { ...memory, phase: 'given-up' };
-  return memory;
-}
+export const FROM_FENCE = '(from fence)';

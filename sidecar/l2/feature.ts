@@ -8,7 +8,7 @@
 import { RetryGate } from '../../shared/backoff.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
-import { parseL2State } from '../../shared/l2-state.ts';
+import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
@@ -24,7 +24,7 @@ import {
   needsTick,
   PUBLISHED_PHASE,
   peersMayBeBlind,
-  resume,
+  SPEAKER_CATCH_UP_MAX_MS,
   settled,
   staleServerCheckDue,
   statusOf,
@@ -40,6 +40,7 @@ import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
+import { resume } from './resume.ts';
 import { LOCAL_ETCD_CLIENT_PORT } from './stale-api.ts';
 import { StaleApiGuard } from './stale-api-guard.ts';
 
@@ -107,6 +108,7 @@ export class L2Handover implements Feature {
   private loop: Promise<void> | undefined;
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
+  private unsubscribeNode: (() => void) | undefined;
   private lastCheck = 0;
   private lastClaimsRead = 0;
   private lastPoolsRead = 0;
@@ -221,11 +223,29 @@ export class L2Handover implements Feature {
       ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
       return undefined;
     });
-    this.memory = resume(
-      parseL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]),
-      this.fence,
-      ctx.clock.now(),
-    );
+    const read = readL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]);
+    if (read.problem) {
+      ctx.log.warn(
+        { annotation: L2_STATE_ANNOTATION, problem: read.problem },
+        'malformed status annotation ignored',
+      );
+      this.events.record(
+        'Warning',
+        L2_EVENT_REASONS.stateInvalid,
+        `annotation ${L2_STATE_ANNOTATION} on node ${ctx.config.nodeName} is malformed (${read.problem}): ignored; the L2 handover resumes from the nft fence alone and writes a new one`,
+      );
+    }
+    const labels = node?.metadata?.labels;
+    const ownLabel = node
+      ? labels?.[EXCLUDE_LABEL] !== undefined &&
+        node.metadata?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true'
+      : undefined;
+    this.memory = resume(read.state, this.fence, ctx.clock.now(), ownLabel);
+    if (ownLabel !== false)
+      ctx.log.info(
+        { ownLabel: ownLabel ?? 'unknown (own Node unreadable)' },
+        `resumed with drainguard's exclude label on the Node: an API outage before this start cannot be ruled out, so a drain that ends within ${SPEAKER_CATCH_UP_MAX_MS / 1000} s of it (or of the API answering again) keeps the label until then, while this node's speaker catches up`,
+      );
     if (!this.atRestIdle())
       ctx.log.info(
         { phase: PUBLISHED_PHASE[this.memory.phase], fence: this.fence },
@@ -237,6 +257,14 @@ export class L2Handover implements Feature {
     this.lastPoolsRead = ctx.clock.now();
     void this.candidates.readPools?.();
     this.unsubscribe = ctx.drain.subscribe(() => this.trigger('drain state changed'));
+    // Fenced, an exclude label removed is put back at once (label-guard.ts), not at the next tick.
+    let labelled = EXCLUDE_LABEL in (ctx.drain.node?.metadata?.labels ?? {});
+    this.unsubscribeNode = ctx.drain.subscribeNode((n) => {
+      const now = EXCLUDE_LABEL in (n?.metadata?.labels ?? {});
+      if (now !== labelled || (!now && FENCED.has(this.memory.phase)))
+        this.trigger(now ? 'exclude label added' : 'exclude label removed');
+      labelled = now;
+    });
     this.loop = this.tickLoop();
     this.trigger('started');
   }
@@ -285,6 +313,7 @@ export class L2Handover implements Feature {
     await this.staleApi?.stop();
     await this.init;
     this.unsubscribe?.();
+    this.unsubscribeNode?.();
     await this.metallb.stop();
     await this.loop;
     await this.reconciler.idle();
@@ -480,6 +509,7 @@ export class L2Handover implements Feature {
       draining: drain.draining,
       terminating: drain.terminating,
       drainReason: drain.drainReason,
+      hookRestartSeen: drain.hookRestartSeen,
       synced: drain.synced && metallb.synced,
       metallbSynced: metallb.synced,
       apiDownSince: drain.apiDownSince,

@@ -98,9 +98,11 @@ export function nextLocalEtcd(v: LocalEtcdView, check: LocalEtcdCheck, now: numb
 /**
  * Whether a local read sent at `sentAt` and not answered by `now` proves its server stale by the
  * local etcd member's exit: the member listened while this sidecar ran and has not for
- * ETCD_GONE_READ_MS, and the read has been held as long. An API server whose --etcd-servers names
- * other members too answers through them (and is not judged so); one whose member restarts while the
- * node drains is fenced until the drain ends, as it cannot serve meanwhile either.
+ * ETCD_GONE_READ_MS, and the read has been held as long. Nothing here knows the server's
+ * --etcd-servers: one that names other members too usually answers through them within that time
+ * and is not judged so, but one held by an election (its member led etcd) is, like a server whose
+ * member merely restarts while the node drains; either stays fenced until the drain ends
+ * (docs/l2-handover.md, issue 42 item 9).
  */
 export function etcdGoneWhileSilent(now: number, sentAt: number, etcd: LocalEtcdView): boolean {
   return etcdGoneLongEnough(now, etcd) && now - sentAt >= ETCD_GONE_READ_MS;

@@ -122,6 +122,16 @@ export class LeaseHandover implements Feature {
   private readonly viewChanges = new Map<string, AbortController>();
   private unsubscribe: (() => void) | undefined;
   private run: Promise<LeaseResult[]> | undefined;
+  /**
+   * Terminations that ended with the pod staying (a liveness restart's preStop taken for a
+   * deletion: the node drained, or the own Pod was unreadable): the handover of each one is its
+   * own, so the real deletion that may follow hands over again (issue 42, item 7).
+   */
+  private terminationsEnded = 0;
+  /** The termination `run` was started for (terminationsEnded when it began). */
+  private runFor = -1;
+  /** A handover runs and has not finished. */
+  private handingOver = false;
   private hinted = false;
   /** The leader container's processes once they were seen here (shared PID namespace). */
   private localLeader: ContainerProcesses | undefined;
@@ -186,7 +196,14 @@ export class LeaseHandover implements Feature {
       this.informers.push(informer);
       informer.start();
     }
-    this.unsubscribe = this.ctx.drain.subscribe((state) => {
+    this.unsubscribe = this.ctx.drain.subscribe((state, prev) => {
+      if (prev.terminating && !state.terminating) {
+        this.terminationsEnded++;
+        this.ctx.log.info(
+          { handover: this.run ? 'run' : 'none' },
+          'no longer terminating (the pod stays): a later termination hands the Lease over again',
+        );
+      }
       if (state.terminating) this.trigger();
       else if (state.draining && !this.hinted) {
         this.hinted = true;
@@ -226,8 +243,9 @@ export class LeaseHandover implements Feature {
    * it only after this sidecar too has stopped. A restarted leader has a new ID and is looked up again.
    */
   private async watchLeaderProcesses(container: string): Promise<void> {
-    while (!this.abort.signal.aborted && !this.run) {
-      const id = this.leaderId(container);
+    while (!this.abort.signal.aborted) {
+      // Not while a handover waits on them; after one, a restarted leader is looked up again.
+      const id = this.handingOver ? undefined : this.leaderId(container);
       if (id && id !== this.localLeader?.id) {
         const procs = new ContainerProcesses(id);
         if (procs.scan() > 0) {
@@ -260,17 +278,31 @@ export class LeaseHandover implements Feature {
     return this.run;
   }
 
+  /**
+   * One handover per termination: none while this one's runs; a termination after one that ended
+   * (the pod stayed) starts its own, after any handover still running.
+   */
   private trigger(): void {
-    if (!this.settings || this.run) return;
-    const budgetSeconds = this.ctx.config.handoverBudgetSeconds;
-    const now = this.ctx.clock.now();
-    // Never past the grace period: the kubelet kills the pod then, mid-retry.
-    const killAt = terminationDeadline(this.ctx.drain.pod, now, budgetSeconds);
-    const deadline = Math.min(now + budgetSeconds * 1000, killAt - REPORT_MARGIN_MS);
-    this.run = this.handover(this.settings, deadline).catch((e: unknown) => {
-      this.ctx.log.error({ err: (e as Error).message }, 'lease handover failed');
-      return [];
-    });
+    const settings = this.settings;
+    if (!settings || (this.run && this.runFor === this.terminationsEnded)) return;
+    this.runFor = this.terminationsEnded;
+    const start = () => {
+      const budgetSeconds = this.ctx.config.handoverBudgetSeconds;
+      const now = this.ctx.clock.now();
+      // Never past the grace period: the kubelet kills the pod then, mid-retry.
+      const killAt = terminationDeadline(this.ctx.drain.pod, now, budgetSeconds);
+      const deadline = Math.min(now + budgetSeconds * 1000, killAt - REPORT_MARGIN_MS);
+      this.handingOver = true;
+      return this.handover(settings, deadline)
+        .catch((e: unknown) => {
+          this.ctx.log.error({ err: (e as Error).message }, 'lease handover failed');
+          return [];
+        })
+        .finally(() => {
+          this.handingOver = false;
+        });
+    };
+    this.run = this.run ? this.run.then(start) : start();
   }
 
   /**

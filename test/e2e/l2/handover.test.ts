@@ -205,6 +205,40 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
     await settleIdle();
   });
 
+  t.test(
+    'issue 42 item 5: the exclude label removed under the fence is put back at once; the VIP, elected back behind the fence meanwhile, is dark for moments, not until the uncordon',
+    async (t) => {
+      const a = w.initialOwner;
+      const b = w.ownerAmong(names.filter((n) => n !== a));
+      await w.cordon(a, true);
+      await waitFor('fenced', async () => (await status(a)).phase === 'fenced', T);
+      await answeredOnlyBy(b);
+      // A label-reconciling tool: every speaker reprocesses, and a (first in MetalLB's order) is
+      // elected again, behind its own fence. Before: dark for all 3 s probed (until the uncordon).
+      await w.setLabel(a, EXCLUDE_LABEL, null);
+      const rounds = await w.probe(60, ROUND_MS);
+      const dark = longestDark(rounds, ROUND_MS);
+      t.comment(`label removed under the fence: worst dark ${dark} ms over ${rounds.length} rounds`);
+      t.ok(dark <= 1000, `dark at most 1 s of the 3 s after the removal (worst ${dark} ms)`);
+      const md = (await w.getNode(a)).metadata;
+      t.ok(EXCLUDE_LABEL in (md?.labels ?? {}), 'the label put back');
+      t.equal(
+        md?.annotations?.[LABEL_OWNED_ANNOTATION],
+        'true',
+        "as drainguard's (taken off at the uncordon)",
+      );
+      await answeredOnlyBy(b);
+      await waitFor(
+        'the Warning Event',
+        async () =>
+          (await events('L2ExcludeLabelRemoved')).some((m) => m.includes(`node ${a} under the fence`)),
+        T,
+      );
+      t.equal((await status(a)).phase, 'fenced', 'still fenced');
+      await settleIdle();
+    },
+  );
+
   t.test('sidecar killed mid-handover resumes without a duplicate fence', async (t) => {
     const a = w.initialOwner;
     const others = names.filter((n) => n !== a);

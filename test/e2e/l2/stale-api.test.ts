@@ -395,3 +395,55 @@ t.test(
     await pointOthersAt(url.hostname, Number(url.port));
   },
 );
+
+t.test(
+  'issue 42 item 9: an API server that reads through other etcd members too (several --etcd-servers) is fenced all the same when its member here restarts during a drain while a read is held (an election), and stays fenced until the drain ends, answering again',
+  async (t) => {
+    // Nothing here can tell that server from one with only its own member (kubeadm's, RKE2's): the
+    // sidecar sees neither its flags nor its etcd client. During the election its member's exit
+    // started, every API server holds consistent reads; the proof does not wait for the others.
+    rmSync(healthy, { force: true });
+    const etcd = await silentListener(node, '127.0.0.1', 2379);
+    const others = await silentListener(peer, peer.ipv4, PORT);
+    const slice = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others';
+    const pointOthersAt = (address: string, port: number) =>
+      client.request(slice, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: {
+          endpoints: [{ addresses: [address], conditions: { ready: true } }],
+          ports: [{ name: 'https', port, protocol: 'TCP' }],
+        },
+      });
+    let back: ChildProcess | undefined;
+    try {
+      await pointOthersAt(peer.ipv4, PORT);
+      const seen = output.length;
+      const probed = await probes();
+      await cordon(true);
+      // A probe settled (a held read, after LOCAL_READ_MAX_MS): the port was checked, listening, on
+      // every tick meanwhile (an earlier test may have logged the first sighting already).
+      await waitFor('a probe while the member listens', async () => (await probes()) > probed, T);
+      t.equal(await installed(), undefined, 'not fenced while its etcd member listens');
+      await stopProcess(etcd, 'SIGKILL'); // the member restarts
+      t.ok(await waitFor('fenced', installed, T), 'fenced by the proof of the member’s exit');
+      t.ok(
+        output.slice(seen).some((l) => l.includes('the etcd member on this node no longer listens')),
+        'seen listening, then gone',
+      );
+      // The election over, the member back: the server answers through etcd again.
+      writeFileSync(healthy, '');
+      back = await silentListener(node, '127.0.0.1', 2379);
+      await new Promise((r) => setTimeout(r, 1_000)); // an observation window of four probe intervals
+      t.ok(await installed(), 'kept until the drain ends: a fenced server is not judged again');
+      t.notOk(await connects(peer), 'still refused');
+      await cordon(false);
+      await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+    } finally {
+      for (const p of [etcd, back, others]) if (p) await stopProcess(p, 'SIGKILL');
+      const url = new URL(cp.server);
+      await pointOthersAt(url.hostname, Number(url.port));
+      await cordon(false);
+    }
+  },
+);

@@ -3,8 +3,13 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
-import { LeaseCandidate, splitBrain } from '../../../lab/sim/lease-candidate.ts';
-import { waitFor } from '../../../shared/clock.ts';
+import {
+  type CandidateOptions,
+  type LeaseApi,
+  LeaseCandidate,
+  splitBrain,
+} from '../../../lab/sim/lease-candidate.ts';
+import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
@@ -26,8 +31,8 @@ t.teardown(async () => {
 async function setup(releaseOnStop = false) {
   const ns = `cand-${randomBytes(3).toString('hex')}`;
   await client.create('/api/v1/namespaces', { metadata: { name: ns } });
-  const mk = (identity: string) =>
-    new LeaseCandidate({ client, namespace: ns, lease: 'l', identity, releaseOnStop, ...T });
+  const mk = (identity: string, o: Partial<CandidateOptions> = {}) =>
+    new LeaseCandidate({ client, namespace: ns, lease: 'l', identity, releaseOnStop, ...T, ...o });
   const path = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/l`;
   return { ns, mk, read: () => client.get<Lease>(path), path };
 }
@@ -147,19 +152,101 @@ t.test('a displaced leader keeps working until its renew deadline passes', async
   }
 });
 
+/**
+ * `a`'s Lease API as a loaded machine serves it: every answer arrives `answerMs` after the API
+ * server applied the call, so a stop can cancel a renew that has landed. `inFlight` counts the
+ * calls not answered yet; `onLanded`, once set, runs (once) as the next write lands, before its answer.
+ */
+function loaded(answerMs: number) {
+  const state = { inFlight: 0, onLanded: undefined as (() => void) | undefined };
+  const late = async <T>(call: Promise<T>, signal: AbortSignal | undefined): Promise<T> => {
+    state.inFlight++;
+    try {
+      const answer = await call;
+      const landed = state.onLanded;
+      state.onLanded = undefined;
+      landed?.();
+      await systemClock.sleep(answerMs, signal);
+      if (signal?.aborted) throw new Error('request cancelled (its write had landed)');
+      return answer;
+    } finally {
+      state.inFlight--;
+    }
+  };
+  type Opts = { timeoutMs?: number; signal?: AbortSignal };
+  // The call itself is not cancelled: what a cancel cannot undo is a write the server applied.
+  const api: LeaseApi = {
+    get: <T>(path: string, o: Opts = {}) => late(client.get<T>(path, { timeoutMs: o.timeoutMs }), o.signal),
+    create: <T>(path: string, body: unknown, o: Opts = {}) =>
+      late(client.create<T>(path, body, { timeoutMs: o.timeoutMs }), o.signal),
+    replace: <T>(path: string, body: unknown, o: Opts = {}) =>
+      late(client.replace<T>(path, body, { timeoutMs: o.timeoutMs }), o.signal),
+  };
+  return { api, state };
+}
+
 t.test(
-  'ReleaseOnCancel: a stopping leader releases (empty holder, 1 s) and the other acquires at once',
+  'ReleaseOnCancel: a leader stopped between renews releases (empty holder, 1 s) and the other acquires at once',
   async (t) => {
     const { mk, read } = await setup(true);
-    const a = mk('a');
+    const slow = loaded(150);
+    const a = mk('a', { client: slow.api });
     const b = mk('b');
     try {
       await leaderAndContender(a, b);
-      await a.stop();
+      // Stopped (its context cancelled) in the same turn as no call of a's is seen in flight:
+      // the release then writes over the Lease as a's last renew left it. A stop that cancels a
+      // renew whose write landed releases nothing (next test) — what made this test flaky under
+      // CPU load, where a's calls take longer and a stop at any moment often met one.
+      let stopped: Promise<void> | undefined;
+      await waitFor(
+        'a stopped between renews',
+        () => {
+          if (a.leading && slow.state.inFlight === 0) stopped = a.stop();
+          return stopped !== undefined;
+        },
+        { timeoutMs: 5_000, intervalMs: 10 },
+      );
+      await stopped;
       const released = await read();
-      t.ok(released.spec?.holderIdentity === '' || released.spec?.holderIdentity === 'b');
+      t.ok(
+        released.spec?.holderIdentity === '' || released.spec?.holderIdentity === 'b',
+        `released (holder '${released.spec?.holderIdentity}')`,
+      );
       await waitFor('b leading', () => b.leading, { timeoutMs: 5_000 });
-      t.ok(b.intervals[0]!.start - a.intervals[0]!.end! <= maxRetry + 500);
+      const gap = b.intervals[0]!.start - a.intervals[0]!.end!;
+      t.ok(gap <= maxRetry + 500, `b led ${gap} ms after a stopped`);
+    } finally {
+      await b.stop();
+    }
+  },
+);
+
+t.test(
+  "ReleaseOnCancel: a stop that cancels a renew whose write landed releases nothing (409: a's cached Lease is behind, as in client-go); the other waits out the lease",
+  async (t) => {
+    const { mk, read } = await setup(true);
+    const slow = loaded(150);
+    const logs: string[] = [];
+    const a = mk('a', { client: slow.api, log: (msg) => logs.push(msg) });
+    const b = mk('b');
+    try {
+      await leaderAndContender(a, b);
+      let stopped: Promise<void> | undefined;
+      slow.state.onLanded = () => {
+        stopped = a.stop();
+      };
+      await waitFor('a stopped as a renew landed', () => stopped !== undefined, { timeoutMs: 5_000 });
+      await stopped;
+      t.ok(logs.includes('failed to release lock'), 'the release was refused');
+      t.equal((await read()).spec?.holderIdentity, 'a', 'nothing released');
+      await waitFor('b leading', () => b.leading, { timeoutMs: 10_000 });
+      const gap = b.intervals[0]!.start - a.intervals[0]!.end!;
+      t.ok(
+        gap >= T.leaseDurationMs - T.retryPeriodMs,
+        `b waited out the lease: led ${gap} ms after a stopped`,
+      );
+      t.strictSame(splitBrain([...a.intervals, ...b.intervals], Date.now()), []);
     } finally {
       await b.stop();
     }

@@ -8,7 +8,6 @@ import {
   type L2Settings,
   needsTick,
   REJOIN_MS,
-  resume,
   settled,
   someOf,
   staleServerCheckDue,
@@ -16,6 +15,7 @@ import {
   statusReadDue,
   step,
 } from '../../../sidecar/l2/core.ts';
+import { resume } from '../../../sidecar/l2/resume.ts';
 
 const cfg: L2Settings = {
   handoverBudgetMs: 30_000,
@@ -609,8 +609,15 @@ t.test(
     w.memory = resume(undefined, fence, T0);
     for (let i = 0; i < 5; i++) t.strictSame(kinds(w.run({ now: T0 + i * 1000 })), []);
     t.equal(w.status.phase, 'fenced');
-    // The API answers: still cordoned, so the fence stays; uncordoned, it goes.
-    t.strictSame(kinds(w.run({ now: T0 + 6000, synced: true, apiDownSince: undefined, draining: true })), []);
+    // The API answers (the Node with the label): still cordoned, so the fence stays; uncordoned, it goes.
+    const answered = {
+      synced: true,
+      apiDownSince: undefined,
+      draining: true,
+      excludeLabel: true,
+      labelOwned: true,
+    };
+    t.strictSame(kinds(w.run({ now: T0 + 6000, ...answered })), []);
     t.equal(w.status.phase, 'fenced');
     t.strictSame(kinds(w.run({ now: T0 + 7000, draining: false })), ['unfence']);
   },
@@ -1208,5 +1215,115 @@ t.test(
     });
     t.ok(kinds(a).includes('fence'), JSON.stringify(kinds(a)));
     t.strictSame(w.status.vips, ['192.0.2.10']);
+  },
+);
+
+t.test(
+  'issue 42 item 8: a sidecar restarted during or after an API outage keeps its own label SPEAKER_CATCH_UP_MAX_MS after its start, or after the API answers again (robustness seed 112 trial 55: dual 3.17 s)',
+  async (t) => {
+    /** Fenced after a confirmed handover; the sidecar then restarts at `at` and resumes. */
+    const fencedThenRestarted = (at: number) => {
+      const w = new World(obs());
+      w.run({ draining: true, drainReason: 'cordoned' });
+      w.run({ now: T0 + 100 });
+      w.run({ now: T0 + 200, newOwners: { 'web/www': 'node-b' } });
+      t.equal(w.status.phase, 'fenced');
+      // What survives the restart: the annotation written before the outage, and nft.
+      w.memory = resume(parseL2State(JSON.stringify(w.status)), w.o.fence, at, true);
+      return w;
+    };
+    // The outage ended before the restart: the new process never sees it. Its speaker, in its
+    // watches' backoff, may not see the label go for up to 30 s.
+    const after = fencedThenRestarted(T0 + 60_000);
+    t.strictSame(kinds(after.run({ now: T0 + 61_000, draining: false, drainReason: undefined })), [
+      'unfence',
+    ]);
+    t.strictSame(kinds(after.run({ now: T0 + 61_100 })), [], 'the label stays');
+    t.ok(needsTick(after.memory, after.o), 'the edge ticks while the label is held');
+    t.strictSame(kinds(after.run({ now: T0 + 60_000 + 30_000 - 1 })), [], 'until 30 s after the start');
+    t.strictSame(kinds(after.run({ now: T0 + 60_000 + 30_000 })), ['unlabel']);
+
+    // Restarted during the outage (its own view: down from its start, 10 s): 30 s from the
+    // API's answer, not twice the part of the outage this process saw.
+    const during = fencedThenRestarted(T0 + 60_000);
+    during.run({ now: T0 + 60_000, apiDownSince: T0 + 60_000, synced: false });
+    t.strictSame(kinds(during.run({ now: T0 + 65_000, draining: false, drainReason: undefined })), []);
+    const back = T0 + 70_000;
+    t.strictSame(kinds(during.run({ now: back, apiDownSince: undefined, synced: true })), ['unfence']);
+    t.strictSame(kinds(during.run({ now: back + 2 * 10_000 })), [], 'not twice what it saw');
+    t.strictSame(kinds(during.run({ now: back + 30_000 - 1 })), []);
+    t.strictSame(kinds(during.run({ now: back + 30_000 })), ['unlabel']);
+
+    // A drain that ends 30 s or more after the restart, the API up since: at once.
+    const late = fencedThenRestarted(T0 + 60_000);
+    t.strictSame(kinds(late.run({ now: T0 + 90_000, draining: false, drainReason: undefined })), ['unfence']);
+    t.strictSame(kinds(late.run({ now: T0 + 90_100 })), ['unlabel']);
+
+    // Resumed without its own label on the Node (read at the start): nothing to hold, no outage assumed.
+    t.equal(resume(undefined, undefined, T0, false).apiOutage, undefined);
+    t.ok(resume(undefined, undefined, T0).apiOutage, 'the own Node unreadable: as if found');
+  },
+);
+
+t.test(
+  'issue 42 item 5: the exclude label removed under the fence is put back at once, with a Warning Event, and an Event when it is back',
+  async (t) => {
+    const w = new World(obs());
+    w.run({ draining: true, drainReason: 'cordoned' });
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 200, announced: [], newOwners: { 'web/www': 'node-b' } });
+    t.equal(w.status.phase, 'fenced');
+    const fenced = w.o.fence;
+
+    // A user or a label-reconciling tool removes the label: MetalLB may elect this node again,
+    // behind its own fence (dark until the uncordon).
+    const missing = { excludeLabel: false, labelOwned: false };
+    const gone = w.run({ now: T0 + 10_000, ...missing });
+    t.strictSame(kinds(gone), ['label', 'event']);
+    const warning = gone[1] as Extract<L2Action, { kind: 'event' }>;
+    t.equal(warning.type, 'Warning');
+    t.equal(warning.reason, 'L2ExcludeLabelRemoved');
+    t.match(warning.message, /exclude label .* removed from node node-a under the fence .* put back/);
+    t.equal(w.status.phase, 'fenced', 'still fenced');
+    // Asked again on every reconcile until the label is seen (the put-back not landed yet); one Event.
+    t.strictSame(kinds(w.run({ now: T0 + 10_100, ...missing })), ['label']);
+    const down = { ...missing, apiDownSince: T0 + 10_150 };
+    t.strictSame(kinds(w.run({ now: T0 + 10_200, ...down })), [], 'not while the API is down');
+    const unsynced = { ...missing, synced: false, apiDownSince: undefined };
+    t.strictSame(kinds(w.run({ now: T0 + 10_300, ...unsynced })), [], 'nor unsynced');
+    const restored = w.run({ now: T0 + 10_400, synced: true, excludeLabel: true, labelOwned: true });
+    t.strictSame(events(restored), ['L2ExcludeLabelRestored']);
+    t.strictSame(kinds(restored), ['event'], 'the fence untouched');
+    t.strictSame(w.o.fence, fenced);
+    t.strictSame(kinds(w.run({ now: T0 + 11_000 })), []);
+    // A second removal is a new episode.
+    t.strictSame(kinds(w.run({ now: T0 + 20_000, excludeLabel: false, labelOwned: false })), [
+      'label',
+      'event',
+    ]);
+  },
+);
+
+t.test(
+  'issue 42 item 10: a fail-safe fenced for a hook taken for a deletion (the own Pod unreadable) is lifted at once when that hook proves a restart, the API still down',
+  async (t) => {
+    // The sidecar's requests answered 429 (down for it); the owner's speaker fails its liveness
+    // probe; the hook cannot read the own Pod and presumes a deletion; the grace passes.
+    const w = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    w.run({ now: T0 + 5_000 });
+    t.equal(w.status.phase, 'failsafe-fenced');
+    t.strictSame(w.o.fence?.memberlistPorts, [], 'uncut: peers keep this node the owner');
+    // The restart is seen in the shared PID namespace: not terminating, and not draining.
+    const lifted = w.run({ now: T0 + 6_200, terminating: false, hookRestartSeen: true });
+    t.strictSame(kinds(lifted), ['unfence'], 'the restarted speaker, still the owner, answers again');
+    t.equal(w.status.phase, 'undoing');
+    t.strictSame(kinds(w.run({ now: T0 + 6_300 })), ['event']);
+    t.equal(w.status.phase, 'idle');
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 })), [], 'no fail-safe again: nothing to hand over');
+    // Without that proof, an unknown drain state keeps the fail-safe until the API answers.
+    const unproved = new World(obs({ terminating: true, apiDownSince: T0, otherCandidates: undefined }));
+    unproved.run({ now: T0 + 5_000 });
+    t.strictSame(kinds(unproved.run({ now: T0 + 6_200, terminating: false })), []);
+    t.equal(unproved.status.phase, 'failsafe-fenced');
   },
 );

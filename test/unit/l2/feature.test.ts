@@ -570,3 +570,100 @@ t.test(
     t.ok(w.reasons().includes(L2_EVENT_REASONS.confirmed));
   },
 );
+
+t.test(
+  'issue 42 item 6: a malformed status annotation is ignored, with a Warning Event naming what is wrong; the handover runs',
+  async (t) => {
+    const labelled: L2State = {
+      phase: 'labelled',
+      since: new Date(T0).toISOString(),
+      vips: ['192.0.2.10'],
+      services: [www],
+      handedTo: {},
+      fenced: false,
+      failsafe: false,
+      interfaces: [],
+    };
+    const cases: [string, unknown, RegExp][] = [
+      [
+        'a service without ips',
+        { ...labelled, services: [{ service: 'web/www' }] },
+        /services\[0\]\.ips: missing/,
+      ],
+      ['services not an array', { ...labelled, services: 'web/www' }, /services: not an array/],
+    ];
+    for (const [name, broken, problem] of cases)
+      await t.test(name, async (t) => {
+        const w = await started();
+        await w.cap.stop();
+        // A restart mid-drain finds it.
+        const annotations = w.api.node().metadata?.annotations ?? {};
+        annotations[L2_STATE_ANNOTATION] = JSON.stringify(broken);
+        w.drain.set({ draining: true, drainReason: 'cordoned' });
+        const again = await w.restarted();
+        t.teardown(() => again.stop());
+        const invalid = w.events.filter((e) => e.reason === L2_EVENT_REASONS.stateInvalid);
+        t.equal(invalid.length, 2, 'on the Node and the Pod');
+        t.equal(invalid[0]?.type, 'Warning');
+        t.match(invalid[0]?.message, problem);
+        t.match(invalid[0]?.message, /ignored/);
+        t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'labelled all the same');
+        w.clock.advance(200);
+        again.trigger('test');
+        await again.idle();
+        t.equal(again.state.phase, 'awaiting-confirmation');
+        w.metallb.owners = { 'web/www': 'node-b' };
+        w.clock.advance(300);
+        again.trigger('test');
+        await again.idle();
+        t.equal(again.state.phase, 'fenced-confirmed', 'handed over and fenced');
+        t.match(w.api.status(), { phase: 'fenced', services: [www] }, 'a valid annotation written over it');
+      });
+  },
+);
+
+t.test(
+  'issue 42 item 5: fenced, an exclude label removed from the Node is put back as soon as the watch shows it, with a Warning Event',
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await w.cap.idle();
+    w.metallb.owners = { 'web/www': 'node-b' };
+    w.clock.advance(300);
+    await w.pass();
+    await w.pass();
+    t.equal(w.cap.state.phase, 'fenced-confirmed');
+    // A tool removes the label (and the annotation saying drainguard added it).
+    const meta = w.api.node().metadata ?? {};
+    delete meta.labels?.[EXCLUDE_LABEL];
+    delete meta.annotations?.[LABEL_OWNED_ANNOTATION];
+    meta.resourceVersion = String(Number(meta.resourceVersion) + 1);
+    w.drain.nodeChanged();
+    await w.cap.idle();
+    t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'put back without waiting for a tick');
+    t.equal(w.api.node().metadata?.annotations?.[LABEL_OWNED_ANNOTATION], 'true', "as drainguard's");
+    const removed = w.events.filter((e) => e.reason === L2_EVENT_REASONS.labelRemoved);
+    t.strictSame(
+      removed.map((e) => [e.kind, e.type]),
+      [
+        ['Node', 'Warning'],
+        ['Pod', 'Warning'],
+      ],
+    );
+    t.match(removed[0]?.message, /removed from node node-a under the fence/);
+    w.drain.nodeChanged();
+    await w.cap.idle();
+    t.strictSame(
+      w.reasons().filter((r) => r === L2_EVENT_REASONS.labelRestored),
+      [L2_EVENT_REASONS.labelRestored],
+    );
+    t.equal(w.cap.state.phase, 'fenced-confirmed', 'the fence stays');
+    t.strictSame(w.host.applied.at(-1), {
+      vips4: ['192.0.2.10'],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [],
+    });
+  },
+);

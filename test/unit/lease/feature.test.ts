@@ -104,6 +104,8 @@ function fakeApi(holder: string, morePods: Pod[] = []) {
     hooks,
     /** Somebody renews the Lease as it stands (a new renewTime). */
     renew: () => write({ ...lease, spec: { ...lease.spec, renewTime: '2026-01-01T00:00:05.000000Z' } }),
+    /** Somebody else takes the Lease (a restarted leader elected again). */
+    take: (holder: string) => write({ ...lease, spec: { ...lease.spec, holderIdentity: holder } }),
     lease: () => lease,
     watched: () => watchers.size > 0,
   };
@@ -297,6 +299,39 @@ t.test('lease handover feature (scripted API)', async (t) => {
       t.equal(api.calls.filter((c) => c.startsWith('PUT')).length, 1, 'the refused write only');
       t.equal(api.lease().spec?.holderIdentity, 'n1');
       t.strictSame(reasons(), ['LeaseIdentityShared']);
+    },
+  );
+
+  t.test(
+    'a termination that ended (the leader container restarted, the pod stays) leaves the next one its own handover',
+    async (t) => {
+      const api = fakeApi('router-a');
+      const { ctx, reasons } = context(api, 'terminated');
+      const drain = ctx.drain as unknown as FakeDrain;
+      const cap = new LeaseHandover(ctx);
+      await cap.start();
+      await waitFor('the Lease watched', api.watched, { timeoutMs: 5_000 });
+      // A liveness restart's preStop taken for a deletion (the node drains, or the own Pod is unreadable).
+      drain.set({ terminating: true });
+      t.equal((await cap.result)?.[0]?.outcome, 'handed-over', 'the first handover');
+      // The restarted leader container runs: not terminating any more; it is elected again.
+      drain.set({ terminating: false });
+      api.take('router-a');
+      await waitFor('router-a leads again', () => api.lease().spec?.holderIdentity === 'router-a', {
+        timeoutMs: 1_000,
+      });
+      // The real deletion.
+      drain.set({ terminating: true });
+      await waitFor('a second handover', () => api.lease().spec?.holderIdentity === 'router-b', {
+        timeoutMs: 5_000,
+      });
+      await cap.stop();
+      t.equal((await cap.result)?.[0]?.outcome, 'handed-over', 'the second handover');
+      t.strictSame(reasons(), ['LeaseHandedOver', 'LeaseHandedOver']);
+      t.match(
+        ctx.metrics.render(),
+        /drainguard_lease_handovers_total\{lease="site-a\/skupper-site-leader",outcome="handed-over"\} 2/,
+      );
     },
   );
 

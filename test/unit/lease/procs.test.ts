@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import {
   ContainerProcesses,
+  containerIdOf,
   countProcesses,
   inContainer,
   type ProcFs,
@@ -98,5 +99,23 @@ t.test(
     // A pid re-used by another container's process does not count.
     writeFileSync(join(proc, '9', 'cgroup'), `0::/kubepods/pod1/${OTHER}\n`);
     t.ok(leader.gone());
+  },
+);
+
+t.test(
+  'containerIdOf: the container inContainer would match, from any of its forms; none for the rest',
+  async (t) => {
+    for (const text of [
+      `12:pids:/dglab-x-node-a/kubepods/besteffort/pod0d85/${ID}\n1:name=systemd:/`,
+      `0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-${ID}.scope\n`,
+      `0::/kubepods.slice/kubepods-pod1.slice/crio-${ID}.scope\n`,
+      `0::/../docker-${ID}.scope\n`,
+    ]) {
+      t.equal(containerIdOf(text), ID, text);
+      t.ok(inContainer(text, ID));
+    }
+    t.equal(containerIdOf('0::/kubepods/pod-x/pause\n'), undefined);
+    t.equal(containerIdOf('0::/\n'), undefined);
+    t.equal(containerIdOf('0::/user.slice/session-1.scope\n'), undefined);
   },
 );

@@ -376,3 +376,114 @@ t.test(
     t.equal(said('taking the node back'), 1);
   },
 );
+
+/** The consistent Node read that syncs a watcher answers; once `on`, every fresh read is a 429. */
+const throttledAfterSync = {
+  on: false,
+  read: async () => {
+    if (throttledAfterSync.on) throw new Error('429 Too Many Requests');
+    return node;
+  },
+};
+
+t.test(
+  'issue 42 item 10: a hook taken for a deletion because the own Pod was unreadable (429) is disproved at once by the guarded container restarting in the shared PID namespace',
+  async (t) => {
+    const id = 'ab'.repeat(32);
+    const sidecarId = 'cd'.repeat(32);
+    const procs = new Map<string, string>([
+      ['1', '0::/kubepods/pod-x/pause'],
+      ['5', `0::/kubepods/pod-x/cri-containerd-${sidecarId}.scope`],
+      ['7', `0::/kubepods/pod-x/${id}`],
+    ]);
+    const fs = {
+      readdir: () => [...procs.keys(), 'self'],
+      readFile: (p: string) => {
+        const text = procs.get(p.split('/')[2] ?? '');
+        if (text === undefined) throw new Error('ENOENT');
+        return text;
+      },
+    };
+    const { clock, advance } = manualClock();
+    const running = servingPod(0, id);
+    throttledAfterSync.on = false;
+    const api = scriptedApi(node, running, throttledAfterSync.read);
+    const w = await restartWatcher(t, api.client, { clock, proc: { dir: '/proc', fs } });
+    // From now every fresh read is answered 429 (API priority and fairness throttling the sidecar's flow).
+    throttledAfterSync.on = true;
+    const hook = await w.goingAway();
+    t.match(hook, { going: true, presumed: true, why: /own Pod unknown/ });
+    w.markTerminating({ presumed: hook.presumed === true });
+    t.equal(w.current.terminating, true, 'presumed going away meanwhile');
+    await advance(100);
+    t.equal(w.current.terminating, true, 'the hook returned, the container not killed yet');
+    procs.delete('7'); // killed after the hook
+    await advance(100);
+    t.equal(w.current.terminating, true, 'killed: a deletion kills it too');
+    procs.set('9', `0::/kubepods/pod-x/${'ef'.repeat(32)}`); // the kubelet started it again
+    await advance(100);
+    t.strictSame(
+      { terminating: w.current.terminating, hookRestartSeen: w.current.hookRestartSeen },
+      { terminating: false, hookRestartSeen: true },
+      'a container started: the pod is not being deleted, though its Pod is still unreadable',
+    );
+    // The next hook starts over.
+    w.markTerminating({ presumed: true });
+    t.strictSame(
+      { terminating: w.current.terminating, hookRestartSeen: w.current.hookRestartSeen },
+      { terminating: true, hookRestartSeen: false },
+    );
+  },
+);
+
+t.test(
+  'issue 42 item 10: nothing disproves a termination that is certain (SIGTERM) or a deletion the watch shows',
+  async (t) => {
+    const id = 'ab'.repeat(32);
+    const procs = new Map<string, string>([['7', `0::/kubepods/pod-x/${id}`]]);
+    const fs = {
+      readdir: () => [...procs.keys()],
+      readFile: (p: string) => {
+        const text = procs.get(p.split('/')[2] ?? '');
+        if (text === undefined) throw new Error('ENOENT');
+        return text;
+      },
+    };
+    const restart = async (w: DrainWatcher, advance: (ms: number) => Promise<void>) => {
+      procs.delete('7');
+      await advance(100);
+      procs.set('9', `0::/kubepods/pod-x/${'ef'.repeat(32)}`);
+      await advance(100);
+      await advance(100);
+      const { terminating, hookRestartSeen } = w.current;
+      procs.delete('9');
+      procs.set('7', `0::/kubepods/pod-x/${id}`);
+      return { terminating, hookRestartSeen };
+    };
+    const down = throttledAfterSync.read;
+    {
+      // The presumed hook, then SIGTERM: certain.
+      throttledAfterSync.on = false;
+      const { clock, advance } = manualClock();
+      const api = scriptedApi(node, servingPod(0, id), down);
+      const w = await restartWatcher(t, api.client, { clock, proc: { dir: '/proc', fs } });
+      throttledAfterSync.on = true;
+      w.markTerminating({ presumed: true });
+      w.markTerminating();
+      t.strictSame(await restart(w, advance), { terminating: true, hookRestartSeen: false }, 'SIGTERM');
+    }
+    {
+      // The presumed hook, then the deletion arrives on the watch.
+      const { clock, advance } = manualClock();
+      const api = scriptedApi(node, servingPod(0, id), down);
+      throttledAfterSync.on = false;
+      const w = await restartWatcher(t, api.client, { clock, proc: { dir: '/proc', fs } });
+      throttledAfterSync.on = true;
+      w.markTerminating({ presumed: true });
+      const deleted = servingPod(0, id);
+      deleted.metadata = { ...deleted.metadata, deletionTimestamp: '2026-11-23T00:00:00Z' };
+      api.push('pod', deleted);
+      t.strictSame(await restart(w, advance), { terminating: true, hookRestartSeen: false }, 'deleted');
+    }
+  },
+);

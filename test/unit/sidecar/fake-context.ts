@@ -66,6 +66,15 @@ export class FakeDrain {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
   }
+  private readonly nodeListeners = new Set<(node: Node | undefined) => void>();
+  subscribeNode(fn: (node: Node | undefined) => void): () => void {
+    this.nodeListeners.add(fn);
+    return () => this.nodeListeners.delete(fn);
+  }
+  /** The own Node changed (as the watch would show it): tells its subscribers. */
+  nodeChanged(): void {
+    for (const l of this.nodeListeners) l(this.node);
+  }
   /** Changes the state and tells the subscribers, as the watcher does. */
   set(change: Partial<DrainState>): void {
     const prev = this.current;
