@@ -201,12 +201,9 @@ t.test(
     // own client (not the Service's other endpoints: there are none) answers the same read. Before,
     // that counted as "the cluster's API answers" and the only API server was fenced until the
     // drain's end: every pod and remote client cut off it, and the uncordon unseen.
-    await client.request(
-      '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others',
-      {
-        method: 'DELETE',
-      },
-    );
+    await client.request('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others', {
+      method: 'DELETE',
+    });
     const seen = output.length;
     await cordon(true);
     await waitFor(

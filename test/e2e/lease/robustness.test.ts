@@ -185,7 +185,11 @@ t.test(
           type: 'Limited',
           // One share, and no borrowing of other levels' idle seats (API priority and fairness v1,
           // 1.29): the level's seats stay the one or two the share gives.
-          limited: { nominalConcurrencyShares: 1, borrowingLimitPercent: 0, limitResponse: { type: 'Reject' } },
+          limited: {
+            nominalConcurrencyShares: 1,
+            borrowingLimitPercent: 0,
+            limitResponse: { type: 'Reject' },
+          },
         },
       });
       await w.client.create(`${fc}/flowschemas`, {
