@@ -402,7 +402,7 @@ t.test(
     rmSync(healthy, { force: true });
     const etcd = await silentListener(node, '127.0.0.1', 2379);
     const others = await silentListener(peer, peer.ipv4, PORT);
-    const slice = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/kubernetes-others';
+    const slice = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others';
     const pointOthersAt = (address: string, port: number) =>
       client.request(slice, {
         method: 'PATCH',
