@@ -1,4 +1,4 @@
-// make bench-api: what N sidecars cost a real kube-apiserver 1.20.2 + etcd (lab/bed/control-plane.ts,
+// make bench-api: what N sidecars cost a real kube-apiserver + etcd (lab/versions.env; lab/bed/control-plane.ts,
 // audit log on). The sidecars are the product's own code on its in-cluster start path (service
 // account token + CA files, KUBERNETES_SERVICE_HOST/PORT; lab/bed/pod.ts), each with the
 // environment the webhook's planner injects (objects.ts), observe-only, host tools stubbed, each
@@ -31,6 +31,7 @@ import type { KubeObject } from '../../../shared/kube/types.ts';
 import { countPerSidecar, perSidecarHour, readAudit, type SidecarCounts } from './audit.ts';
 import { Churn, inBatches } from './churn.ts';
 import { type DrainResult, drainOnce } from './drain.ts';
+import { consistentListSource, type ListSource } from './list-source.ts';
 import {
   type BenchProfile,
   injectedPod,
@@ -549,6 +550,14 @@ try {
       break;
     }
   }
+  // Where the sidecar's consistent lists are served from, among the largest drain's Nodes.
+  let listSource: ListSource | null = null;
+  try {
+    listSource = await consistentListSource(client);
+    note(`consistent lists of ${made.length + OTHER_NODES} Nodes: ${JSON.stringify(listSource)}`);
+  } catch (e) {
+    note(`list source failed: ${(e as Error).message}`);
+  }
   churn.stop();
 
   // The headline: the metallb-speaker profile of the largest step run, else of the check.
@@ -581,6 +590,7 @@ try {
     // confirming as the new owner's MetalLB (drain.ts).
     drain_fence_s: drains.length ? Object.fromEntries(drains.map((d) => [d.nodes, d.fence_s])) : null,
     drains,
+    consistent_list_source: listSource,
     errors,
   });
 } finally {
