@@ -1,7 +1,9 @@
 // ARP probes of an IPv4 VIP, and neighbour solicitations for an IPv6 VIP, from a client namespace
 // on the test switch: one round every intervalMs, each round the set of MACs that answered
 // (wire.py, raw AF_PACKET). Used by the bed's L2 scene, the lab-cluster flows, the benchmarks and
-// the demo.
+// the demo. An IPv4 round is each request's own: its answers count however late they come within
+// 0.5 s, so a responder held off the CPU is not a dark round, and a round is reported 0.5 s after
+// it went out (IPv6: one round's interval).
 import type { ChildProcess } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import { createInterface } from 'node:readline';

@@ -16,12 +16,14 @@
   wire.py send-garp IFACE VIP / send-na IFACE TARGET6
                           One gratuitous ARP (request and reply) / one unsolicited NA, then exit.
   wire.py probe IFACE SRC_IP VIP INTERVAL_MS
-                          Sends an ARP request (IPv4 VIP) or a neighbour solicitation to the VIP's
-                          solicited-node group with a source link-layer option (IPv6 VIP; SRC_IP is
-                          then the client's IPv6 address) every INTERVAL_MS, over AF_PACKET, and
-                          prints one JSON line per round: {"t": send time (epoch ms), "macs": [MACs
-                          that answered this round]} (ARP: the reply's sender MAC; NDP: a solicited
-                          NA's target link-layer option, else its Ethernet source).
+                          Sends an ARP request (IPv4 VIP; from hosts .224-.239 of SRC_IP's /24 in
+                          turn, so that each answer names its round) or a neighbour solicitation
+                          to the VIP's solicited-node group with a source link-layer option (IPv6
+                          VIP; SRC_IP is then the client's IPv6 address) every INTERVAL_MS, over
+                          AF_PACKET, and prints one JSON line per round once its answers are in
+                          (IPv4: 500 ms, IPv6: INTERVAL_MS): {"t": send time (epoch ms), "macs":
+                          [MACs that answered this round]} (ARP: the reply's sender MAC; NDP: a
+                          solicited NA's target link-layer option, else its Ethernet source).
 Standard library only.
 """
 import json
@@ -281,47 +283,85 @@ def speaker(iface):
                 garps.remove(g)
 
 
+# An IPv4 probe names each round by its request's sender address, which every ARP responder
+# (MetalLB's mdlayher/arp, this simulator's, a kernel's) copies into its reply as the target: a
+# reply is counted for the request it answers, even when it comes after later requests went out.
+# So a responder or this prober held off the CPU for a few hundred ms (a loaded test machine) is
+# not read as a dark round, while a request sent when no node announced the VIP is never answered,
+# however long one waits. The sender addresses are hosts .224-.239 of the client's /24 (no bed
+# gives them out); a round is answered if an answer comes within ANSWER_WINDOW_MS, stricter than a
+# Linux client, which waits 1 s before it asks again.
+PROBE_SOURCE_HOSTS = range(224, 240)
+ANSWER_WINDOW_MS = 500
+
+
 def probe(iface, src_ip, vip, interval_ms):
     if is_ipv6(vip):
         return probe_ndp(iface, src_ip, vip, interval_ms)
     mac = own_mac(iface)
+    prefix = src_ip.rsplit(".", 1)[0]
+    sources = [f"{prefix}.{h}" for h in PROBE_SOURCE_HOSTS]
+    # Rounds answered late stay distinguishable: never two rounds of one source inside a window.
+    window_ms = min(ANSWER_WINDOW_MS, (len(sources) - 2) * interval_ms)
+    requests = [(arp_frame(BROADCAST, mac, 1, mac, src, ZERO, vip), src) for src in sources]
 
     def answered_by(frame):
         a = parse_arp(frame)
-        if a and a["op"] == 2 and a["spa"] == vip and a["tpa"] == src_ip:
-            return a["sha"]
+        if a and a["op"] == 2 and a["spa"] == vip and a["tha"] == mac:
+            return a["tpa"], a["sha"]
         return None
 
-    probe_rounds(open_socket(iface), arp_frame(BROADCAST, mac, 1, mac, src_ip, ZERO, vip), interval_ms, answered_by)
+    probe_rounds(open_socket(iface), requests, interval_ms, window_ms, answered_by)
 
 
-def probe_rounds(s, request, interval_ms, answered_by):
-    """Sends `request` every interval_ms and prints one JSON line per round: its send time and the
-    MACs of the frames received meanwhile that answered_by(frame) names (None: not an answer)."""
+def probe_rounds(s, requests, interval_ms, window_ms, answered_by):
+    """Sends requests[i % len(requests)] as round i, every interval_ms, and prints one JSON line per
+    round once window_ms have passed since it went out: its send time and the MACs that answered
+    it. answered_by(frame) gives (key, MAC) for an answer to the request whose key is `key`, or
+    None; with one request only (key None) an answer is the latest round's, and window_ms must be
+    interval_ms."""
     interval = interval_ms / 1000.0
+    window = window_ms / 1000.0
     out = sys.stdout
-    while True:
-        t_send = time.time()
-        deadline = time.monotonic() + interval
-        send(s, request)
-        macs = []
+    pending = []  # [key, t_send (epoch s), closes (monotonic), macs], oldest first
+    i = 0
+    next_send = time.monotonic()
+
+    def receive():
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            r, _, _ = select.select([s], [], [], left)
-            if not r:
+            try:
+                frame = s.recv(2048)
+            except BlockingIOError:
+                return
+            hit = answered_by(frame)
+            if hit is None:
                 continue
-            while True:
-                try:
-                    frame = s.recv(2048)
-                except BlockingIOError:
+            key, m = hit
+            for r in reversed(pending):
+                if r[0] == key:
+                    if mac_text(m) not in r[3]:
+                        r[3].append(mac_text(m))
                     break
-                m = answered_by(frame)
-                if m is not None and mac_text(m) not in macs:
-                    macs.append(mac_text(m))
-        out.write(json.dumps({"t": round(t_send * 1000), "macs": macs}) + "\n")
+
+    while True:
+        now = time.monotonic()
+        if now >= next_send:
+            frame, key = requests[i % len(requests)]
+            i += 1
+            pending.append([key, time.time(), now + window, []])
+            send(s, frame)
+            # Held off the CPU: the next round goes out an interval from now, none are made up.
+            next_send = max(next_send + interval, now + interval / 2)
+        receive()
+        now = time.monotonic()
+        while pending and pending[0][2] <= now:
+            key, t_send, _, macs = pending.pop(0)
+            out.write(json.dumps({"t": round(t_send * 1000), "macs": macs}) + "\n")
         out.flush()
+        wake = min([next_send] + [r[2] for r in pending[:1]])
+        left = wake - time.monotonic()
+        if left > 0:
+            select.select([s], [], [], left)
 
 
 def checksum(data):
@@ -385,10 +425,11 @@ def probe_ndp(iface, src_ip, vip, interval_ms):
         # NA goes to ff02::1 with the solicited flag off).
         na = parse_na(frame)
         if na and na["target"] == target and na["dst"] == src and na["flags"] & NA_SOLICITED:
-            return na["mac"]
+            return None, na["mac"]
         return None
 
-    probe_rounds(s, ns_frame(mac, src, target), interval_ms, answered_by)
+    # One source only (an NA goes to the solicitor's address, which must be the client's own).
+    probe_rounds(s, [(ns_frame(mac, src, target), None)], interval_ms, interval_ms, answered_by)
 
 
 def send_garp(iface, vip):
