@@ -104,6 +104,10 @@ export async function installSpeakers(c: Cluster, opts: { inject: boolean }): Pr
                   { name: 'memberlist-udp', containerPort: 7946, protocol: 'UDP' },
                 ],
                 securityContext: { capabilities: { drop: ['ALL'], add: ['NET_RAW'] } },
+                // A request, as a production install sets one: without it the speaker and its ARP
+                // responder ran at the kernel's smallest CPU weight (cpu.shares 2) and, on the lab's
+                // two loaded cores, answered a takeover hundreds of ms after the old owner withdrew.
+                resources: { requests: { cpu: '100m', memory: '64Mi' } },
               },
             ],
           },

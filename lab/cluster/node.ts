@@ -6,7 +6,7 @@
 // hard-codes /var/log/pods, and its container GC deletes every pod log directory there that is not
 // one of its own pods' — with one shared directory the three kubelets deleted each other's logs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { TestNode } from '../bed/netns.ts';
@@ -248,6 +248,10 @@ export function makeCgroupRoot(root: string): string[] {
     const dir = join(base, root);
     mkdirSync(dir, { recursive: true });
     made.push(dir);
+    // A node's pods share CPU with the host's busy processes (the test runner, the other lane, the
+    // control plane) at the weight of two of them, as a node's own two cores would give them, not
+    // of one process each: a handover's timing is the product's, not the runner's.
+    if (existsSync(join(dir, 'cpu.shares'))) writeFileSync(join(dir, 'cpu.shares'), '2048');
     if (ctrl === 'cpuset') {
       // A new cpuset starts with no CPUs and no memory nodes: copy the parent's.
       for (const f of ['cpuset.cpus', 'cpuset.mems'])
