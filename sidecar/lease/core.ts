@@ -241,6 +241,7 @@ export type HandoverDecision =
   | { action: 'skip'; why: string }
   | { action: 'replace'; successor: string; lease: Lease; why: string }
   | { action: 'release'; lease: Lease; why: string }
+  // Not decided any more (coordinated Leases are released); kept while feature.ts handles it.
   | { action: 'prefer'; successor: string; lease: Lease; why: string };
 
 export interface DecideInput {
@@ -269,15 +270,12 @@ export function decideHandover(input: DecideInput): HandoverDecision {
   // one up. Under node-name a successor on this same node has this very identity: release instead.
   const canName =
     scheme !== 'pod-name-prefix' && successor !== undefined && successor !== '' && successor !== identity;
-  if (spec.strategy) {
-    if (canName)
-      return {
-        action: 'prefer',
-        successor,
-        lease: { ...base, spec: { ...base.spec, preferredHolder: successor } },
-        why: `coordinated election (strategy ${spec.strategy}): preferredHolder ${successor}`,
-      };
-  } else if (canName) {
+  // Coordinated leader election (KEP-4355, spec.strategy): only the API server's election
+  // controller names a holder, by its strategy. A preferredHolder only asks the holder to end its
+  // term (ours has stopped), and the controller replaces a held Lease only once it has expired; one
+  // with no holder it fills after its next ping round (5-10 s). Release, keeping the strategy;
+  // never name a holder the controller did not choose.
+  if (canName && !spec.strategy) {
     return {
       action: 'replace',
       successor,
@@ -308,8 +306,9 @@ export function decideHandover(input: DecideInput): HandoverDecision {
   return {
     action: 'release',
     lease: { ...base, spec: releasedSpec },
-    why:
-      successor === undefined
+    why: spec.strategy
+      ? `coordinated election (strategy ${spec.strategy}): release, the election controller names the holder`
+      : successor === undefined
         ? 'no eligible successor: release'
         : `identity scheme ${scheme}: successor identity unknown, release`,
   };
