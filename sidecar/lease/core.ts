@@ -240,9 +240,7 @@ export function chooseSuccessor(input: SuccessorInput): SuccessorChoice {
 export type HandoverDecision =
   | { action: 'skip'; why: string }
   | { action: 'replace'; successor: string; lease: Lease; why: string }
-  | { action: 'release'; lease: Lease; why: string }
-  // Not decided any more (coordinated Leases are released); kept while feature.ts handles it.
-  | { action: 'prefer'; successor: string; lease: Lease; why: string };
+  | { action: 'release'; lease: Lease; why: string };
 
 export interface DecideInput {
   lease: Lease;
@@ -350,16 +348,12 @@ export type VerifyState = 'pending' | 'renewed' | 'taken-by-other' | 'acquired';
 export function verifyProgress(
   written: Lease,
   current: Lease | undefined,
-  action: 'replace' | 'release' | 'prefer',
+  action: 'replace' | 'release',
 ): { state: VerifyState; holder: string } {
   const holder = current?.spec?.holderIdentity ?? '';
   const writtenHolder = written.spec?.holderIdentity ?? '';
   if (!current) return { state: 'pending', holder };
   if (action === 'release') return { state: holder ? 'acquired' : 'pending', holder };
-  if (action === 'prefer') {
-    const preferred = written.spec?.preferredHolder ?? '';
-    return { state: holder === preferred ? 'acquired' : 'pending', holder };
-  }
   if (holder !== writtenHolder) return { state: holder ? 'taken-by-other' : 'pending', holder };
   return { state: current.spec?.renewTime !== written.spec?.renewTime ? 'renewed' : 'pending', holder };
 }
