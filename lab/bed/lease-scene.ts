@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { waitFor } from '../../shared/clock.ts';
 import { KubeClient } from '../../shared/kube/client.ts';
 import type { Lease, Pod } from '../../shared/kube/types.ts';
+import { CoordinatedCandidate } from '../sim/coordinated-candidate.ts';
 import { type ContainerHandle, KubeletStandIn, type ManagedPod } from '../sim/kubelet.ts';
 import {
   type CandidateOptions,
@@ -117,6 +118,8 @@ export interface LeaseSceneOptions {
   kubeconfig?: string;
   /** How often the kubelet stand-in looks for deletions (exit times are measured, not polled). */
   kubeletPollMs?: number;
+  /** Coordinated candidates (lab/sim/coordinated-candidate.ts): the API server's controller elects. */
+  coordinated?: boolean;
 }
 
 export interface PodOptions {
@@ -217,13 +220,15 @@ export class LeaseScene {
     });
     const simClient = new KubeClient(this.cp.target, { userAgent: 'lease-candidate' });
     this.clients.push(simClient);
-    const sim = new LeaseCandidate({
+    const simOpts = {
       client: simClient,
       namespace: this.ns,
       lease: this.lease,
       identity: p.identity ?? p.name,
-      ...this.opts.sim,
-    });
+    };
+    const sim = this.opts.coordinated
+      ? new CoordinatedCandidate({ ...simOpts, ...this.opts.sim, watch: simClient })
+      : new LeaseCandidate({ ...simOpts, ...this.opts.sim });
     let sidecar: SidecarProc | undefined;
     if (p.sidecar !== false) {
       const port = await freePort();

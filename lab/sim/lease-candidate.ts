@@ -47,8 +47,8 @@
 //   unchanged. The simulator compares the times as written (microseconds). At skupper's timings
 //   successive renews are ≥ RetryPeriod (2 s) apart and always differ in the second; it could
 //   only matter for sub-second test timings, where it would shorten an observer's wait by < 1 s.
-// - Coordinated leader election (tryCoordinatedRenew, LeaseCandidate, preferredHolder): off by
-//   default and not used by skupper.
+// - Coordinated leader election (tryCoordinatedRenew, LeaseCandidate, preferredHolder): not used by
+//   skupper; coordinated-candidate.ts extends this class with it (client-go v0.37.2).
 // - OnNewLeader/maybeReportTransition, events, metrics, the healthz WatchDog: they do not change
 //   who writes the Lease or when.
 // - client-go's client-side rate limiter (QPS 5, burst 10, shared with the kube-adaptor's other
@@ -171,17 +171,17 @@ const freshElector = (): ElectorState => ({ observedRecord: undefined, observedR
 export class LeaseCandidate {
   readonly identity: string;
   readonly intervals: WorkInterval[] = [];
-  private readonly o: Required<Omit<CandidateOptions, 'log' | 'clock' | 'random'>>;
-  private readonly clock: Clock;
+  protected readonly o: Required<Omit<CandidateOptions, 'log' | 'clock' | 'random'>>;
+  protected readonly clock: Clock;
   private readonly random: () => number;
-  private readonly log: (msg: string, fields: Record<string, unknown>) => void;
+  protected readonly log: (msg: string, fields: Record<string, unknown>) => void;
   /** Run's context: cancelled by stop(). */
   private readonly ctx = new AbortController();
   /** The process: gone at once on stop() unless releaseOnStop; a release in flight goes with it. */
-  private readonly proc = new AbortController();
-  private el: ElectorState = freshElector();
+  protected readonly proc = new AbortController();
+  protected el: ElectorState = freshElector();
   /** The LeaseLock's cached Lease (ll.lease): kept across runs, as skupper reuses one LeaseLock. */
-  private lease: Lease | undefined;
+  protected lease: Lease | undefined;
   private readonly backoff: ExponentialBackOff;
   private loop: Promise<void> | undefined;
   /** Calls of tryAcquireOrRenew, for tests. */
@@ -257,21 +257,21 @@ export class LeaseCandidate {
     await this.loop;
   }
 
-  private get path() {
+  protected get path() {
     return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
   }
-  private get signal() {
+  protected get signal() {
     return this.ctx.signal;
   }
   /** IsLeader: the last observed record names this candidate. */
-  private isLeader(): boolean {
+  protected isLeader(): boolean {
     return this.el.observedRecord?.holderIdentity === this.identity;
   }
   /** isLeaseValid: observedTime + the observed record's duration is after now. */
   private isLeaseValid(now: number): boolean {
     return this.el.observedTime + (this.el.observedRecord?.leaseDurationSeconds ?? 0) * 1000 > now;
   }
-  private setObservedRecord(r: Spec): void {
+  protected setObservedRecord(r: Spec): void {
     this.el.observedRecord = r;
     this.el.observedTime = this.clock.now();
   }
@@ -368,7 +368,7 @@ export class LeaseCandidate {
   }
 
   /** LeaseLock.Update: the cached Lease with the new spec; the answer becomes the cache. */
-  private async update(spec: Spec, opts: { timeoutMs: number; signal: AbortSignal }): Promise<void> {
+  protected async update(spec: Spec, opts: { timeoutMs: number; signal: AbortSignal }): Promise<void> {
     if (!this.lease) throw new Error('lease not initialized, call get or create first');
     this.lease = await this.o.client.replace<Lease>(
       `${this.path}/${this.o.lease}`,
@@ -377,7 +377,7 @@ export class LeaseCandidate {
     );
   }
 
-  private async tryAcquireOrRenew(deadline?: number): Promise<boolean> {
+  protected async tryAcquireOrRenew(deadline?: number): Promise<boolean> {
     if (this.signal.aborted) return false;
     this.attempts++;
     const now = this.clock.now();
@@ -468,7 +468,7 @@ export class LeaseCandidate {
    * release: only if IsLeader; one Update (no Get, no retry) of the cached Lease, on a context of its
    * own bounded by RenewDeadline: holder "", duration 1 s, fresh times, transitions kept.
    */
-  private async release(): Promise<boolean> {
+  protected async release(): Promise<boolean> {
     if (!this.isLeader()) return true;
     const now = microTime(this.clock.now());
     const record: Spec = {

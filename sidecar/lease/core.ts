@@ -240,8 +240,7 @@ export function chooseSuccessor(input: SuccessorInput): SuccessorChoice {
 export type HandoverDecision =
   | { action: 'skip'; why: string }
   | { action: 'replace'; successor: string; lease: Lease; why: string }
-  | { action: 'release'; lease: Lease; why: string }
-  | { action: 'prefer'; successor: string; lease: Lease; why: string };
+  | { action: 'release'; lease: Lease; why: string };
 
 export interface DecideInput {
   lease: Lease;
@@ -269,15 +268,12 @@ export function decideHandover(input: DecideInput): HandoverDecision {
   // one up. Under node-name a successor on this same node has this very identity: release instead.
   const canName =
     scheme !== 'pod-name-prefix' && successor !== undefined && successor !== '' && successor !== identity;
-  if (spec.strategy) {
-    if (canName)
-      return {
-        action: 'prefer',
-        successor,
-        lease: { ...base, spec: { ...base.spec, preferredHolder: successor } },
-        why: `coordinated election (strategy ${spec.strategy}): preferredHolder ${successor}`,
-      };
-  } else if (canName) {
+  // Coordinated leader election (KEP-4355, spec.strategy): only the API server's election
+  // controller names a holder, by its strategy. A preferredHolder only asks the holder to end its
+  // term (ours has stopped), and the controller replaces a held Lease only once it has expired; one
+  // with no holder it fills after its next ping round (5-10 s). Release, keeping the strategy;
+  // never name a holder the controller did not choose.
+  if (canName && !spec.strategy) {
     return {
       action: 'replace',
       successor,
@@ -308,8 +304,9 @@ export function decideHandover(input: DecideInput): HandoverDecision {
   return {
     action: 'release',
     lease: { ...base, spec: releasedSpec },
-    why:
-      successor === undefined
+    why: spec.strategy
+      ? `coordinated election (strategy ${spec.strategy}): release, the election controller names the holder`
+      : successor === undefined
         ? 'no eligible successor: release'
         : `identity scheme ${scheme}: successor identity unknown, release`,
   };
@@ -351,16 +348,12 @@ export type VerifyState = 'pending' | 'renewed' | 'taken-by-other' | 'acquired';
 export function verifyProgress(
   written: Lease,
   current: Lease | undefined,
-  action: 'replace' | 'release' | 'prefer',
+  action: 'replace' | 'release',
 ): { state: VerifyState; holder: string } {
   const holder = current?.spec?.holderIdentity ?? '';
   const writtenHolder = written.spec?.holderIdentity ?? '';
   if (!current) return { state: 'pending', holder };
   if (action === 'release') return { state: holder ? 'acquired' : 'pending', holder };
-  if (action === 'prefer') {
-    const preferred = written.spec?.preferredHolder ?? '';
-    return { state: holder === preferred ? 'acquired' : 'pending', holder };
-  }
   if (holder !== writtenHolder) return { state: holder ? 'taken-by-other' : 'pending', holder };
   return { state: current.spec?.renewTime !== written.spec?.renewTime ? 'renewed' : 'pending', holder };
 }

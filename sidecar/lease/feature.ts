@@ -34,7 +34,6 @@ export type Outcome =
   | 'handed-over'
   | 'handed-over-unverified'
   | 'released'
-  | 'preferred-holder-set'
   | 'not-holder'
   | 'pod-replaced'
   | 'holder-changed'
@@ -622,7 +621,7 @@ export class LeaseHandover implements Feature {
 
   private async verify(
     ref: LeaseRef,
-    action: 'replace' | 'release' | 'prefer',
+    action: 'replace' | 'release',
     written: Lease,
     writeMs: number,
     deadline: number,
@@ -663,13 +662,10 @@ export class LeaseHandover implements Feature {
             ? `Lease ${key} handed to ${successor}, then taken by ${state.holder}`
             : `Lease ${key} handed to ${successor}; no renew seen within ${config.verifySeconds} s`;
       }
-    } else if (action === 'release') {
+    } else {
       outcome = 'released';
       msg = `Lease ${key} released (${decision.why})${state.state === 'acquired' ? `; acquired by ${state.holder} after ${secs(verifyMs)} s` : ''}`;
       if (state.state === 'acquired') this.metrics.durations.observe({ action }, (writeMs + verifyMs) / 1000);
-    } else {
-      outcome = 'preferred-holder-set';
-      msg = `Lease ${key}: preferredHolder set to ${successor}`;
     }
     const warn = outcome === 'handed-over-unverified';
     await this.ctx.events.record(

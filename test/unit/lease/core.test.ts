@@ -311,22 +311,30 @@ t.test('handover decision (recorded Leases)', async (t) => {
     t.equal(d.action === 'release' && d.lease.spec?.holderIdentity, '');
   });
 
-  t.test('coordinated election (spec.strategy): sets preferredHolder, leaves the holder alone', async (t) => {
-    const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
-    const d = decide(kcm, 'kcm-7f8d9c-a', 'kcm-7f8d9c-b');
-    matchGolden(t, 'decision-prefer.json', d);
-    t.equal(d.action, 'prefer');
-    if (d.action !== 'prefer') return;
-    t.equal(d.lease.spec?.holderIdentity, 'kcm-7f8d9c-a');
-    t.equal(d.lease.spec?.preferredHolder, 'kcm-7f8d9c-b');
-    t.equal(d.lease.spec?.renewTime, kcm.spec?.renewTime);
-    // No successor under coordinated election: release, and drop any stale preferredHolder.
-    const stale = structuredClone(kcm);
-    stale.spec!.preferredHolder = 'kcm-old';
-    const r = decide(stale, 'kcm-7f8d9c-a', undefined);
-    t.equal(r.action, 'release');
-    t.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
-  });
+  t.test(
+    'coordinated election (spec.strategy): releases for the election controller, strategy kept, never names a holder',
+    async (t) => {
+      const kcm = readJson<Lease>('coordinated-kube-controller-manager.json');
+      const d = decide(kcm, 'kcm-7f8d9c-a', 'kcm-7f8d9c-b');
+      matchGolden(t, 'decision-coordinated-release.json', d);
+      t.equal(d.action, 'release');
+      if (d.action !== 'release') return;
+      t.equal(d.lease.spec?.holderIdentity, '', 'no holder: the controller elects at once');
+      t.equal(d.lease.spec?.leaseDurationSeconds, 1);
+      t.equal(d.lease.spec?.renewTime, '2026-11-22T00:00:01.234000Z');
+      t.equal(d.lease.spec?.strategy, 'OldestEmulationVersion', 'strategy kept');
+      t.equal(d.lease.spec?.preferredHolder, undefined, 'no preferredHolder: only the holder reads it');
+      t.equal(d.lease.metadata?.resourceVersion, kcm.metadata?.resourceVersion);
+      // A stale preferredHolder is dropped, with or without a successor.
+      const stale = structuredClone(kcm);
+      stale.spec!.preferredHolder = 'kcm-old';
+      for (const successor of ['kcm-7f8d9c-b', undefined]) {
+        const r = decide(stale, 'kcm-7f8d9c-a', successor);
+        t.equal(r.action, 'release');
+        t.equal(r.action === 'release' && r.lease.spec?.preferredHolder, undefined);
+      }
+    },
+  );
 });
 
 t.test('after the write', async (t) => {
