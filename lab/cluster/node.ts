@@ -6,7 +6,15 @@
 // hard-codes /var/log/pods, and its container GC deletes every pod log directory there that is not
 // one of its own pods' — with one shared directory the three kubelets deleted each other's logs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../../shared/clock.ts';
 import type { TestNode } from '../bed/netns.ts';
