@@ -96,6 +96,8 @@ export interface L2Settings {
  * elect itself for every VIP and answer along with the new owners until it rejoins.
  */
 export const REJOIN_MS = 10_000;
+/** At the drain's end, how long a cut fence waits for the exclude label put back before it (drainOver). */
+export const RELABEL_MAX_MS = 10_000;
 
 /**
  * At the drain's end after an API outage, the exclude label stays for twice the outage (at most
@@ -534,6 +536,15 @@ function drainOver(memory: L2Memory, turn: Turn): L2Memory {
   if (memory.phase === 'failsafe-fenced' && !apiUp && !observation.hookRestartSeen) return memory;
   const undoing = enter(memory, 'undoing', now);
   if (observation.fence) {
+    // A memberlist cut lifted with no exclude label on the Node: this node's speaker, alone in its
+    // memberlist, answers every VIP along with their owners until it rejoins (robustness SEED=66
+    // TRIAL=0: dual 245 ms, a replacement pod resuming the fail-safe after the label had gone).
+    // The label goes back first and the fence comes off once it is seen; bounded, so a label
+    // that cannot be written does not keep the fence.
+    if (cuts(observation.fence) && !observation.excludeLabel && now - undoing.since < RELABEL_MAX_MS) {
+      if (apiUp) turn.actions.push({ kind: 'label' });
+      return undoing;
+    }
     turn.actions.push({ kind: 'unfence' });
     // The label stays while memberlist rejoins (REJOIN_MS).
     return { ...undoing, cutLiftedAt: cuts(observation.fence) ? now : undefined };

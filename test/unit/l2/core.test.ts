@@ -8,6 +8,7 @@ import {
   type L2Settings,
   needsTick,
   REJOIN_MS,
+  RELABEL_MAX_MS,
   settled,
   someOf,
   staleServerCheckDue,
@@ -317,6 +318,49 @@ t.test(
     t.strictSame(kinds(w.run({ now: T0 + 7_000 + 13_000 })), ['unlabel']);
   },
 );
+
+t.test(
+  'fail-safe undone with the exclude label gone (robustness SEED=66 TRIAL=0: dual 245 ms): the label goes back before the cut comes off',
+  async (t) => {
+    const w = new World(obs({ draining: true }));
+    w.run();
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
+    t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
+    t.equal(w.status.phase, 'failsafe-fenced');
+    // The label went meanwhile (a terminating pod's sidecar, a user): nothing silences the speaker.
+    w.o = { ...w.o, excludeLabel: false, labelOwned: false };
+    t.strictSame(
+      kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined, draining: false })),
+      ['label'],
+      'the label first; the fence and its memberlist cut stay',
+    );
+    t.strictSame(kinds(w.run({ now: T0 + 7_100 })), ['unfence'], 'the label seen: the fence comes off');
+    t.strictSame(kinds(w.run({ now: T0 + 7_200 })), [], 'the label stays while memberlist rejoins');
+    const later = [];
+    for (let at = T0 + 8_000; at <= T0 + 40_000; at += 1_000) later.push(...kinds(w.run({ now: at })));
+    t.strictSame(later, ['unlabel', 'event'], 'then the label goes and the undo ends');
+    t.equal(w.status.phase, 'idle');
+  },
+);
+
+t.test('a label that cannot be put back keeps the cut fence at most RELABEL_MAX_MS', async (t) => {
+  const w = new World(obs({ draining: true }));
+  w.run();
+  w.run({ now: T0 + 100 });
+  w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
+  w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 });
+  w.o = { ...w.o, excludeLabel: false, labelOwned: false };
+  // The label write never takes effect (a missing grant).
+  const stuck = (over: Partial<L2Observation>) => {
+    const as = w.run(over);
+    w.o = { ...w.o, excludeLabel: false, labelOwned: false };
+    return kinds(as);
+  };
+  t.strictSame(stuck({ now: T0 + 7_000, apiDownSince: undefined, draining: false }), ['label']);
+  t.strictSame(stuck({ now: T0 + 7_000 + RELABEL_MAX_MS - 1 }), ['label']);
+  t.strictSame(stuck({ now: T0 + 7_000 + RELABEL_MAX_MS }), ['unfence']);
+});
 
 t.test(
   "handback after an API outage: the label stays until this node's speaker has had time to see the API again (robustness SEED=5 TRIAL=2: dark 1.1 s)",
