@@ -35,7 +35,7 @@ import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import { type KubeObject, type Lease, microTime } from '../../shared/kube/types.ts';
 import { createLogger } from '../../shared/log.ts';
-import { type CandidateOptions, LeaseCandidate, rawRecord } from './lease-candidate.ts';
+import { type CandidateOptions, LeaseCandidate, rawRecord, releasedRecord } from './lease-candidate.ts';
 
 export const OLDEST_EMULATION_VERSION = 'OldestEmulationVersion';
 /** leasecandidate.go requeueInterval. */
@@ -272,14 +272,7 @@ export class CoordinatedCandidate extends LeaseCandidate {
         return false;
       }
       if (!this.isLeader()) return true;
-      const now = microTime(this.clock.now());
-      const record: Spec = {
-        holderIdentity: '',
-        leaseDurationSeconds: 1,
-        acquireTime: now,
-        renewTime: now,
-        leaseTransitions: this.lease.spec?.leaseTransitions ?? 0,
-      };
+      const record = releasedRecord(this.clock.now(), this.lease.spec?.leaseTransitions);
       try {
         await this.update(record, opts);
       } catch (e) {

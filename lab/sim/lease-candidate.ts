@@ -110,6 +110,18 @@ export interface WorkInterval {
 type Spec = NonNullable<Lease['spec']>;
 
 /** resourcelock.LeaseSpecToLeaderElectionRecord + json.Marshal: what client-go compares (times as written, see the header). */
+/** client-go's release record: holder "", duration 1 s, fresh times, transitions kept. */
+export function releasedRecord(nowMs: number, transitions: number | undefined): Spec {
+  const now = microTime(nowMs);
+  return {
+    holderIdentity: '',
+    leaseDurationSeconds: 1,
+    acquireTime: now,
+    renewTime: now,
+    leaseTransitions: transitions ?? 0,
+  };
+}
+
 export const rawRecord = (s: Spec | undefined): string =>
   JSON.stringify([
     s?.holderIdentity ?? '',
@@ -470,14 +482,7 @@ export class LeaseCandidate {
    */
   protected async release(): Promise<boolean> {
     if (!this.isLeader()) return true;
-    const now = microTime(this.clock.now());
-    const record: Spec = {
-      holderIdentity: '',
-      leaseDurationSeconds: 1,
-      acquireTime: now,
-      renewTime: now,
-      leaseTransitions: this.el.observedRecord?.leaseTransitions ?? 0,
-    };
+    const record = releasedRecord(this.clock.now(), this.el.observedRecord?.leaseTransitions);
     try {
       await this.update(record, { timeoutMs: this.o.renewDeadlineMs, signal: this.proc.signal });
     } catch (e) {
