@@ -41,6 +41,18 @@ export function startArpProbe(
   return proc;
 }
 
+/**
+ * Waits until `rounds` holds one sent after `t`: every round before it is then in, since rounds are
+ * reported once their answers are (0.5 s after they went out).
+ */
+export async function roundsPast(
+  rounds: readonly ProbeRound[],
+  t: number,
+  opts: { timeoutMs: number; intervalMs?: number },
+) {
+  await waitFor(`probe rounds sent after ${t}`, () => rounds.some((r) => r.t > t), opts);
+}
+
 /** `rounds` rounds of probing, then the probe stops. */
 export async function probeRounds(
   client: ProbeClient,

@@ -9,6 +9,7 @@ import {
   macsIn,
   type ProbeRound,
   probeRounds,
+  roundsPast,
   startArpProbe,
   stopProcess,
 } from '../../../lab/bed/arp-probe.ts';
@@ -122,7 +123,7 @@ t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) =
         const after = (await speakerPods()).find((p) => p.spec.nodeName === a);
         t.equal(after?.metadata.uid, before.metadata.uid, 'the DaemonSet pod was not evicted');
         const settled = Date.now();
-        await waitFor('probe rounds past the settle', () => rounds.some((r) => r.t > settled), T);
+        await roundsPast(rounds, settled, T);
         const during = rounds.filter((r) => r.t >= started && r.t <= settled);
         const firstB = during.find((r) => r.macs.includes(mac(b)));
         if (!firstB) throw new Error(`${b} did not answer during the drain`);
@@ -174,9 +175,7 @@ t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) =
             sidecar.lines.some((l) => l.includes('prestop called')),
             `the kubelet called the sidecar's preStop endpoint; sidecar log:\n${sidecar.lines.slice(-20).join('\n')}`,
           );
-          // A round is reported once its answers are in (0.5 s): wait for those sent past the SIGTERM.
-          const sigtermAt = sigterm.t as number;
-          await waitFor('probe rounds past the SIGTERM', () => rounds.some((r) => r.t > sigtermAt + 50), T);
+          await roundsPast(rounds, (sigterm.t as number) + 50, T);
           const firstB = rounds.find((r) => r.t >= started && r.macs.includes(mac(b)));
           if (!firstB) throw new Error(`${b} did not answer`);
           // A round is stamped when its request goes out (every 50 ms): the hold ends on b's
@@ -188,7 +187,7 @@ t.test('MetalLB L2 handover on real kubelets', { timeout: 900_000 }, async (t) =
           );
           await answeredOnlyBy(b);
           const settled = Date.now();
-          await waitFor('probe rounds past the settle', () => rounds.some((r) => r.t > settled), T);
+          await roundsPast(rounds, settled, T);
           const during = rounds.filter((r) => r.t >= started && r.t <= settled);
           const dark = during.filter((r) => r.macs.length === 0).length;
           const dual = during.filter((r) => r.macs.length > 1).length;
