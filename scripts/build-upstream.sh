@@ -16,6 +16,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../lab/versions.env
 . "$here/lab/versions.env"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/drainguard"
+mkdir -p "$cache"
 log() { printf '[build-upstream] %s\n' "$*" >&2; }
 
 go_bin=$(command -v go || true)
