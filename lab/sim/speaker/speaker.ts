@@ -315,7 +315,8 @@ async function reconcile(): Promise<void> {
     for (const i of on) for (const ip of d.ips) onIface.set(i, (onIface.get(i) ?? new Set()).add(ip));
   }
   const next = new Set([...mine.values()].flatMap((m) => m.ips));
-  const rewired = wires.announce(onIface);
+  // Answered first, then the status: wires.announce resolves once the helpers answer.
+  const rewired = await wires.announce(onIface);
   if ([...next].some((v) => !announced.has(v)) || [...announced].some((v) => !next.has(v))) {
     announced = next;
     emit({ ev: 'announce', node: cfg.node, vips: [...next].sort(), t: Date.now() });

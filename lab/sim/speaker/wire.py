@@ -11,8 +11,11 @@
                           solicitor). Commands on stdin, one per line: "vips A B ..." (replace the
                           set, either family),  "garp A B ..." (takeover: gratuitous ARP as request
                           and reply for IPv4, an unsolicited NA to ff02::1 with override on for
-                          IPv6; once, then every 1.1 s for 5 s),  "quit". Exits when stdin closes
-                          (its parent died).
+                          IPv6; once, then every 1.1 s for 5 s),  "quit". Each "vips" is
+                          acknowledged with a line "applied" on stdout once the set answers, so
+                          the simulator writes a ServiceL2Status only for VIPs answered already,
+                          as MetalLB's in-process responder does. Exits when stdin closes (its
+                          parent died).
   wire.py send-garp IFACE VIP / send-na IFACE TARGET6
                           One gratuitous ARP (request and reply) / one unsolicited NA, then exit.
   wire.py probe IFACE SRC_IP VIP INTERVAL_MS
@@ -254,6 +257,7 @@ def speaker(iface):
                     vips6 = {socket.inet_pton(socket.AF_INET6, v) for v in v6}
                     ndp.watch(v6)
                     garps = [g for g in garps if g[0] in vips]
+                    os.write(1, b"applied\n")
                 elif parts[0] == "garp":
                     for vip in [v for v in parts[1:] if known(v)]:
                         send_garp(vip)
