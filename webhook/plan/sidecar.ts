@@ -85,9 +85,12 @@ export function buildSidecar(i: SidecarInputs): Sidecar {
     // No CPU limit: the kernel's CFS quota throttles every process the container starts, and a
     // handover runs nft and ip several times on its way to the fence. Under the 200m limit it once
     // had, a 1.37 kubelet's quota made cordon → new owner 3.5–4 s instead of 1 s on the lab cluster
-    // (the nft runs took 0.6–1 s each, throttled). The request keeps it scheduled; memory is capped.
+    // (the nft runs took 0.6–1 s each, throttled). The request is its weight when the node's CPU
+    // is contended, as a drain makes it: at 10m (cpu.shares 10 beside a 100m speaker's 102) the
+    // drained node's sidecars on the lab cluster saw the cordon and the leader's stop 3–6 s late
+    // under `make test`'s load. Memory is capped.
     resources: {
-      requests: { cpu: '10m', memory: '48Mi' },
+      requests: { cpu: '50m', memory: '48Mi' },
       limits: { memory: '128Mi' },
     },
     securityContext: {
