@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { parseL2State } from '../../../shared/l2-state.ts';
 import {
   initialMemory,
@@ -321,20 +321,14 @@ t.test(
   },
 );
 
-/** Draining, the API gone from T0 + 500: the fail-safe fence, memberlist cut, at T0 + 5_500. */
-function failsafeFenced(t: Test): World {
-  const w = new World(obs({ draining: true }));
-  w.run();
-  w.run({ now: T0 + 100 });
-  w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
-  t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
-  return w;
-}
-
 t.test(
   'fail-safe undone with the exclude label gone (robustness SEED=66 TRIAL=0: dual 245 ms): the label goes back before the cut comes off',
   async (t) => {
-    const w = failsafeFenced(t);
+    const w = new World(obs({ draining: true }));
+    w.run();
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
+    t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
     t.equal(w.status.phase, 'failsafe-fenced');
     // The label went meanwhile (a terminating pod's sidecar, a user): nothing silences the speaker.
     w.o = { ...w.o, excludeLabel: false, labelOwned: false };
@@ -367,7 +361,11 @@ t.test(
     // node-b's speaker was still in its Node watch's backoff, its view without the label: lifted
     // then, the cut let node-b hear this node's speaker, elect it back and withdraw, while this
     // node's speaker, seeing the label, stayed silent until node-b relisted.
-    const w = failsafeFenced(t);
+    const w = new World(obs({ draining: true }));
+    w.run();
+    w.run({ now: T0 + 100 });
+    w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
+    t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
     t.ok((w.memory.fence?.memberlistPorts.length ?? 0) > 0, 'the fail-safe fence cuts memberlist');
     const back = T0 + 9_000;
     t.strictSame(kinds(w.run({ now: back, apiDownSince: undefined, draining: false })), []);
