@@ -4,9 +4,14 @@ SHELL := /bin/bash
 NODE_BIN_DIR = $(shell dirname "$$(bash scripts/node24.sh)")
 RUN = PATH="$(NODE_BIN_DIR):$$PATH"
 
-.PHONY: help bootstrap deps lint typecheck test test-unit test-e2e coverage build image cluster cluster-down
+.PHONY: help bootstrap lint typecheck test test-unit test-e2e coverage build image cluster cluster-down
 help:
 	@echo "make test           bootstrap, lint, typecheck, unit and end-to-end tests (tap)"
+	@echo "make bootstrap      install what the tests need (apt, Node 24, npm, upstream builds; cached)"
+	@echo "make lint           biome check (lint and format)"
+	@echo "make typecheck      tsc --noEmit"
+	@echo "make test-unit      the unit tests only"
+	@echo "make test-e2e       the end-to-end tests only (both lanes)"
 	@echo "make coverage       the main lane with tap's coverage; line coverage of webhook/ sidecar/ shared/ cli/"
 	@echo "make build          bundle the CLI (./bin/drainguard)"
 	@echo "make image          build the pause, node stand-in, drainguard:dev and drainguard-lab:dev images (buildah)"
