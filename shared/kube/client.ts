@@ -97,8 +97,8 @@ interface PooledAgent {
   freeSockets?: Record<string, { destroy(): void }[] | undefined>;
 }
 
-/** reason and message of a Status body; nothing when the body is not one. */
-function parseL2State(text: string): { reason?: string; message?: string } {
+/** reason and message of a Kubernetes Status body (a failed request's); nothing when the body is not one. */
+function parseApiStatusBody(text: string): { reason?: string; message?: string } {
   try {
     const st = JSON.parse(text) as { reason?: unknown; message?: unknown } | null;
     return {
@@ -537,7 +537,7 @@ export class KubeClient {
               }
               return;
             }
-            const status = parseL2State(text);
+            const status = parseApiStatusBody(text);
             const reason = status.reason ?? res.statusMessage ?? 'Error';
             const message = status.message ?? text.slice(0, 500);
             reject(
@@ -637,7 +637,7 @@ export class KubeClient {
             });
             res.on('error', () => {});
             res.on('end', () => {
-              const st = parseL2State(text);
+              const st = parseApiStatusBody(text);
               const err = this.apiError(
                 conn.headers,
                 new ApiError(
