@@ -23,8 +23,8 @@ import { createTestBed, type TestBed } from '../bed/netns.ts';
 import { pidAlive, sh } from '../bed/proc.ts';
 import { type HaControlPlane, startHaControlPlane } from './ha-control-plane.ts';
 import { goldenRoot, type ImageList } from './images.ts';
-import { LAB_POOL_HOSTS } from './metallb.ts';
 import { type LabNode, makeCgroupRoot, startNode } from './node.ts';
+import { LAB_POOL_HOSTS } from './pool.ts';
 import { type ClusterState, teardownCluster } from './teardown.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -176,7 +176,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         users,
         dir: st.cpDir,
         sanIPs: [hostIP],
-        // The last address of the lab pool (metallb.ts): the speakers' VIPs come from its start.
+        // The last address of the lab pool (pool.ts): the speakers' VIPs come from its start.
         apiVip: bed.addr4(LAB_POOL_HOSTS[1]),
         onPid: (pid) => {
           st.pids.push(pid);

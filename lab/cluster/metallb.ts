@@ -6,10 +6,11 @@
 // the controller's part (done here) puts on the switch, with a ready endpoint on every node.
 import { putL2Config, putLoadBalancer, waitForMetalLbResources } from '../sim/speaker/objects.ts';
 import type { Cluster } from './cluster.ts';
+import { LAB_POOL_HOSTS } from './pool.ts';
 
 const NS = 'metallb-system';
-/** The pool's first and last host number on the switch's segment. */
-export const LAB_POOL_HOSTS = [100, 199] as const;
+
+export { LAB_POOL_HOSTS } from './pool.ts';
 
 /** Installs the speakers (injected when opts.inject: the namespace is labelled first) and the Service. */
 export async function installMetalLbL2(c: Cluster, vip: string, opts: { inject: boolean }): Promise<void> {

@@ -1,26 +1,11 @@
-import type { Agent } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import { nodeHttp } from '../node-http.ts';
+import type { KubeAuth } from './auth.ts';
 import { type KubeTarget, targetAuth } from './in-cluster.ts';
 
-/**
- * How requests reach the API server and prove who they are. apply() runs before every request
- * and watch, so credentials that expire (exec plugins, rotated token files) are fetched again.
- */
-export interface KubeAuth {
-  readonly server: string;
-  /** Names the credentials in errors, e.g. `context "prod" (user "admin")`; never their secrets. */
-  readonly describe?: string;
-  apply(): Promise<{ agent: Agent; headers: Record<string, string> }>;
-  /**
-   * After a 401 for the request sent with these headers: drop the cached credential so the next
-   * apply() fetches a new one (exec plugins), unless it was replaced since.
-   */
-  refresh?(sent: Record<string, string>): void;
-  close(): void;
-}
+export type { KubeAuth } from './auth.ts';
 
 // A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
 const send = (url: URL) => (url.protocol === 'http:' ? nodeHttp.request : httpsRequest);

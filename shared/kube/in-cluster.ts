@@ -2,7 +2,7 @@
 // apart from kubeconfig.ts so that the sidecar (one per node) never loads @kubernetes/client-node.
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
-import type { KubeAuth } from './client.ts';
+import type { KubeAuth } from './auth.ts';
 
 /** Where and how to reach the API server with fixed credentials. Credentials are never logged. */
 export interface KubeTarget {

@@ -11,7 +11,7 @@ import type https from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join, sep } from 'node:path';
 import { type Cluster, type Context, KubeConfig, loadYaml, type User } from '@kubernetes/client-node';
-import type { KubeAuth } from './client.ts';
+import type { KubeAuth } from './auth.ts';
 import { inClusterTarget, type KubeTarget, targetAuth } from './in-cluster.ts';
 
 export interface KubeconfigSource {

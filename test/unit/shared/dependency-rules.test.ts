@@ -65,3 +65,68 @@ t.test('names used by more than one role are defined once, in shared/names.ts', 
   });
   t.strictSame(defs.sort(), names.map((n) => `${n} in shared/names.ts`).sort());
 });
+
+/** The product and lab files each file imports (relative imports, type-only ones included). */
+function importGraph(dirs: string[]): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const file of dirs.flatMap((d) => globSync(`${d}/**/*.ts`, { cwd: ROOT }))) {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    const to = [...text.matchAll(/(?:from|import\()\s*'(\.{1,2}\/[^']+\.ts)'/g)].map((m) =>
+      normalize(join(dirname(file), m[1] as string)),
+    );
+    graph.set(file, to);
+  }
+  return graph;
+}
+
+/** Every import cycle's files (strongly connected components of more than one file, or a self-import). */
+function cycles(graph: Map<string, string[]>): string[][] {
+  let index = 0;
+  const idx = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const on = new Set<string>();
+  const out: string[][] = [];
+  const visit = (v: string) => {
+    idx.set(v, index);
+    low.set(v, index++);
+    stack.push(v);
+    on.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!idx.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v) as number, idx.get(w) as number));
+    }
+    if (low.get(v) === idx.get(v)) {
+      const scc: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop() as string;
+        on.delete(w);
+        scc.push(w);
+      } while (w !== v);
+      if (scc.length > 1 || (graph.get(v) ?? []).includes(v)) out.push(scc.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!idx.has(v)) visit(v);
+  return out;
+}
+
+t.test('no import cycle among product and lab files, type imports included', async (t) => {
+  t.strictSame(
+    cycles(
+      new Map([
+        ['a', ['b']],
+        ['b', ['a']],
+        ['c', ['a']],
+      ]),
+    ),
+    [['a', 'b']],
+    'the check finds one',
+  );
+  const graph = importGraph(['shared', 'webhook', 'sidecar', 'cli', 'lab']);
+  t.ok(graph.size > 100, `${graph.size} files read`);
+  t.strictSame(cycles(graph), []);
+});
