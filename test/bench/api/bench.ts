@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { podAccess } from '../../../lab/bed/pod.ts';
+import { stubTools } from '../../../lab/fake/stub-tools.ts';
 import { putL2Config, waitForMetalLbResources } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
@@ -40,7 +41,6 @@ import {
   runningStatus,
   WORKLOAD_NS,
 } from './objects.ts';
-import { stubTools } from './stub-tools.ts';
 
 const env = process.env;
 const num = (v: string | undefined, d: number) => (v === undefined || v === '' ? d : Number(v));

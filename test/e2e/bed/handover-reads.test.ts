@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
 import { sharedControlPlane } from '../../../lab/bed/control-plane.ts';
+import { stubTools } from '../../../lab/fake/stub-tools.ts';
 import { putL2Config, waitForMetalLbResources } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject, Node } from '../../../shared/kube/types.ts';
@@ -20,7 +21,6 @@ import { type L2State, parseL2State } from '../../../shared/l2-state.ts';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import { announce } from '../../bench/api/drain.ts';
 import { injectedPod, NAMESPACES, realisticNode, runningStatus } from '../../bench/api/objects.ts';
-import { stubTools } from '../../bench/api/stub-tools.ts';
 import { apiProxy, type ProxiedCall } from './api-proxy.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;

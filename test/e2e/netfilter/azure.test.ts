@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import t from 'tap';
 import { type AzureScene, buildAzureScene, IP, IP6 } from '../../../lab/bed/azure-scene.ts';
 import { sh } from '../../../lab/bed/netns.ts';
+import { steppingClock } from '../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import { ToolRunner } from '../../../sidecar/runner.ts';
-import { steppingClock } from '../../unit/sidecar/fake-context.ts';
 
 const log = createLogger('test', 'warn');
 

@@ -8,6 +8,7 @@ import Fastify from 'fastify';
 import t, { type Test } from 'tap';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { webhookConfig } from '../../../lab/bed/webhook-config.ts';
+import { certDirFlags, mountLikeKubelet } from '../../../lab/fake/webhook.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject, Pod } from '../../../shared/kube/types.ts';
@@ -15,7 +16,6 @@ import { createLogger } from '../../../shared/log.ts';
 import { createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, type RunningWebhook, startWebhook } from '../../../webhook/main.ts';
 import { skupperPod, speakerPod } from '../../unit/webhook/fixtures.ts';
-import { certDirFlags, mountLikeKubelet } from '../../unit/webhook/helpers.ts';
 
 const silent = createLogger('test', 'silent');
 let cp: ControlPlane;

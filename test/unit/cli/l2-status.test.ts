@@ -2,7 +2,7 @@ import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
 import { buildStatus } from '../../../cli/status.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
-import { fencedL2Status } from '../cli/l2-state-fixture.ts';
+import { fencedL2Status } from './l2-state-fixture.ts';
 
 t.test('drainguard status: one row per node from labels and the status annotation', async (t) => {
   const now = Date.parse('2026-11-22T00:10:30Z');

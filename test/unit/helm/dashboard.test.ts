@@ -5,11 +5,11 @@ import { globSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
+import { baseOptions } from '../../../lab/fake/webhook.ts';
 import { plan } from '../../../webhook/plan/index.ts';
 import { applyPatch } from '../../../webhook/plan/json-patch.ts';
 import { SIDECAR_PORT_NAME } from '../../../webhook/plan/sidecar.ts';
 import { skupperPod, speakerPod } from '../webhook/fixtures.ts';
-import { baseOptions } from '../webhook/helpers.ts';
 import { CHART, helmTemplate, ROOT, tool } from './render.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: the checks walk arbitrary pod JSON

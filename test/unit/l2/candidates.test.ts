@@ -2,13 +2,13 @@
 // listed once per handover, in pages, then watched; the narrow reads (MetalLB's config, the Local
 // services' EndpointSlices) are throttled and back off; a view that cannot be read is not known.
 import t, { type Test } from 'tap';
+import { fakeContext, ManualClock, steppingClock } from '../../../lab/fake/feature-context.ts';
+import { VirtualClock } from '../../../lab/fake/virtual-clock.ts';
 import type { Clock } from '../../../shared/clock.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient, type WatchOptions } from '../../../shared/kube/client.ts';
 import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { CandidateReader, WIDE_PAGE_SIZE } from '../../../sidecar/l2/candidates.ts';
-import { fakeContext, ManualClock, steppingClock } from '../sidecar/fake-context.ts';
-import { VirtualClock } from '../virtual-clock.ts';
 
 const T0 = 1_700_000_000_000;
 const ready = [{ type: 'Ready', status: 'True' }];

@@ -1,6 +1,7 @@
 // The L2 feature's edge with fakes for MetalLB's view, the candidates, the node and the API:
 // what it writes (label, fence, Events, status annotation), in which order, and how it retries.
 import t from 'tap';
+import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
@@ -13,7 +14,6 @@ import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
 import type { LinkPlan } from '../../../sidecar/l2/fence-links.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
 import type { MetalLbObservation, MetalLbView } from '../../../sidecar/l2/metallb-view.ts';
-import { fakeContext, ManualClock } from '../sidecar/fake-context.ts';
 
 const T0 = 1_700_000_000_000;
 const NODE = 'node-a';

@@ -1,11 +1,11 @@
 // MetalLB's view (metallb-view.ts) over a scripted API: where the VIPs come from, and which
 // ServiceL2Status confirms a handover (written after it started, by a node that may announce).
 import t from 'tap';
+import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { MetalLbReader } from '../../../sidecar/l2/metallb-view.ts';
-import { fakeContext, ManualClock } from '../sidecar/fake-context.ts';
 
 const T0 = Date.UTC(2026, 10, 24, 9, 0, 0);
 const STATUSES = '/apis/metallb.io/v1beta1/namespaces/metallb-system/servicel2statuses';

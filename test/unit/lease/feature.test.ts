@@ -1,10 +1,10 @@
 // The feature's I/O edge with a scripted API: which calls it makes, and which it never makes.
 import t from 'tap';
+import { FakeDrain, fakeContext } from '../../../lab/fake/feature-context.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease, Pod } from '../../../shared/kube/types.ts';
 import { LeaseHandover } from '../../../sidecar/lease/feature.ts';
-import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 
 const NS = 'site-a';
 const LEASE_PATH = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/skupper-site-leader`;

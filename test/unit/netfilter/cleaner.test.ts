@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import pino from 'pino';
 import t from 'tap';
+import { steppingClock } from '../../../lab/fake/feature-context.ts';
 import { Cleaner } from '../../../sidecar/netfilter/cleaner.ts';
 import type { PodInfo } from '../../../sidecar/netfilter/decide.ts';
-import { steppingClock } from '../sidecar/fake-context.ts';
 import { FakeHost, type FakeRule } from './fakehost.ts';
 
 const log = pino({ level: 'silent' });

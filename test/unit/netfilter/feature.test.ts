@@ -1,9 +1,9 @@
 import t from 'tap';
+import { FakeDrain, fakeContext } from '../../../lab/fake/feature-context.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { createFeature } from '../../../sidecar/netfilter/feature.ts';
-import { FakeDrain, fakeContext } from '../sidecar/fake-context.ts';
 import { FakeHost } from './fakehost.ts';
 
 const NODE: Node = {

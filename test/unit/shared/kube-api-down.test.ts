@@ -4,10 +4,10 @@
 // logged, each once in a while, and the API stays "up".
 import type http from 'node:http';
 import t from 'tap';
+import { fakeApiServer as fakeApi } from '../../../lab/fake/api-server.ts';
 import { ApiError, countsAsApiDown } from '../../../shared/kube/client.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { apiHealthReporter } from '../../../sidecar/main.ts';
-import { fakeApiServer as fakeApi } from './fake-api-server.ts';
 
 const fakeApiServer = (handler: http.RequestListener, onResult: (ok: boolean, err?: ApiError) => void) =>
   fakeApi(handler, { onResult });

@@ -3,6 +3,7 @@
 // out. So only consistent reads and writes tell "the API is up"; a cached answer must not clear
 // the "API down" that the failed writes set (the L2 fail-safe counts its grace from it).
 import t from 'tap';
+import { fakeApiServer } from '../../../lab/fake/api-server.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import {
   type KubeClientOptions,
@@ -11,7 +12,6 @@ import {
   WatchIdle,
 } from '../../../shared/kube/client.ts';
 import { listPaged } from '../../../shared/kube/paged-list.ts';
-import { fakeApiServer } from './fake-api-server.ts';
 
 /**
  * A stale API server behind the first connection (it never answers) and a healthy one behind every

@@ -1,10 +1,10 @@
 // What every feature reports through: registerMetrics (a table of metrics becomes typed metrics,
 // in the table's order) and the own Node and Pod as Event targets.
 import t from 'tap';
+import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { ownNode, ownPod } from '../../../sidecar/events.ts';
 import { registerMetrics } from '../../../sidecar/metrics.ts';
-import { fakeContext, ManualClock } from './fake-context.ts';
 
 t.test('registers each metric of the table as its kind, in the order of the table', async (t) => {
   const registry = new Registry();

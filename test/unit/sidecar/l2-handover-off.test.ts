@@ -4,6 +4,7 @@
 // left, and says why in a Warning Event (Node and Pod), the status annotation and /prestop.
 import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
+import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { parseL2State } from '../../../shared/l2-state.ts';
@@ -14,7 +15,6 @@ import { createFeature as createHandover } from '../../../sidecar/l2/feature.ts'
 import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
 import { HANDOVER_OFF_REASON, L2HandoverOff } from '../../../sidecar/l2/handover-off.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
-import { fakeContext, ManualClock } from './fake-context.ts';
 
 const NODE = 'node-a';
 const ENV = {

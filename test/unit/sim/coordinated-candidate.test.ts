@@ -2,6 +2,7 @@
 // tryCoordinatedRenew, tryRelease and leasecandidate.go. A virtual clock and an in-memory API of
 // the Lease and the LeaseCandidate: no network, no waiting.
 import t, { type Test } from 'tap';
+import { VirtualClock } from '../../../lab/fake/virtual-clock.ts';
 import {
   CoordinatedCandidate,
   type CoordinatedOptions,
@@ -13,7 +14,6 @@ import type { LeaseApi } from '../../../lab/sim/lease-candidate.ts';
 import { ApiError } from '../../../shared/kube/client.ts';
 import type { KubeObject, Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
-import { VirtualClock } from '../virtual-clock.ts';
 
 const NS = 'site-a';
 const LEASE_PATH = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/router-leader`;

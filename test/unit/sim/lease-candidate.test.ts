@@ -2,6 +2,7 @@
 // tools/leaderelection and skupper's runLeaderElection (2.1.3+/2.2), each test named after the
 // upstream function it follows. A virtual clock and an in-memory Lease API: no network, no waiting.
 import t, { type Test } from 'tap';
+import { VirtualClock } from '../../../lab/fake/virtual-clock.ts';
 import {
   type CandidateOptions,
   ExponentialBackOff,
@@ -12,7 +13,6 @@ import {
 import { ApiError } from '../../../shared/kube/client.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
-import { VirtualClock } from '../virtual-clock.ts';
 
 const NS = 'site-a';
 const NAME = 'skupper-site-leader';

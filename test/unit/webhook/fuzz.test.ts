@@ -1,8 +1,8 @@
 // Fuzz: generated and mutated AdmissionReviews (structure-aware mutations plus raw byte damage).
 // Never a 5xx, never a crash, every returned patch applies to its pod. FUZZ_RUNS / FUZZ_SEED to vary.
 import t from 'tap';
+import { appFor, applyPatch, baseOptions, decode } from '../../../lab/fake/webhook.ts';
 import { hugePod, review, skupperPod, speakerPod } from './fixtures.ts';
-import { appFor, applyPatch, baseOptions, decode } from './helpers.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 10_000);
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);

@@ -3,9 +3,9 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { appFor, applyPatch, baseOptions, decode, validatePod } from '../../../lab/fake/webhook.ts';
 import type { PlannerOptions } from '../../../webhook/plan/step.ts';
 import { review, skupperPod, speakerPod } from './fixtures.ts';
-import { appFor, applyPatch, baseOptions, decode, validatePod } from './helpers.ts';
 
 const dir = join(import.meta.dirname, '../../golden/webhook');
 // biome-ignore lint/suspicious/noExplicitAny: the checks walk arbitrary pod JSON

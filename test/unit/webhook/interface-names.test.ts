@@ -2,11 +2,11 @@
 // fence would refuse during a drain is denied when the pod is created, naming the annotation and
 // what is accepted.
 import t from 'tap';
+import { baseOptions } from '../../../lab/fake/webhook.ts';
 import { validateFence } from '../../../sidecar/l2/fence.ts';
 import { plan } from '../../../webhook/plan/index.ts';
 import { checkInterfaces } from '../../../webhook/plan/validate.ts';
 import { speakerPod } from './fixtures.ts';
-import { baseOptions } from './helpers.ts';
 
 const NAMES = [
   'eth0',

@@ -1,10 +1,10 @@
 // Security review (issue 13, items 1–3): privilege, annotation values and the service-account token,
 // decided by the pure planner on plain data.
 import t, { type Test } from 'tap';
+import { baseOptions } from '../../../lab/fake/webhook.ts';
 import { plan } from '../../../webhook/plan/index.ts';
 import type { AdmissionRequestLike, Plan } from '../../../webhook/plan/step.ts';
 import { skupperPod, speakerPod } from './fixtures.ts';
-import { baseOptions } from './helpers.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: tests edit arbitrary pod JSON
 type Obj = Record<string, any>;

@@ -1,6 +1,7 @@
 // The planner's steps one by one, on plain data: each step's result, and every denial or skip it
 // can produce. plan() as a whole is covered by the golden, hardening and fuzz tests.
 import t, { type Test } from 'tap';
+import { baseOptions } from '../../../lab/fake/webhook.ts';
 import type { EnvVar, FeatureName } from '../../../shared/contract.ts';
 import { buildEnv, type EnvInputs } from '../../../webhook/plan/env.ts';
 import {
@@ -30,7 +31,6 @@ import { readSettings, resolveFeatures } from '../../../webhook/plan/settings.ts
 import { buildSidecar, SIDECAR_PORT_NAME, type SidecarInputs } from '../../../webhook/plan/sidecar.ts';
 import { type AdmissionRequestLike, isStop } from '../../../webhook/plan/step.ts';
 import { skupperPod, speakerPod } from './fixtures.ts';
-import { baseOptions } from './helpers.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary pod JSON
 type Obj = Record<string, any>;

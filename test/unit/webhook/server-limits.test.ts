@@ -1,10 +1,10 @@
 // Issue 13 item 4: the server under big bodies, slow clients and its own shutdown (inject() and the
 // server's own settings; the two-replica rollout is the e2e's job).
 import t from 'tap';
+import { baseOptions, silent } from '../../../lab/fake/webhook.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { createWebhookApp } from '../../../webhook/server.ts';
 import { review, speakerPod } from './fixtures.ts';
-import { baseOptions, silent } from './helpers.ts';
 
 const MiB = 1024 * 1024;
 

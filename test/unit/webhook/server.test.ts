@@ -1,9 +1,9 @@
 import t from 'tap';
+import { appFor, applyPatch, baseOptions, decode, silent } from '../../../lab/fake/webhook.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { escapePointer, pointer, unescapePointer } from '../../../webhook/plan/json-patch.ts';
 import { createWebhookApp } from '../../../webhook/server.ts';
 import { review, skupperPod, speakerPod } from './fixtures.ts';
-import { appFor, applyPatch, baseOptions, decode, silent } from './helpers.ts';
 
 t.test('RFC 6901 escaping: ~ before /', async (t) => {
   t.equal(escapePointer('a~/b'), 'a~0~1b');

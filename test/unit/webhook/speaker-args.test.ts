@@ -1,10 +1,10 @@
 // MetalLB's --ignore-exclude-lb read from the speaker container's command line as Go's flag
 // package reads it, and what the planner does with it.
 import t from 'tap';
+import { baseOptions } from '../../../lab/fake/webhook.ts';
 import { plan } from '../../../webhook/plan/index.ts';
 import { ignoresExcludeLb, readSpeakerArgs } from '../../../webhook/plan/speaker-args.ts';
 import { speakerPod } from './fixtures.ts';
-import { baseOptions } from './helpers.ts';
 
 t.test('ignoresExcludeLb: -flag, --flag, =value (strconv.ParseBool), the last one counting', async (t) => {
   const c = (args?: string[], command?: string[]) => ({ name: 'speaker', args, command });

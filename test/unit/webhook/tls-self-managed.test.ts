@@ -2,13 +2,13 @@
 // until the configuration exists, a rotation check applies a new serving pair, and the served
 // certificate's expiry is a metric.
 import t from 'tap';
+import { silent } from '../../../lab/fake/webhook.ts';
 import type { Clock } from '../../../shared/clock.ts';
 import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { certNotAfter } from '../../../shared/pki.ts';
 import { observeServing, type ServingPair } from '../../../webhook/tls.ts';
 import { SelfManagedTls } from '../../../webhook/tls-self-managed.ts';
-import { silent } from './helpers.ts';
 
 const MWC = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/drainguard';
 const SECRET = '/api/v1/namespaces/ns/secrets/tls';

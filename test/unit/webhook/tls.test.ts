@@ -4,11 +4,11 @@ import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import t from 'tap';
+import { certDirFlags, mountLikeKubelet as mount, silent } from '../../../lab/fake/webhook.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { type CertPair, certNotAfter, createCA, createServingCert } from '../../../shared/pki.ts';
 import { parseConfig, startWebhook } from '../../../webhook/main.ts';
 import { review, speakerPod } from './fixtures.ts';
-import { certDirFlags, mountLikeKubelet as mount, silent } from './helpers.ts';
 
 function call(port: number, ca: string, agent: https.Agent | false, path = '/healthz', body?: string) {
   return new Promise<{ status: number; fingerprint: string; body: string }>((resolve, reject) => {

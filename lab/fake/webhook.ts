@@ -1,12 +1,14 @@
+// The webhook's test kit: planner options, a fastify app, an AdmissionReview answer decoded and
+// its patch applied, a certificate directory mounted as the kubelet does; for its unit and e2e tests.
 import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1';
-import { createLogger } from '../../../shared/log.ts';
-import { Registry } from '../../../shared/metrics.ts';
-import type { CertPair } from '../../../shared/pki.ts';
-import { applyPatch, type PatchOp } from '../../../webhook/plan/json-patch.ts';
-import type { PlannerOptions } from '../../../webhook/plan/step.ts';
-import { createWebhookApp } from '../../../webhook/server.ts';
+import { createLogger } from '../../shared/log.ts';
+import { Registry } from '../../shared/metrics.ts';
+import type { CertPair } from '../../shared/pki.ts';
+import { applyPatch, type PatchOp } from '../../webhook/plan/json-patch.ts';
+import type { PlannerOptions } from '../../webhook/plan/step.ts';
+import { createWebhookApp } from '../../webhook/server.ts';
 
 export const silent = () => createLogger('test', 'silent');
 

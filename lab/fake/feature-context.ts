@@ -1,17 +1,17 @@
 // A FeatureContext built from fakes, for unit tests that drive a feature's I/O edge: a drain
 // state the test sets, a clock the test moves, Events and metrics recorded in memory. The API
 // client and the tool runner are the test's own (each feature needs different answers).
-import type { Clock } from '../../../shared/clock.ts';
-import { parseSidecarEnv } from '../../../shared/contract.ts';
-import type { KubeClient } from '../../../shared/kube/client.ts';
-import type { EventRecorder } from '../../../shared/kube/events.ts';
-import type { Node, Pod } from '../../../shared/kube/types.ts';
-import { createLogger } from '../../../shared/log.ts';
-import { Registry } from '../../../shared/metrics.ts';
-import { type DrainState, initialDrainState } from '../../../sidecar/drain/state.ts';
-import type { DrainWatcher } from '../../../sidecar/drain/watcher.ts';
-import type { FeatureContext } from '../../../sidecar/feature.ts';
-import type { ToolRunner } from '../../../sidecar/runner.ts';
+import type { Clock } from '../../shared/clock.ts';
+import { parseSidecarEnv } from '../../shared/contract.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
+import type { EventRecorder } from '../../shared/kube/events.ts';
+import type { Node, Pod } from '../../shared/kube/types.ts';
+import { createLogger } from '../../shared/log.ts';
+import { Registry } from '../../shared/metrics.ts';
+import { type DrainState, initialDrainState } from '../../sidecar/drain/state.ts';
+import type { DrainWatcher } from '../../sidecar/drain/watcher.ts';
+import type { FeatureContext } from '../../sidecar/feature.ts';
+import type { ToolRunner } from '../../sidecar/runner.ts';
 
 /**
  * Time moves only when the test moves it. A sleeper wakes only when its signal aborts: loops that

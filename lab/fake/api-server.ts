@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { KubeClient, type KubeClientOptions } from '../../../shared/kube/client.ts';
+import { KubeClient, type KubeClientOptions } from '../../shared/kube/client.ts';
 
 export async function fakeApiServer(
   handler: http.RequestListener,
