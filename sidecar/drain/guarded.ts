@@ -12,7 +12,7 @@ import type { ContainerStatus } from '../../shared/kube/types.ts';
 /**
  * A new container must have served this long before the node is taken back. A restarted speaker
  * joins memberlist anew; taken back before it has, it would elect itself for every VIP while its
- * peers still announce them (the same wait as after a memberlist cut, l2/core.ts REJOIN_MS). It
+ * peers still announce them (the same wait as after a memberlist cut, l2/handover/model.ts REJOIN_MS). It
  * also keeps a crash-looping speaker that is ready for a moment from moving the VIPs back and
  * forth at every back-off.
  */

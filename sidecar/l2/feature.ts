@@ -13,6 +13,8 @@ import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../.
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { CandidateReader, type CandidateView } from './candidates.ts';
+import type { FenceSpec } from './fence.ts';
+import { fenceLinkPlan } from './fence-links.ts';
 import {
   failsafeDue,
   initialMemory,
@@ -31,16 +33,14 @@ import {
   statusReadDue,
   step,
   vipsOf,
-} from './core.ts';
-import type { FenceSpec } from './fence.ts';
-import { fenceLinkPlan } from './fence-links.ts';
+} from './handover/index.ts';
+import { resume } from './handover/resume.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { portListening } from './listening-port.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
-import { resume } from './resume.ts';
 import { LOCAL_ETCD_CLIENT_PORT } from './stale-api.ts';
 import { StaleApiGuard } from './stale-api-guard.ts';
 

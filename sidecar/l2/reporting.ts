@@ -6,7 +6,7 @@ import { L2_PHASES } from '../../shared/l2-state.ts';
 import { ownNode, ownPod } from '../events.ts';
 import type { FeatureContext } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
-import type { L2EventReason } from './core.ts';
+import type { L2EventReason } from './handover/index.ts';
 
 export class HeldEvents {
   private readonly ctx: FeatureContext;

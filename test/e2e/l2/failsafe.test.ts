@@ -12,7 +12,7 @@ import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import type { L2State } from '../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
-import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/core.ts';
+import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/handover/index.ts';
 
 const T = { timeoutMs: 30_000, intervalMs: 50 };
 /** The probe's interval: every no-answer round is 50 ms of a dark VIP. */

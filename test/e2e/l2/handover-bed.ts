@@ -6,7 +6,7 @@ import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION } from '../../../shared/names.ts';
-import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/core.ts';
+import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/handover/index.ts';
 
 export const T = { timeoutMs: 20_000, intervalMs: 50 };
 /** The ARP probe's interval: every no-answer round is 50 ms of a dark VIP. */

@@ -15,8 +15,8 @@ import {
   statusOf,
   statusReadDue,
   step,
-} from '../../../sidecar/l2/core.ts';
-import { resume } from '../../../sidecar/l2/resume.ts';
+} from '../../../sidecar/l2/handover/index.ts';
+import { resume } from '../../../sidecar/l2/handover/resume.ts';
 
 const cfg: L2Settings = {
   handoverBudgetMs: 30_000,

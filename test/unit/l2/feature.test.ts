@@ -8,10 +8,10 @@ import type { Node } from '../../../shared/kube/types.ts';
 import { type L2State, parseL2State, type ServiceVips } from '../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 import type { CandidateView } from '../../../sidecar/l2/candidates.ts';
-import { L2_EVENT_REASONS, type StatusSource } from '../../../sidecar/l2/core.ts';
 import { L2Handover } from '../../../sidecar/l2/feature.ts';
 import type { FenceSpec } from '../../../sidecar/l2/fence.ts';
 import type { LinkPlan } from '../../../sidecar/l2/fence-links.ts';
+import { L2_EVENT_REASONS, type StatusSource } from '../../../sidecar/l2/handover/index.ts';
 import type { L2Host } from '../../../sidecar/l2/host.ts';
 import type { MetalLbObservation, MetalLbView } from '../../../sidecar/l2/metallb-view.ts';
 
@@ -557,7 +557,7 @@ t.test(
     await w.cap.idle();
     t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'labelled again, from scratch');
     await w.pass();
-    // Confirmed, but the fail-safe fence and its cut stay until the drain ends (core.ts).
+    // Confirmed, but the fail-safe fence and its cut stay until the drain ends (handover/phases.ts).
     t.match(w.api.status(), {
       phase: 'fenced',
       memberlistCut: true,

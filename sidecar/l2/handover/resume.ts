@@ -1,14 +1,15 @@
 // The L2 handover's memory rebuilt on start, pure: from what survives a restart of the sidecar —
 // the Node annotation (shared/l2-state.ts) and the nft fence read back (fence.ts) — to the core's
-// L2Memory (core.ts). Nothing else survives: what the last process knew only in memory (an API
+// L2Memory (model.ts). Nothing else survives: what the last process knew only in memory (an API
 // outage and its hold, the candidates) is gone, and the resumed memory errs on the safe side
 // (assumedOutage).
-import type { L2State, ServiceVips } from '../../shared/l2-state.ts';
-import { FROM_FENCE, type HandoverPhase, initialMemory, isClaimWatch, type L2Memory } from './core.ts';
-import type { FenceSpec } from './fence.ts';
+import type { L2State, ServiceVips } from '../../../shared/l2-state.ts';
+import type { FenceSpec } from '../fence.ts';
+import { isClaimWatch } from './fence-plan.ts';
+import { FROM_FENCE, type HandoverPhase, initialMemory, type L2Memory } from './model.ts';
 
 /**
- * The API outage a resumed process that finds its own exclude label assumes (core.ts
+ * The API outage a resumed process that finds its own exclude label assumes (model.ts
  * L2Memory.apiOutage): one of unknown length that ended at its start. The hold that keeps the own exclude label at the drain's end for twice
  * an outage (SPEAKER_CATCH_UP_MAX_MS at most) lived in the last process's memory; restarted
  * during an outage, or after one while this node's speaker may still be in its watches' backoff,
