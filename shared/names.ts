@@ -39,7 +39,7 @@ export const L2_STATE_ANNOTATION = 'drainguard.io/l2-handover';
 export const FENCE_TABLE = 'drainguard';
 /**
  * The nft table (inet) that refuses other hosts' connections to a stale API server on a draining
- * node (sidecar/l2/api-fence.ts). Apart from the L2 fence: each is replaced whole on its own.
+ * node (sidecar/api-fence/fence.ts). Apart from the L2 fence: each is replaced whole on its own.
  */
 export const API_FENCE_TABLE = 'drainguard-api';
 

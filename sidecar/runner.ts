@@ -39,7 +39,7 @@ export interface RunResult {
   skipped: boolean;
 }
 
-// ss: only to destroy the connections to a stale API server on this node (l2/stale-api-guard.ts).
+// ss: only to destroy the connections to a stale API server on this node (api-fence/guard.ts).
 const ALLOWED_TOOLS = new Set(['ip', 'nft', 'ebtables', 'ebtables-restore', 'bridge', 'ss']);
 
 /**

@@ -275,7 +275,7 @@ export class KubeClient {
 
   /**
    * A client for one API server by its own address (not the `kubernetes` Service), with the same
-   * credentials and CA: to ask that server alone (sidecar/l2/stale-api.ts), from `localAddress`
+   * credentials and CA: to ask that server alone (sidecar/api-fence/core.ts), from `localAddress`
    * when given. Its outcomes do not count as the API's health (no onResult), and closing it
    * leaves this client's connections.
    */
@@ -459,7 +459,7 @@ export class KubeClient {
    * One request, dialled again at once (up to REDIAL_REFUSED times) when the connection is refused:
    * nothing reached a server, so any method may go again, and behind the `kubernetes` Service a
    * new connection lands on another API server. A stale one fenced on a control-plane node
-   * refuses every connection but from loopback (stale-api-guard.ts); with three servers a third of
+   * refuses every connection but from loopback (sidecar/api-fence/guard.ts); with three servers a third of
    * new connections land on it, and a backoff on each cost a handover ~0.9 s (ha-seed, issue 23).
    */
   private async once<T>(path: string, opts: RequestOptions & { fresh?: boolean }): Promise<T> {

@@ -15,7 +15,7 @@ export function renderUnfence(): string {
   return `${UNFENCE_LINES.join('\n')}\n`;
 }
 
-/** Removes the stale API server's fence (sidecar/l2/api-fence.ts); a no-op when absent. */
+/** Removes the stale API server's fence (sidecar/api-fence/fence.ts); a no-op when absent. */
 export const API_UNFENCE_LINES = [`table inet ${API_FENCE_TABLE} {}`, `delete table inet ${API_FENCE_TABLE}`];
 
 /** The transaction that removes the stale API server's fence. */

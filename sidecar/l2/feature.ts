@@ -10,6 +10,9 @@ import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
+import { LOCAL_ETCD_CLIENT_PORT } from '../api-fence/core.ts';
+import { StaleApiGuard } from '../api-fence/guard.ts';
+import { portListening } from '../api-fence/listening-port.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { CandidateReader, type CandidateView } from './candidates.ts';
@@ -36,13 +39,10 @@ import {
 } from './handover/index.ts';
 import { resume } from './handover/resume.ts';
 import { type L2Host, NodeHost } from './host.ts';
-import { portListening } from './listening-port.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
-import { LOCAL_ETCD_CLIENT_PORT } from './stale-api.ts';
-import { StaleApiGuard } from './stale-api-guard.ts';
 
 /** What the feature reads the world through; `changed` asks for a reconcile. */
 export interface L2Views {

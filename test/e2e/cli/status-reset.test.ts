@@ -19,7 +19,7 @@ import {
   SIDECAR_NAME,
 } from '../../../shared/names.ts';
 import { apiFenceTableIn, fenceTablesIn } from '../../../shared/net/fence-tables.ts';
-import { renderApiFence } from '../../../sidecar/l2/api-fence.ts';
+import { renderApiFence } from '../../../sidecar/api-fence/fence.ts';
 import { renderFence } from '../../../sidecar/l2/fence.ts';
 import { LEASE_EVENT_REASONS } from '../../../sidecar/lease/core.ts';
 import { fencedL2Status } from '../../unit/cli/l2-state-fixture.ts';

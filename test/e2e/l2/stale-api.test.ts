@@ -15,7 +15,7 @@ import { createTestBed, type TestBed, type TestNode } from '../../../lab/bed/net
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
-import { parseApiFence } from '../../../sidecar/l2/api-fence.ts';
+import { parseApiFence } from '../../../sidecar/api-fence/fence.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const PORT = 6443;

@@ -9,7 +9,7 @@ import {
   renderApiFence,
   sameApiFence,
   validateApiFence,
-} from '../../../sidecar/l2/api-fence.ts';
+} from '../../../sidecar/api-fence/fence.ts';
 
 const golden = (t: Test, name: string, actual: string) => {
   const url = new URL(`../../golden/l2/${name}`, import.meta.url);

@@ -18,7 +18,7 @@ import {
   STILL_SILENT_MS,
   type StaleApiObservation,
   silentWhileOthersAnswer,
-} from '../../../sidecar/l2/stale-api.ts';
+} from '../../../sidecar/api-fence/core.ts';
 
 const ep = { address: '10.0.0.1', port: 6443 };
 

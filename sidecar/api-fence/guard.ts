@@ -1,4 +1,4 @@
-// The I/O edge of the stale API server's fence (the rule is stale-api.ts, the nft api-fence.ts):
+// The I/O edge of the stale API server's fence (the rule is core.ts, the nft fence.ts):
 // while the node drains, finds the API servers on this node's own addresses (the `kubernetes`
 // Service's EndpointSlices), asks them for the own Node every PROBE_INTERVAL_MS, and fences one
 // that does not answer while the cluster's API does: the reject rule first (no new connection
@@ -13,15 +13,6 @@ import { apiFenceTableIn, renderApiUnfence } from '../../shared/net/fence-tables
 import { ownNode } from '../events.ts';
 import type { FeatureContext } from '../feature.ts';
 import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
-import {
-  type ApiEndpoint,
-  endpointText,
-  killArgs,
-  killedCount,
-  parseApiFence,
-  probeSource,
-  renderApiFence,
-} from './api-fence.ts';
 import {
   type ApiEndpointSlice,
   apiEndpointsOf,
@@ -43,7 +34,16 @@ import {
   provesStale,
   type StaleApiObservation,
   silentWhileOthersAnswer,
-} from './stale-api.ts';
+} from './core.ts';
+import {
+  type ApiEndpoint,
+  endpointText,
+  killArgs,
+  killedCount,
+  parseApiFence,
+  probeSource,
+  renderApiFence,
+} from './fence.ts';
 
 export const STALE_API_EVENT_REASONS = {
   fenced: 'StaleApiServerFenced',

@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 import t from 'tap';
-import { portListening, scanListening, socketLine } from '../../../sidecar/l2/listening-port.ts';
+import { portListening, scanListening, socketLine } from '../../../sidecar/api-fence/listening-port.ts';
 
 // Lines as the kernel writes them (Linux 6.x), listening sockets first.
 const HEADER =

@@ -4,7 +4,7 @@
 // The kernel lists listening sockets first, so only the head of each table is read — its size
 // grows with the connections on the node (an API server's clients), the head does not.
 import { open } from 'node:fs/promises';
-import type { LocalEtcdCheck } from './stale-api.ts';
+import type { LocalEtcdCheck } from './core.ts';
 
 const LISTEN = '0A';
 const TABLES = ['/proc/self/net/tcp', '/proc/self/net/tcp6'];

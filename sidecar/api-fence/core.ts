@@ -1,4 +1,4 @@
-// When to fence this node's own API server, pure (the I/O is stale-api-guard.ts). The report
+// When to fence this node's own API server, pure (the I/O is guard.ts). The report
 // drainguard was written for: a control-plane node is drained, its etcd member removed, and its
 // API server keeps running with no etcd behind it — it accepts connections, answers cached lists
 // and keeps watches open and silent, while consistent reads and writes hang (docs/lab-cluster.md).
@@ -19,7 +19,7 @@
 // TRIAL=8: a kubelet and a sidecar blind on it after such a lift). A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
 // is never fenced.
 import { isApiError } from '../../shared/kube/client.ts';
-import { type ApiEndpoint, sameApiFence } from './api-fence.ts';
+import { type ApiEndpoint, sameApiFence } from './fence.ts';
 
 /**
  * A consistent GET of one Node takes milliseconds on a healthy API server (an etcd range read);

@@ -1,5 +1,5 @@
 // The stale API server's fence, pure: renders the nft transaction and reads it back. On a draining
-// node whose own API server has lost its etcd member (stale-api.ts), connections to it are refused
+// node whose own API server has lost its etcd member (core.ts), connections to it are refused
 // with a TCP reset, so their clients (MetalLB's speakers, the sidecar itself, anyone whose
 // `kubernetes` Service connection landed there) dial again and reach an API server that is up to
 // date. Only loopback sources pass: the sidecar's probe comes from 127.0.0.1 (or ::1), and a
