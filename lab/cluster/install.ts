@@ -75,14 +75,25 @@ export async function installDrainguard(c: Cluster): Promise<void> {
   await webhookRolledOut(c);
 }
 
-/** Waits for the webhook Deployment's rollout (after an install or a change to it). */
+/**
+ * Waits for the webhook Deployment's rollout (after an install or a change to it). A rollout that
+ * times out says why: its pods and the namespace's latest Events go into the error.
+ */
 export async function webhookRolledOut(c: Cluster): Promise<void> {
-  await c.k([
+  const ns = 'drainguard-system';
+  const r = await c.kubectl([
     'rollout',
     'status',
     '-n',
-    'drainguard-system',
+    ns,
     'deployment/drainguard-webhook',
     '--timeout=180s',
   ]);
+  if (r.code === 0) return;
+  const pods = await c.kubectl(['get', 'pods', '-n', ns, '-o', 'wide']);
+  const events = await c.kubectl(['get', 'events', '-n', ns, '--sort-by=.lastTimestamp']);
+  throw new Error(
+    `the webhook did not roll out: ${r.stderr.trim()}\npods:\n${pods.stdout}${pods.stderr}\n` +
+      `events (latest last):\n${events.stdout.split('\n').slice(-15).join('\n')}${events.stderr}`,
+  );
 }
