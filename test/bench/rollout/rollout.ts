@@ -148,7 +148,13 @@ try {
     'every speaker pod injected',
     async () => {
       const ps = await pods();
-      return ps.length === nodes && ps.every((p) => p.spec.containers.some((x) => x.name === 'drainguard'));
+      // A native sidecar (kubelet 1.29+: the webhook's `auto` mode) is an init container.
+      return (
+        ps.length === nodes &&
+        ps.every((p) =>
+          [...p.spec.containers, ...(p.spec.initContainers ?? [])].some((x) => x.name === 'drainguard'),
+        )
+      );
     },
     { timeoutMs: 120_000 },
   );
