@@ -19,6 +19,27 @@ export function metricSum(text: string, name: string, labels: Record<string, str
   return sum;
 }
 
+/**
+ * The Node lists served from the watch cache and from etcd so far. Two label schemes: 1.20's
+ * (`resource_prefix="/minions"`; etcd's `type="/registry/minions"`, operation `listWithCount`) and
+ * the current one (`group="",resource="nodes"`; etcd's operations `list`, `listWithCount`,
+ * `listStream`, k8s.io/apiserver's storage metrics). A server exports one of them: the larger sum.
+ */
+export function nodeListCounts(text: string): { cache: number; etcd: number } {
+  const nodes = { group: '', resource: 'nodes' };
+  const cache = Math.max(
+    metricSum(text, 'apiserver_cache_list_total', { resource_prefix: '/minions' }),
+    metricSum(text, 'apiserver_cache_list_total', nodes),
+  );
+  const etcd = Math.max(
+    metricSum(text, 'etcd_requests_total', { operation: 'listWithCount', type: '/registry/minions' }),
+    ['list', 'listWithCount', 'listStream']
+      .map((operation) => metricSum(text, 'etcd_requests_total', { operation, ...nodes }))
+      .reduce((a, b) => a + b, 0),
+  );
+  return { cache, etcd };
+}
+
 export interface ListSource {
   /** Paged consistent lists made (limit 250, no resourceVersion: what the sidecar sends). */
   lists: number;
@@ -35,10 +56,7 @@ export interface ListSource {
 export async function consistentListSource(client: KubeClient, lists = 5): Promise<ListSource> {
   const read = async () => {
     const text = await client.get<string>('/metrics', { text: true, timeoutMs: 20_000 });
-    return {
-      cache: metricSum(text, 'apiserver_cache_list_total', { resource_prefix: '/minions' }),
-      etcd: metricSum(text, 'etcd_requests_total', { operation: 'listWithCount', type: '/registry/minions' }),
-    };
+    return nodeListCounts(text);
   };
   let pages = 0;
   const page = async (query: string) => {

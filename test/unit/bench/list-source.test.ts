@@ -1,5 +1,5 @@
 import t from 'tap';
-import { metricSum } from '../../bench/api/list-source.ts';
+import { metricSum, nodeListCounts } from '../../bench/api/list-source.ts';
 
 const TEXT = `# HELP apiserver_cache_list_total [ALPHA] Number of LIST requests served from watch cache
 apiserver_cache_list_total{index="",resource_prefix="/minions"} 7
@@ -20,4 +20,17 @@ t.test('metricSum adds the samples whose labels match, and only those', async (t
   t.equal(metricSum(TEXT, 'etcd_requests_total', { operation: 'list' }), 0, 'no such operation');
   t.equal(metricSum(TEXT, 'up', {}), 1, 'a sample without labels');
   t.equal(metricSum(TEXT, 'apiserver_cache_list', {}), 0, 'a name prefix is not the name');
+});
+
+t.test("the Node lists by source, in 1.20's labels and in a current server's", async (t) => {
+  t.strictSame(nodeListCounts(TEXT), { cache: 7, etcd: 3 }, '1.20: one scheme, counted once');
+  const current = `apiserver_cache_list_total{group="",index="",resource="nodes"} 5
+apiserver_cache_list_total{group="",index="",resource="pods"} 9
+apiserver_cache_list_total{group="apps",index="",resource="nodes"} 100
+etcd_requests_total{group="",operation="list",resource="nodes"} 2
+etcd_requests_total{group="",operation="listWithCount",resource="nodes"} 1
+etcd_requests_total{group="",operation="listOnlyKeys",resource="nodes"} 8
+etcd_requests_total{group="",operation="get",resource="nodes"} 4
+`;
+  t.strictSame(nodeListCounts(current), { cache: 5, etcd: 3 }, '1.37: group and resource, lists only');
 });
