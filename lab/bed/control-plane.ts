@@ -277,7 +277,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   );
   makePki(dir, opts.sanIPs ?? []);
   const bind = opts.bindAddress ?? '127.0.0.1';
-  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort(bind)];
+  const apiPort = await freePort(bind);
   const tokens = writeTokens(dir, opts.users ?? []);
   const ca = readFileSync(join(dir, 'ca.crt'), 'utf8');
   const server = `https://${bind}:${apiPort}`;
@@ -300,28 +300,56 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     child.unref();
     return child;
   };
-  const etcd = spawnLogged(
-    etcdBinary(),
-    [
-      '--name',
-      'default',
-      '--data-dir',
-      join(dir, 'etcd'),
-      '--listen-client-urls',
-      `http://127.0.0.1:${etcdPort}`,
-      '--advertise-client-urls',
-      `http://127.0.0.1:${etcdPort}`,
-      '--listen-peer-urls',
-      `http://127.0.0.1:${peerPort}`,
-      '--initial-advertise-peer-urls',
-      `http://127.0.0.1:${peerPort}`,
-      '--initial-cluster',
-      `default=http://127.0.0.1:${peerPort}`,
-      '--log-level',
-      'warn',
-    ],
-    'etcd',
-  );
+  // A free port is free when asked, not when etcd binds it: any outbound connection may take it as
+  // its source port meanwhile (CI: kube-apiserver gave up on etcd's port after 20 s, connection
+  // refused). etcd answers /health before the API server starts; one that exits is started
+  // again on new ports.
+  const startEtcd = async (): Promise<{ child: ChildProcess; port: number }> => {
+    for (let attempt = 1; ; attempt++) {
+      const [port, peerPort] = [await freePort(), await freePort()];
+      rmSync(join(dir, 'etcd'), { recursive: true, force: true });
+      const child = spawnLogged(
+        etcdBinary(),
+        [
+          '--name',
+          'default',
+          '--data-dir',
+          join(dir, 'etcd'),
+          '--listen-client-urls',
+          `http://127.0.0.1:${port}`,
+          '--advertise-client-urls',
+          `http://127.0.0.1:${port}`,
+          '--listen-peer-urls',
+          `http://127.0.0.1:${peerPort}`,
+          '--initial-advertise-peer-urls',
+          `http://127.0.0.1:${peerPort}`,
+          '--initial-cluster',
+          `default=http://127.0.0.1:${peerPort}`,
+          '--log-level',
+          'warn',
+        ],
+        'etcd',
+      );
+      const pid = child.pid ?? 0;
+      const healthy = async () => {
+        try {
+          const r = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(1_000) });
+          return r.ok && ((await r.json()) as { health?: string }).health === 'true';
+        } catch {
+          return false;
+        }
+      };
+      await waitFor('etcd /health', async () => (await healthy()) || !pidAlive(pid), {
+        timeoutMs: 60_000,
+        intervalMs: 100,
+      }).catch(() => undefined);
+      if (pidAlive(pid) && (await healthy())) return { child, port };
+      const log = readFileSync(join(dir, 'etcd.log'), 'utf8').slice(-2000);
+      await killAndWait(pid);
+      if (attempt >= 3) throw new Error(`etcd did not start in ${attempt} attempts:\n${log}`);
+    }
+  };
+  const { child: etcd, port: etcdPort } = await startEtcd();
   const apiArgs = [
     '--etcd-servers',
     `http://127.0.0.1:${etcdPort}`,
