@@ -23,13 +23,21 @@ export function metricSum(text: string, name: string, labels: Record<string, str
  * The Node lists served from the watch cache and from etcd so far. Two label schemes: 1.20's
  * (`resource_prefix="/minions"`; etcd's `type="/registry/minions"`, operation `listWithCount`) and
  * the current one (`group="",resource="nodes"`; etcd's operations `list`, `listWithCount`,
- * `listStream`, k8s.io/apiserver's storage metrics). A server exports one of them: the larger sum.
+ * `listStream`, k8s.io/apiserver's storage metrics; seen on 1.37.2). A server exports one of them:
+ * the larger sum.
  */
 export function nodeListCounts(text: string): { cache: number; etcd: number } {
   const nodes = { group: '', resource: 'nodes' };
+  // 1.37 counts a consistent read the cache served in apiserver_watch_cache_consistent_read_total
+  // (`fallback="true"`: it went to etcd after all), not in apiserver_cache_list_total.
   const cache = Math.max(
     metricSum(text, 'apiserver_cache_list_total', { resource_prefix: '/minions' }),
-    metricSum(text, 'apiserver_cache_list_total', nodes),
+    metricSum(text, 'apiserver_cache_list_total', nodes) +
+      metricSum(text, 'apiserver_watch_cache_consistent_read_total', {
+        ...nodes,
+        fallback: 'false',
+        success: 'true',
+      }),
   );
   const etcd = Math.max(
     metricSum(text, 'etcd_requests_total', { operation: 'listWithCount', type: '/registry/minions' }),

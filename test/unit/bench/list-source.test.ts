@@ -31,6 +31,12 @@ etcd_requests_total{group="",operation="list",resource="nodes"} 2
 etcd_requests_total{group="",operation="listWithCount",resource="nodes"} 1
 etcd_requests_total{group="",operation="listOnlyKeys",resource="nodes"} 8
 etcd_requests_total{group="",operation="get",resource="nodes"} 4
+apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="nodes",success="true"} 3
+apiserver_watch_cache_consistent_read_total{fallback="true",group="",resource="nodes",success="true"} 6
 `;
-  t.strictSame(nodeListCounts(current), { cache: 5, etcd: 3 }, '1.37: group and resource, lists only');
+  t.strictSame(
+    nodeListCounts(current),
+    { cache: 8, etcd: 3 },
+    '1.37: group and resource, lists only; a consistent read the cache served counts, a fallback not',
+  );
 });
