@@ -6,16 +6,18 @@ import t from 'tap';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 
-/** Top-level directories a file imports from (relative imports only; packages are not roles). */
-function importedDirs(file: string): { spec: string; dir: string }[] {
+/** A file's relative imports (type-only ones included): the specifier and the path it names. */
+function relativeImports(file: string): { spec: string; target: string }[] {
   const text = readFileSync(join(ROOT, file), 'utf8');
-  const out: { spec: string; dir: string }[] = [];
-  for (const m of text.matchAll(/(?:from|import\()\s*'(\.{1,2}\/[^']+)'/g)) {
-    const target = normalize(join(dirname(file), m[1] as string));
-    out.push({ spec: m[1] as string, dir: target.split('/')[0] as string });
-  }
-  return out;
+  return [...text.matchAll(/(?:from|import\()\s*'(\.{1,2}\/[^']+)'/g)].map((m) => ({
+    spec: m[1] as string,
+    target: normalize(join(dirname(file), m[1] as string)),
+  }));
 }
+
+/** Top-level directories a file imports from (relative imports only; packages are not roles). */
+const importedDirs = (file: string): { spec: string; dir: string }[] =>
+  relativeImports(file).map(({ spec, target }) => ({ spec, dir: target.split('/')[0] as string }));
 
 const RULES: Record<string, string[]> = {
   shared: ['shared'],
@@ -69,13 +71,11 @@ t.test('names used by more than one role are defined once, in shared/names.ts', 
 /** The product and lab files each file imports (relative imports, type-only ones included). */
 function importGraph(dirs: string[]): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  for (const file of dirs.flatMap((d) => globSync(`${d}/**/*.ts`, { cwd: ROOT }))) {
-    const text = readFileSync(join(ROOT, file), 'utf8');
-    const to = [...text.matchAll(/(?:from|import\()\s*'(\.{1,2}\/[^']+\.ts)'/g)].map((m) =>
-      normalize(join(dirname(file), m[1] as string)),
+  for (const file of dirs.flatMap((d) => globSync(`${d}/**/*.ts`, { cwd: ROOT })))
+    graph.set(
+      file,
+      relativeImports(file).map((i) => i.target),
     );
-    graph.set(file, to);
-  }
   return graph;
 }
 
