@@ -6,7 +6,6 @@
 // node (host.ts) — and it writes the own Node through own-node.ts, Events and metrics through
 // reporting.ts.
 import { RetryGate } from '../../shared/backoff.ts';
-import { waitFor } from '../../shared/clock.ts';
 import { isApiError } from '../../shared/kube/client.ts';
 import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
@@ -86,6 +85,13 @@ export class L2Handover implements Feature {
   private readonly host: L2Host;
   private readonly staleApi: StaleApiGuard | undefined;
   private memory: L2Memory;
+  /**
+   * The memory whose actions have all been carried out (its fence installed and read back). The
+   * memory is the step's decision, set before its actions run: /prestop answers on this one, or
+   * the hook said "fenced" while nft was still committing (CI: an empty ruleset after the answer).
+   */
+  private effected: L2Memory | undefined;
+  private readonly onEffected = new Set<() => void>();
   /** The fence installed now, as last read back from nft. */
   private fence: FenceSpec | undefined;
   private readonly node: OwnNode;
@@ -273,22 +279,13 @@ export class L2Handover implements Feature {
     const started = this.ctx.clock.now();
     await this.init;
     this.trigger('prestop');
-    let outcome: string;
-    try {
-      await waitFor('L2 handover', () => settled(this.memory), {
-        timeoutMs: this.settings.handoverBudgetMs,
-        clock: this.ctx.clock,
-        signal: this.abort.signal,
-      });
-      outcome =
-        this.memory.phase === 'refused'
-          ? 'no-other-node'
-          : this.memory.phase === 'failsafe-fenced'
-            ? 'failsafe-fenced'
-            : 'handed-over';
-    } catch {
-      outcome = 'budget-spent';
-    }
+    const outcome = !(await this.settledOnHost(this.settings.handoverBudgetMs))
+      ? 'budget-spent'
+      : this.memory.phase === 'refused'
+        ? 'no-other-node'
+        : this.memory.phase === 'failsafe-fenced'
+          ? 'failsafe-fenced'
+          : 'handed-over';
     const s = statusOf(this.memory, this.ctx.config.observeOnly);
     return {
       outcome,
@@ -301,6 +298,30 @@ export class L2Handover implements Feature {
       waitedMs: this.ctx.clock.now() - started,
       ...(this.ctx.config.observeOnly ? { observeOnly: true } : {}),
     };
+  }
+
+  /**
+   * Whether the handover settled (schedule.ts) and its actions are carried out, within `budgetMs`;
+   * false at the budget or once the feature stops.
+   */
+  private async settledOnHost(budgetMs: number): Promise<boolean> {
+    const done = () => this.effected === this.memory && settled(this.memory);
+    if (done()) return true;
+    const over = new AbortController();
+    const signal = AbortSignal.any([over.signal, this.abort.signal]);
+    let wake = () => {};
+    try {
+      return await Promise.race([
+        new Promise<boolean>((resolve) => {
+          wake = () => done() && resolve(true);
+          this.onEffected.add(wake);
+        }),
+        this.ctx.clock.sleep(budgetMs, signal).then(() => false),
+      ]);
+    } finally {
+      this.onEffected.delete(wake);
+      over.abort();
+    }
   }
 
   /** A restart's preStop hook: the drain state says "stopped"; the same wait as a deletion's. */
@@ -451,7 +472,12 @@ export class L2Handover implements Feature {
         'drain state unknown (API view not synced or own Node missing): L2 handover state kept as is',
       );
     this.heldUnsynced = holding;
-    for (const a of actions) await this.execute(a, signal);
+    let carriedOut = true;
+    for (const a of actions) carriedOut = (await this.execute(a, signal)) && carriedOut;
+    if (carriedOut) {
+      this.effected = memory;
+      for (const wake of this.onEffected) wake();
+    }
     // Fenced or given up by this step: the watches stop now, not a reconcile later.
     if (!this.wantsCandidates(memory.phase)) await this.candidates.release?.();
     const from = PUBLISHED_PHASE[before.phase];
@@ -597,17 +623,18 @@ export class L2Handover implements Feature {
 
   // --- acting ------------------------------------------------------------------------------
 
-  private async execute(a: L2Action, signal: AbortSignal): Promise<void> {
+  /** Carries out one action; false where it was not (backing off, failed or abandoned). */
+  private async execute(a: L2Action, signal: AbortSignal): Promise<boolean> {
     const { ctx } = this;
     const observeOnly = ctx.config.observeOnly;
-    if (!this.retryGate.open(a.kind)) return;
+    if (!this.retryGate.open(a.kind)) return false;
     try {
       switch (a.kind) {
         case 'event': {
           const message = observeOnly ? `observe-only, would have: ${a.message}` : a.message;
           if (a.reason === L2_EVENT_REASONS.failsafeFence) ctx.log.error({ reason: a.reason }, message);
           this.events.record(a.type, a.reason, message);
-          return;
+          return true;
         }
         case 'label':
         case 'unlabel': {
@@ -616,7 +643,7 @@ export class L2Handover implements Feature {
             this.simulatedLabel = add ? true : undefined;
             ctx.log.info({ label: EXCLUDE_LABEL }, `observe-only: would ${a.kind} the Node`);
             this.metrics.action(a.kind, 'skipped');
-            return;
+            return true;
           }
           await this.node.setExcludeLabel(add, signal);
           break;
@@ -631,9 +658,10 @@ export class L2Handover implements Feature {
       }
       this.metrics.action(a.kind, observeOnly ? 'skipped' : 'ok');
       this.retryGate.succeeded(a.kind);
+      return true;
     } catch (e) {
       // Abandoned for the fail-safe: not a failure to back off from (the next reconcile decides).
-      if (signal.aborted) return;
+      if (signal.aborted) return false;
       this.metrics.action(a.kind, 'error');
       const { waitMs, attempt } = this.retryGate.failed(a.kind);
       ctx.log.error(
@@ -646,6 +674,7 @@ export class L2Handover implements Feature {
         },
         'L2 action failed; will retry',
       );
+      return false;
     }
   }
 

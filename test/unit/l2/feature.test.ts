@@ -104,11 +104,14 @@ class FakeHost implements L2Host {
   /** Every fence or unfence asked for, in order ('unfence' for a removal). */
   applied: (FenceSpec | 'unfence')[] = [];
   refuse = false;
+  /** Set: nft's commit takes until it resolves. */
+  hold: Promise<void> | undefined;
   async readFence(): Promise<FenceSpec | undefined> {
     return this.installed;
   }
   async applyFence(spec: FenceSpec | undefined): Promise<FenceSpec | undefined> {
     this.applied.push(spec ?? 'unfence');
+    if (this.hold) await this.hold;
     if (this.refuse) throw new Error('Error: refused by test');
     this.installed = spec;
     return spec;
@@ -316,6 +319,57 @@ t.test(
     t.match(w.api.status(), { phase: 'fenced', handedTo: { 'web/www': 'node-c' } }, 'the latest status wins');
   },
 );
+
+t.test(
+  '/prestop answers once the fence is installed, not when the handover is decided (CI: an empty ruleset after the hook answered)',
+  async (t) => {
+    const w = await started();
+    t.teardown(() => w.cap.stop());
+    w.drain.set({ draining: true, drainReason: 'cordoned' });
+    await w.cap.idle();
+    w.clock.advance(200);
+    await w.pass();
+    t.equal(w.cap.state.phase, 'awaiting-confirmation');
+    let commit = () => {};
+    w.host.hold = new Promise<void>((r) => {
+      commit = r;
+    });
+    w.metallb.owners = { 'web/www': 'node-c' };
+    w.clock.advance(300);
+    w.cap.trigger('test');
+    await waitFor('the fence committing', () => w.host.applied.length === 2, { timeoutMs: 2_000 });
+    t.equal(w.cap.state.phase, 'fenced-confirmed', 'decided: fenced');
+    t.equal(w.host.installed?.vips4.length ?? 0, 0, 'not installed yet');
+    // Before: the hook saw the decided phase and answered "handed-over" with nothing dropped.
+    const answered = w.cap.prestop().then((summary) => ({ summary, installed: w.host.installed }));
+    // Turns of the event loop (no time passes): the hook's first looks while nft commits.
+    for (let i = 0; i < 5; i++) await new Promise(setImmediate);
+    commit();
+    const { summary, installed } = await answered;
+    t.equal(summary.outcome, 'handed-over');
+    t.strictSame(installed?.vips4, ['192.0.2.10'], 'the fence was installed when the hook answered');
+  },
+);
+
+t.test('/prestop says budget-spent while a decided fence cannot be installed', async (t) => {
+  const w = await started({ DRAINGUARD_HANDOVER_BUDGET_SECONDS: '2' });
+  t.teardown(() => w.cap.stop());
+  w.drain.set({ draining: true, drainReason: 'cordoned' });
+  await w.cap.idle();
+  w.clock.advance(200);
+  await w.pass();
+  w.host.refuse = true;
+  w.metallb.owners = { 'web/www': 'node-c' };
+  w.clock.advance(300);
+  await w.pass();
+  t.equal(w.cap.state.phase, 'fenced-confirmed');
+  const answered = w.cap.prestop();
+  await w.cap.idle();
+  // The budget passes on the feature's clock (the manual clock's sleeps end only when aborted):
+  // stop() aborts it, as the pod's end would.
+  await w.cap.stop();
+  t.equal((await answered).outcome, 'budget-spent', 'never "handed-over" with nothing dropped');
+});
 
 t.test('a fence nft refuses is retried with a growing backoff, not on every reconcile', async (t) => {
   const w = await started();
