@@ -67,6 +67,12 @@ export function drainOver(memory: L2Memory, turn: Turn): L2Memory {
       if (apiUp) turn.actions.push({ kind: 'label' });
       return undoing;
     }
+    // A memberlist cut lifted while a peer's watches may still be in their backoff after an API
+    // outage: the peer, its view lacking the label, elects this node back as soon as it hears it,
+    // and this node's speaker, seeing the label, stays silent: nobody answers (robustness SEED=66
+    // TRIAL=0: dark 2.29 s, node-b relisting Nodes 8.9 s after the API came back). The whole
+    // fence stays until the speakers have caught up, as the label does after a plain fence.
+    if (cuts(observation.fence) && now < speakerCatchUpUntil(memory.apiOutage)) return undoing;
     turn.actions.push({ kind: 'unfence' });
     // The label stays while memberlist rejoins (REJOIN_MS).
     return { ...undoing, cutLiftedAt: cuts(observation.fence) ? now : undefined };

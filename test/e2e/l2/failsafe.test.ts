@@ -299,7 +299,11 @@ t.test('L2 fail-safe (issue 22)', async (t) => {
       const probe = w.startProbe(ROUND_MS, (r) => undo.push(r));
       try {
         await w.cordon(a, false);
-        await waitFor('fence and cut removed', async () => !(await fenceTable(a)), T);
+        // Held until the peers' watches caught up after the outage: up to twice it, 30 s at most.
+        await waitFor('fence and cut removed', async () => !(await fenceTable(a)), {
+          ...T,
+          timeoutMs: SPEAKER_CATCH_UP_MAX_MS + T.timeoutMs,
+        });
         t.ok(await labelled(a), 'the label outlives the fence (memberlist rejoins meanwhile)');
         await waitFor('label removed', async () => !(await labelled(a)), T);
         await waitFor('idle', async () => (await status(a)).phase === 'idle', T);

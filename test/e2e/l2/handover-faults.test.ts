@@ -4,6 +4,7 @@ import { killWait, type L2Scene, METALLB_NS, type ProbeRound } from '../../../la
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL } from '../../../shared/names.ts';
+import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/handover/index.ts';
 import { handoverBed, ROUND_MS, T } from './handover-bed.ts';
 
 t.test('L2 handover (metallb-speaker profile): outages, budget, eligibility', async (t) => {
@@ -345,7 +346,11 @@ t.test('L2 handover (metallb-speaker profile): outages, budget, eligibility', as
         // The drain ends: fence and cut removed, then the label (after an API outage it stays
         // twice the outage, at most 30 s, while the speakers catch up).
         await w.cordon(a, false);
-        await waitFor('fence removed', async () => !(await hasFenceTable(a)), T);
+        // After the outage the cut fence too stays until the speakers catch up (≤ 30 s).
+        await waitFor('fence removed', async () => !(await hasFenceTable(a)), {
+          ...T,
+          timeoutMs: SPEAKER_CATCH_UP_MAX_MS + T.timeoutMs,
+        });
         await w.unlabelled(a);
         // A fresh sidecar for the next test: this one's watches may still back off after the API
         // restart (the next test once waited 20 s in vain for its refusal Event).

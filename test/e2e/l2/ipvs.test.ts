@@ -8,6 +8,7 @@
 import t from 'tap';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
+import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/handover/index.ts';
 import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
@@ -85,7 +86,11 @@ t.test(
     // The drain ends: the fence (and its cut) removed, then the label (after an API outage it
     // stays twice the outage, at most 30 s, while the speakers catch up).
     await w.cordon(a, false);
-    await waitFor('fence removed', async () => (await netdevFence(w, a)) === undefined, T);
+    // After the outage the cut fence stays until the speakers catch up (≤ 30 s).
+    await waitFor('fence removed', async () => (await netdevFence(w, a)) === undefined, {
+      ...T,
+      timeoutMs: SPEAKER_CATCH_UP_MAX_MS + T.timeoutMs,
+    });
     await w.unlabelled(a);
     await w.answeredOnlyBy(a);
   },

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { parseL2State } from '../../../shared/l2-state.ts';
 import {
   initialMemory,
@@ -311,22 +311,30 @@ t.test(
     t.equal(w.status.phase, 'failsafe-fenced');
     // Uncordoned while the API is still down: unknowable, so the fail-safe stays.
     t.strictSame(w.run({ now: T0 + 6_000, draining: false }), []);
-    t.strictSame(kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined })), ['unfence']);
-    t.strictSame(kinds(w.run({ now: T0 + 7_100 })), [], 'the label stays while memberlist rejoins');
-    // And, after the 6.5 s outage, for twice that (the speaker's watches catch up).
-    t.strictSame(kinds(w.run({ now: T0 + 7_000 + REJOIN_MS })), []);
-    t.strictSame(kinds(w.run({ now: T0 + 7_000 + 13_000 })), ['unlabel']);
+    // After the 6.5 s outage, the fence and its cut stay for twice that (the peers' watches catch
+    // up), then the label while memberlist rejoins.
+    t.strictSame(kinds(w.run({ now: T0 + 7_000, apiDownSince: undefined })), []);
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 + 13_000 - 1 })), []);
+    t.strictSame(kinds(w.run({ now: T0 + 7_000 + 13_000 })), ['unfence']);
+    t.strictSame(kinds(w.run({ now: T0 + 20_100 })), [], 'the label stays while memberlist rejoins');
+    t.strictSame(kinds(w.run({ now: T0 + 20_000 + REJOIN_MS })), ['unlabel']);
   },
 );
+
+/** Draining, the API gone from T0 + 500: the fail-safe fence, memberlist cut, at T0 + 5_500. */
+function failsafeFenced(t: Test): World {
+  const w = new World(obs({ draining: true }));
+  w.run();
+  w.run({ now: T0 + 100 });
+  w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
+  t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
+  return w;
+}
 
 t.test(
   'fail-safe undone with the exclude label gone (robustness SEED=66 TRIAL=0: dual 245 ms): the label goes back before the cut comes off',
   async (t) => {
-    const w = new World(obs({ draining: true }));
-    w.run();
-    w.run({ now: T0 + 100 });
-    w.run({ now: T0 + 1000, apiDownSince: T0 + 500 });
-    t.strictSame(kinds(w.run({ now: T0 + 5_500, apiDownSince: T0 + 500 })), ['fence', 'event']);
+    const w = failsafeFenced(t);
     t.equal(w.status.phase, 'failsafe-fenced');
     // The label went meanwhile (a terminating pod's sidecar, a user): nothing silences the speaker.
     w.o = { ...w.o, excludeLabel: false, labelOwned: false };
@@ -335,12 +343,46 @@ t.test(
       ['label'],
       'the label first; the fence and its memberlist cut stay',
     );
-    t.strictSame(kinds(w.run({ now: T0 + 7_100 })), ['unfence'], 'the label seen: the fence comes off');
-    t.strictSame(kinds(w.run({ now: T0 + 7_200 })), [], 'the label stays while memberlist rejoins');
-    const later = [];
-    for (let at = T0 + 8_000; at <= T0 + 40_000; at += 1_000) later.push(...kinds(w.run({ now: at })));
-    t.strictSame(later, ['unlabel', 'event'], 'then the label goes and the undo ends');
+    t.strictSame(
+      kinds(w.run({ now: T0 + 7_100 })),
+      [],
+      'the label seen; the cut stays while the speakers catch up with the API (twice the outage)',
+    );
+    const later: string[] = [];
+    for (let at = T0 + 8_000; at <= T0 + 40_000; at += 1_000)
+      later.push(...kinds(w.run({ now: at })).map((k) => `${k}@${at - T0}`));
+    t.strictSame(
+      later,
+      ['unfence@20000', 'unlabel@30000', 'event@31000'],
+      'the fence comes off at the catch-up, the label REJOIN_MS later, and the undo ends',
+    );
     t.equal(w.status.phase, 'idle');
+  },
+);
+
+t.test(
+  "fail-safe undone after an API outage, the label on: the cut stays until the peers' watches have caught up (robustness SEED=66 TRIAL=0: dark 2.29 s)",
+  async (t) => {
+    // The API server restarted during the drain and the fail-safe cut memberlist. At the uncordon
+    // node-b's speaker was still in its Node watch's backoff, its view without the label: lifted
+    // then, the cut let node-b hear this node's speaker, elect it back and withdraw, while this
+    // node's speaker, seeing the label, stayed silent until node-b relisted.
+    const w = failsafeFenced(t);
+    t.ok((w.memory.fence?.memberlistPorts.length ?? 0) > 0, 'the fail-safe fence cuts memberlist');
+    const back = T0 + 9_000;
+    t.strictSame(kinds(w.run({ now: back, apiDownSince: undefined, draining: false })), []);
+    t.equal(w.status.phase, 'undoing');
+    t.ok(needsTick(w.memory, w.o), 'the edge ticks while the fence is held');
+    const catchUp = back + 2 * (back - (T0 + 500));
+    t.strictSame(kinds(w.run({ now: catchUp - 1 })), [], 'held until twice the outage after it ended');
+    t.strictSame(kinds(w.run({ now: catchUp })), ['unfence'], 'then the fence and its cut come off');
+    t.strictSame(
+      kinds(w.run({ now: catchUp + REJOIN_MS - 1 })),
+      [],
+      'the label stays while memberlist rejoins',
+    );
+    t.strictSame(kinds(w.run({ now: catchUp + REJOIN_MS })), ['unlabel']);
+    t.strictSame(kinds(w.run({ now: catchUp + REJOIN_MS + 100 })), ['event'], 'the undo ends');
   },
 );
 
@@ -359,7 +401,9 @@ t.test('a label that cannot be put back keeps the cut fence at most RELABEL_MAX_
   };
   t.strictSame(stuck({ now: T0 + 7_000, apiDownSince: undefined, draining: false }), ['label']);
   t.strictSame(stuck({ now: T0 + 7_000 + RELABEL_MAX_MS - 1 }), ['label']);
-  t.strictSame(stuck({ now: T0 + 7_000 + RELABEL_MAX_MS }), ['unfence']);
+  // No more label writes; the fence comes off once the speakers have caught up (twice the outage).
+  t.strictSame(stuck({ now: T0 + 7_000 + RELABEL_MAX_MS }), []);
+  t.strictSame(stuck({ now: T0 + 7_000 + 13_000 }), ['unfence']);
 });
 
 t.test(
