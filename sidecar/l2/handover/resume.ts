@@ -37,10 +37,16 @@ export function resume(
   ownLabel?: boolean,
 ): L2Memory {
   const pools = status?.pools ?? fence?.pools;
+  // A fence that cuts memberlist is the fail-safe's, fired only with the API unreachable: proof of
+  // an outage whose end this process did not see, label or not. Without it, a replacement pod
+  // started after the API came back put the label back and lifted the cut at once, while a peer's
+  // speaker still backed off its Node watch with a view from before the label (robustness SEED=66
+  // TRIAL=0: dark 3.1 s until node-b relisted).
+  const cut = (fence?.memberlistPorts.length ?? 0) > 0;
   const memory: L2Memory = {
     ...initialMemory(now),
     ...(pools && pools.length > 0 ? { pools } : {}),
-    ...(ownLabel !== false ? { apiOutage: assumedOutage(now) } : {}),
+    ...(ownLabel !== false || cut ? { apiOutage: assumedOutage(now) } : {}),
   };
   const t = (iso: string | undefined) => {
     const n = iso ? Date.parse(iso) : Number.NaN;

@@ -9,6 +9,7 @@ import {
   needsTick,
   REJOIN_MS,
   RELABEL_MAX_MS,
+  SPEAKER_CATCH_UP_MAX_MS,
   settled,
   someOf,
   staleServerCheckDue,
@@ -383,6 +384,38 @@ t.test(
     );
     t.strictSame(kinds(w.run({ now: catchUp + REJOIN_MS })), ['unlabel']);
     t.strictSame(kinds(w.run({ now: catchUp + REJOIN_MS + 100 })), ['event'], 'the undo ends');
+  },
+);
+
+t.test(
+  "a replacement pod resuming a fail-safe fence after the API came back, the label gone: the cut stays until the peers' watches can have caught up (robustness SEED=66 TRIAL=0: dark 3.1 s)",
+  async (t) => {
+    // The fail-safe cut memberlist before the label was ever seen. The pod was deleted, the API came
+    // back, the node was uncordoned; the replacement's sidecar finds the cut fence and no label, and
+    // never saw the outage. It put the label back and lifted the cut once its own view showed it:
+    // node-b's speaker, still in its Node watch's backoff with a view from before the label, heard
+    // this node again, elected it and withdrew; this node's speaker, seeing the label, stayed silent.
+    const fence = {
+      vips4: [],
+      vips6: [],
+      interfaces: ['eth0'],
+      memberlistPorts: [7946],
+      pools: ['192.0.2.0-192.0.2.255'],
+      held: ['192.0.2.10'],
+    };
+    const w = new World(obs({ draining: false, excludeLabel: false, labelOwned: false, fence }));
+    w.memory = resume(undefined, fence, T0, false);
+    t.equal(w.memory.phase, 'failsafe-fenced');
+    t.strictSame(kinds(w.run({ now: T0 + 100 })), ['label'], 'the label first');
+    w.o = { ...w.o, excludeLabel: true, labelOwned: true };
+    const later: string[] = [];
+    for (let at = T0 + 1_000; at <= T0 + 50_000; at += 1_000)
+      later.push(...kinds(w.run({ now: at })).map((k) => `${k}@${at - T0}`));
+    t.strictSame(
+      later,
+      [`unfence@${SPEAKER_CATCH_UP_MAX_MS}`, `unlabel@${SPEAKER_CATCH_UP_MAX_MS + REJOIN_MS}`, 'event@41000'],
+      'the cut held for the longest catch-up after this start, then the label REJOIN_MS more',
+    );
   },
 );
 
