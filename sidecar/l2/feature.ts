@@ -1,11 +1,10 @@
 // The I/O edge of the L2 handover: assembles an observation (drain state, the Node, MetalLB's view,
-// the candidates, the node's fence and links), runs the pure core and executes its actions (label,
-// fence, Events), then publishes the status annotation. Everything it writes is idempotent;
-// everything it needs after a restart is read back from the Node and nft. What it reads goes
-// through three narrow views — MetalLB (metallb-view.ts), the candidates (candidates.ts) and the
-// node (host.ts) — and it writes the own Node through own-node.ts, Events and metrics through
-// reporting.ts.
-import { RetryGate } from '../../shared/backoff.ts';
+// the candidates, the node's fence and links), runs the pure core (handover/) and has its actions
+// carried out (actions.ts: label, fence, Events), then publishes the status annotation
+// (status-publisher.ts). Everything it writes is idempotent; everything it needs after a restart is
+// read back from the Node and nft. What it reads goes through three narrow views — MetalLB
+// (metallb-view.ts), the candidates (candidates.ts) and the node (host.ts); its tick loop's other
+// tasks are named in side-tasks.ts.
 import { isApiError } from '../../shared/kube/client.ts';
 import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
@@ -14,6 +13,8 @@ import { StaleApiGuard } from '../api-fence/guard.ts';
 import { portListening } from '../api-fence/listening-port.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
+import { PeriodicTasks } from '../periodic.ts';
+import { L2Actions } from './actions.ts';
 import { CandidateReader, type CandidateView } from './candidates.ts';
 import type { FenceSpec } from './fence.ts';
 import { fenceLinkPlan } from './fence-links.ts';
@@ -21,7 +22,6 @@ import {
   failsafeDue,
   initialMemory,
   L2_EVENT_REASONS,
-  type L2Action,
   type L2Memory,
   type L2Observation,
   type L2Settings,
@@ -30,9 +30,7 @@ import {
   peersMayBeBlind,
   SPEAKER_CATCH_UP_MAX_MS,
   settled,
-  staleServerCheckDue,
   statusOf,
-  statusReadDue,
   step,
   vipsOf,
 } from './handover/index.ts';
@@ -42,6 +40,8 @@ import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
 import { OwnNode } from './own-node.ts';
 import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
+import { l2SideTasks } from './side-tasks.ts';
+import { StatusPublisher } from './status-publisher.ts';
 
 /** What the feature reads the world through; `changed` asks for a reconcile. */
 export interface L2Views {
@@ -68,9 +68,6 @@ export const apiViews: L2ViewsFactory = (ctx, changed) => {
   };
 };
 
-/** MetalLB's address pools are re-read this often outside handovers (the fail-safe uses them). */
-const POOLS_REREAD_MS = 10 * 60_000;
-
 /** Phases in which no handover is under way (one may start: read what it needs fresh). */
 const AT_REST = new Set<L2Memory['phase']>(['idle', 'undoing', 'refused', 'given-up']);
 /** Phases that are fenced: the candidates no longer matter. */
@@ -95,34 +92,18 @@ export class L2Handover implements Feature {
   /** The fence installed now, as last read back from nft. */
   private fence: FenceSpec | undefined;
   private readonly node: OwnNode;
-  /** Observe-only: what the label would be. */
-  private simulatedLabel: boolean | undefined;
-  private writtenStatus = '';
-  /** The status annotation's write in flight, and whether the status changed since it began. */
-  private statusWrite: Promise<void> | undefined;
-  private statusChanged = false;
+  private readonly actions: L2Actions;
+  private readonly status: StatusPublisher;
   private readonly events: HeldEvents;
   private readonly metrics: L2Metrics;
   private readonly abort = new AbortController();
-  /**
-   * Per action kind, after a failure: not before a capped, jittered backoff. The core asks again
-   * on every reconcile (it acts on what it observes), so a persistent nft error, a 403 or a 404
-   * must not become a busy loop of execs or PATCHes.
-   */
-  private readonly retryGate: RetryGate;
   private readonly reconciler: Coalescer;
   private loop: Promise<void> | undefined;
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
   private unsubscribeNode: (() => void) | undefined;
-  private lastCheck = 0;
-  private lastClaimsRead = 0;
-  private lastPoolsRead = 0;
-  private lastProbe = 0;
-  private lastStaleCheck = 0;
-  private lastStatusRead = 0;
-  private staleCheckRunning = false;
-  private probeRunning = false;
+  /** What the tick loop does besides asking for a reconcile (sideTasks). */
+  private readonly periodic: PeriodicTasks;
   /** Abandons the API I/O the running reconcile awaits (abandonPassForFailsafe). */
   private passAbort: AbortController | undefined;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
@@ -141,7 +122,6 @@ export class L2Handover implements Feature {
       nodeName: c.nodeName,
     };
     this.memory = initialMemory(ctx.clock.now());
-    this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 200, capMs: 10_000 });
     this.reconciler = new Coalescer(
       async () => {
         try {
@@ -160,6 +140,41 @@ export class L2Handover implements Feature {
     this.node = new OwnNode(ctx);
     this.events = new HeldEvents(ctx);
     this.metrics = new L2Metrics(ctx);
+    this.actions = new L2Actions(
+      ctx,
+      { node: this.node, host, events: this.events, metrics: this.metrics },
+      (fence) => {
+        this.fence = fence;
+      },
+    );
+    this.status = new StatusPublisher(
+      ctx,
+      this.node,
+      () => ({
+        status: JSON.stringify({
+          ...statusOf(this.memory, ctx.config.observeOnly),
+          ...(this.missingInterfaces.length > 0 ? { missingInterfaces: this.missingInterfaces } : {}),
+        }),
+        idle: this.memory.phase === 'idle',
+      }),
+      () => this.abort.signal.aborted,
+    );
+    const sideTasks = l2SideTasks({
+      ctx,
+      settings: this.settings,
+      metallb,
+      candidates,
+      host,
+      memory: () => this.memory,
+      atRestIdle: () => this.atRestIdle(),
+      fence: () => this.fence,
+      fenceRead: (fence) => {
+        this.fence = fence;
+      },
+    });
+    this.periodic = new PeriodicTasks(ctx.clock, sideTasks, (task, e) =>
+      ctx.log.debug({ task, err: (e as Error).message }, 'periodic task failed'),
+    );
   }
 
   /** The core's memory (tests). */
@@ -208,7 +223,7 @@ export class L2Handover implements Feature {
   async idle(): Promise<void> {
     await this.init;
     await this.reconciler.idle();
-    await this.statusWrite;
+    await this.status.idle();
   }
 
   async start(): Promise<void> {
@@ -260,7 +275,7 @@ export class L2Handover implements Feature {
     await this.metallb.checkCrd();
     // The fail-safe drops only what MetalLB's pools hold: know them before an outage.
     // Not awaited: a start during an outage must not wait for the read's retries.
-    this.lastPoolsRead = ctx.clock.now();
+    this.periodic.ranNow('pools-read');
     void this.candidates.readPools?.();
     this.unsubscribe = ctx.drain.subscribe(() => this.trigger('drain state changed'));
     // Fenced, an exclude label removed is put back at once (label-guard.ts), not at the next tick.
@@ -338,7 +353,7 @@ export class L2Handover implements Feature {
     await this.metallb.stop();
     await this.loop;
     await this.reconciler.idle();
-    await this.statusWrite;
+    await this.status.idle();
     // After the last reconcile: none starts a watch again.
     await this.candidates.release?.();
   }
@@ -351,65 +366,7 @@ export class L2Handover implements Feature {
       const drain = this.ctx.drain.current;
       await clock.sleep(needsTick(this.memory, drain) ? 100 : 1000, this.abort.signal);
       this.abandonPassForFailsafe();
-      // While the API is down and it matters (draining, fail-safe), ask it directly every
-      // second: informers relist with a backoff of up to 10 s, too slow to notice it is back.
-      if (
-        drain.apiDownSince !== undefined &&
-        (drain.draining || drain.terminating || !this.atRestIdle()) &&
-        !this.probeRunning &&
-        clock.now() - this.lastProbe >= 1_000
-      ) {
-        // Not awaited: a probe hanging on a dropped path must not hold up the ticks (the fail-safe's).
-        this.lastProbe = clock.now();
-        this.probeRunning = true;
-        void this.ctx.client
-          .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 2_000 })
-          .catch(() => undefined)
-          .finally(() => {
-            this.probeRunning = false;
-          });
-      }
-      // Awaiting a confirmation longer than the fail-safe's grace (one takes ~1 s), or this
-      // node's speaker withdrawn with nobody confirming: the watch it arrives on may sit silent on
-      // an API server whose etcd member is gone (and the peers' watches with it). Re-open the
-      // watches on new connections and read the own Node consistently, unhedged: a healthy server
-      // replays what the watch missed; a stale one fails the read, which counts toward
-      // peersMayBeBlind. Not awaited: the ticks go on while it hangs.
-      if (
-        !this.staleCheckRunning &&
-        staleServerCheckDue(this.memory, clock.now(), this.lastStaleCheck, this.settings)
-      ) {
-        this.lastStaleCheck = clock.now();
-        this.staleCheckRunning = true;
-        this.ctx.client.reopenWatches?.('no confirmation yet: looking for a stale API server');
-        void this.ctx.client
-          .get(`/api/v1/nodes/${this.ctx.config.nodeName}`, { timeoutMs: 3_000 })
-          .catch(() => undefined)
-          .finally(() => {
-            this.staleCheckRunning = false;
-          });
-      }
-      // Awaiting a confirmation while API requests fail: the confirmation may never come on the
-      // watch (a stale server), so MetalLB's statuses are read consistently every second.
-      if (statusReadDue(this.memory, drain.apiFailedAt, clock.now(), this.lastStatusRead, this.settings)) {
-        this.lastStatusRead = clock.now();
-        void this.metallb.readStatusesConsistently();
-      }
-      if (clock.now() - this.lastCheck > 30_000) {
-        this.lastCheck = clock.now();
-        // Someone may have flushed the ruleset, or installed MetalLB's CRD since.
-        this.fence = await this.host.readFence().catch(() => this.fence);
-        await this.metallb.checkCrd();
-      }
-      // VIPs held under the fail-safe: a claim the kernel saw shows in status and Events within 1 s.
-      if (this.memory.fence?.held && clock.now() - this.lastClaimsRead >= 1_000) {
-        this.lastClaimsRead = clock.now();
-        this.fence = await this.host.readFence().catch(() => this.fence);
-      }
-      if (clock.now() - this.lastPoolsRead > POOLS_REREAD_MS && drain.apiDownSince === undefined) {
-        this.lastPoolsRead = clock.now();
-        await this.candidates.readPools?.();
-      }
+      await this.periodic.runDue();
       this.trigger('tick');
     }
   }
@@ -473,7 +430,7 @@ export class L2Handover implements Feature {
       );
     this.heldUnsynced = holding;
     let carriedOut = true;
-    for (const a of actions) carriedOut = (await this.execute(a, signal)) && carriedOut;
+    for (const a of actions) carriedOut = (await this.actions.execute(a, signal)) && carriedOut;
     if (carriedOut) {
       this.effected = memory;
       for (const wake of this.onEffected) wake();
@@ -489,7 +446,7 @@ export class L2Handover implements Feature {
     }
     this.metrics.reconciled(to, memory.phase === 'refused');
     this.events.flush();
-    this.publishStatus();
+    this.status.publish();
   }
 
   /**
@@ -540,8 +497,8 @@ export class L2Handover implements Feature {
       metallbSynced: metallb.synced,
       apiDownSince: drain.apiDownSince,
       apiFailedAt: drain.apiFailedAt,
-      excludeLabel: this.simulatedLabel ?? EXCLUDE_LABEL in labels,
-      labelOwned: this.simulatedLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
+      excludeLabel: this.actions.simulatedLabel ?? EXCLUDE_LABEL in labels,
+      labelOwned: this.actions.simulatedLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
       statusSource: metallb.statusSource,
       announced: metallb.announced,
       newOwners: metallb.newOwners,
@@ -619,109 +576,6 @@ export class L2Handover implements Feature {
       L2_EVENT_REASONS.interfacesMissing,
       `interface${missing.length === 1 ? '' : 's'} ${missing.join(', ')} named by ${source} not on node ${config.nodeName}: not fenced there; the fence goes on ${fencing.join(', ') || '(no interface)'} (interface names differ between nodes: name every node's, or leave drainguard.io/l2-interfaces unset to fence the links the VIPs' routes use)`,
     );
-  }
-
-  // --- acting ------------------------------------------------------------------------------
-
-  /** Carries out one action; false where it was not (backing off, failed or abandoned). */
-  private async execute(a: L2Action, signal: AbortSignal): Promise<boolean> {
-    const { ctx } = this;
-    const observeOnly = ctx.config.observeOnly;
-    if (!this.retryGate.open(a.kind)) return false;
-    try {
-      switch (a.kind) {
-        case 'event': {
-          const message = observeOnly ? `observe-only, would have: ${a.message}` : a.message;
-          if (a.reason === L2_EVENT_REASONS.failsafeFence) ctx.log.error({ reason: a.reason }, message);
-          this.events.record(a.type, a.reason, message);
-          return true;
-        }
-        case 'label':
-        case 'unlabel': {
-          const add = a.kind === 'label';
-          if (observeOnly) {
-            this.simulatedLabel = add ? true : undefined;
-            ctx.log.info({ label: EXCLUDE_LABEL }, `observe-only: would ${a.kind} the Node`);
-            this.metrics.action(a.kind, 'skipped');
-            return true;
-          }
-          await this.node.setExcludeLabel(add, signal);
-          break;
-        }
-        case 'fence':
-        case 'unfence': {
-          this.fence = await this.host.applyFence(a.kind === 'fence' ? a.spec : undefined);
-          if (a.kind === 'fence' && !this.fence)
-            throw new Error('nft accepted the fence but the table cannot be read back');
-          break;
-        }
-      }
-      this.metrics.action(a.kind, observeOnly ? 'skipped' : 'ok');
-      this.retryGate.succeeded(a.kind);
-      return true;
-    } catch (e) {
-      // Abandoned for the fail-safe: not a failure to back off from (the next reconcile decides).
-      if (signal.aborted) return false;
-      this.metrics.action(a.kind, 'error');
-      const { waitMs, attempt } = this.retryGate.failed(a.kind);
-      ctx.log.error(
-        {
-          action: a.kind,
-          err: (e as Error).message,
-          retryInMs: waitMs,
-          attempt,
-          ...(isApiError(e, 404) ? { hint: 'own Node not found (deleted?)' } : {}),
-        },
-        'L2 action failed; will retry',
-      );
-      return false;
-    }
-  }
-
-  /**
-   * Publishes the status annotation in the background, the latest status winning: a write that
-   * hangs on a stale API server (3 s, both hedged copies) must never hold the next decision — the
-   * fail-safe's among them (bench-seed run 7: the cut came 4.5 s late behind one).
-   */
-  private publishStatus(): void {
-    if (this.statusWrite) {
-      this.statusChanged = true;
-      return;
-    }
-    this.statusWrite = (async () => {
-      do {
-        this.statusChanged = false;
-        await this.writeStatus();
-      } while (this.statusChanged && !this.abort.signal.aborted);
-    })().finally(() => {
-      this.statusWrite = undefined;
-    });
-  }
-
-  private async writeStatus(): Promise<void> {
-    const { ctx } = this;
-    const missing = this.missingInterfaces;
-    const status = JSON.stringify({
-      ...statusOf(this.memory, ctx.config.observeOnly),
-      ...(missing.length > 0 ? { missingInterfaces: missing } : {}),
-    });
-    if (status === this.writtenStatus || ctx.drain.current.apiDownSince !== undefined) return;
-    const onNode = this.node.current()?.metadata?.annotations?.[L2_STATE_ANNOTATION];
-    if (onNode === status) {
-      this.writtenStatus = status;
-      return;
-    }
-    // An idle node with no annotation needs none.
-    if (onNode === undefined && this.memory.phase === 'idle') {
-      this.writtenStatus = status;
-      return;
-    }
-    try {
-      await this.node.writeStatus(status);
-      this.writtenStatus = status;
-    } catch (e) {
-      ctx.log.warn({ err: (e as Error).message }, 'could not write the L2 status annotation; will retry');
-    }
   }
 }
 
