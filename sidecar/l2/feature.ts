@@ -262,10 +262,13 @@ export class L2Handover implements Feature {
         node.metadata?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true'
       : undefined;
     this.memory = resume(read.state, this.fence, ctx.clock.now(), ownLabel);
-    if (ownLabel !== false)
+    if (this.memory.apiOutage)
       ctx.log.info(
-        { ownLabel: ownLabel ?? 'unknown (own Node unreadable)' },
-        `resumed with drainguard's exclude label on the Node: an API outage before this start cannot be ruled out, so a drain that ends within ${SPEAKER_CATCH_UP_MAX_MS / 1000} s of it (or of the API answering again) keeps the label until then, while this node's speaker catches up`,
+        {
+          ownLabel: ownLabel ?? 'unknown (own Node unreadable)',
+          memberlistCut: (this.fence?.memberlistPorts.length ?? 0) > 0,
+        },
+        `resumed with drainguard's exclude label on the Node, or its fail-safe's memberlist cut: an API outage before this start cannot be ruled out, so a drain that ends within ${SPEAKER_CATCH_UP_MAX_MS / 1000} s of it (or of the API answering again) keeps the label until then, while this node's speaker catches up`,
       );
     if (!this.atRestIdle())
       ctx.log.info(
