@@ -1,21 +1,21 @@
 // Sidecar feature "lease-handover", the I/O edge of the Lease handover: reads the own pod
-// (through the shared drain watcher), candidate pods, nodes and Leases; writes the Lease; records
-// Events and metrics. Decisions come from ./core.ts. Every API call retries with jittered backoff
+// (through the shared drain watcher), candidate pods, nodes and Leases (api.ts); writes the Lease;
+// records Events and metrics (results.ts). Decisions come from ./core.ts. Every API call retries with jittered backoff
 // inside a deadline and never throws out of the feature: API trouble costs a handover, never
 // the sidecar.
 import { retryUntil } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
-import { ApiError, isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
-import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
+import type { Lease, Pod } from '../../shared/kube/types.ts';
 import { ContainerProcesses, runtimeId } from '../drain/procs.ts';
 import { terminationDeadline } from '../drain/state.ts';
 import { ownPod } from '../events.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
-import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
+import { type Metrics, registerMetrics } from '../metrics.ts';
+import { LeaseApi } from './api.ts';
 import {
   afterConflict,
-  chooseSuccessor,
   containerPhase,
   decideHandover,
   identityMayBeShared,
@@ -29,43 +29,7 @@ import {
   podIdentity,
   verifyProgress,
 } from './core.ts';
-
-export type Outcome =
-  | 'handed-over'
-  | 'handed-over-unverified'
-  | 'released'
-  | 'not-holder'
-  | 'pod-replaced'
-  | 'holder-changed'
-  | 'leader-still-running'
-  | 'lease-missing'
-  | 'observed'
-  | 'identity-shared'
-  | 'api-failed';
-
-export interface LeaseResult {
-  lease: string;
-  outcome: Outcome;
-  successor?: string;
-  detail?: string;
-  /** From "leader container stopped" to the Lease write. */
-  writeMs?: number;
-  /** From the write to the successor's first renew (or anybody's acquire after a release). */
-  verifyMs?: number;
-}
-
-const leasePath = (r: LeaseRef) => `/apis/coordination.k8s.io/v1/namespaces/${r.namespace}/leases/${r.name}`;
-const refName = (r: LeaseRef) => `${r.namespace}/${r.name}`;
-
-/** The reason of a request the client abandoned (the grace period is spent): never retried. */
-const ABANDONED = 'Aborted';
-
-/**
- * Which failed Lease API calls are tried again: any the API marks retryable and, as every call
- * here is a read or a resourceVersion-guarded replace, any other but 404 and 409 (answers).
- */
-const retryableApiError = (e: unknown): boolean =>
-  e instanceof ApiError && e.reason !== ABANDONED && (e.retryable || (e.code !== 404 && e.code !== 409));
+import { LEASE_METRICS, type LeaseResult, type Outcome, refName } from './results.ts';
 
 /** Left of the grace period after a given-up handover, for its Event. */
 const REPORT_MARGIN_MS = 2_000;
@@ -84,30 +48,6 @@ interface Attempt {
 
 /** A write answered 409 while the Lease is still ours (renewed meanwhile): decide again. */
 class StillOursConflict extends Error {}
-
-const LEASE_METRICS = {
-  handovers: {
-    kind: 'counter',
-    name: 'drainguard_lease_handovers_total',
-    help: 'Lease handover attempts by lease and outcome.',
-  },
-  durations: {
-    kind: 'histogram',
-    name: 'drainguard_lease_handover_seconds',
-    help: 'From the leader container stopping to the successor taking the Lease up.',
-    buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20],
-  },
-  holder: {
-    kind: 'gauge',
-    name: 'drainguard_lease_holder',
-    help: '1 when this pod holds the Lease (as last observed).',
-  },
-  synced: {
-    kind: 'gauge',
-    name: 'drainguard_lease_synced',
-    help: '1 once the Lease has been read since the last failure.',
-  },
-} as const satisfies Record<string, MetricSpec>;
 
 export class LeaseHandover implements Feature {
   readonly name = 'lease-handover';
@@ -136,6 +76,7 @@ export class LeaseHandover implements Feature {
   private localLeader: ContainerProcesses | undefined;
   private readonly abort = new AbortController();
   private readonly metrics: Metrics<typeof LEASE_METRICS>;
+  private readonly api: LeaseApi;
 
   constructor(ctx: FeatureContext) {
     this.ctx = ctx;
@@ -156,6 +97,7 @@ export class LeaseHandover implements Feature {
       ctx.log.error({ err: (e as Error).message }, 'lease handover disabled: bad configuration');
     }
     this.metrics = registerMetrics(ctx.metrics, LEASE_METRICS);
+    this.api = new LeaseApi(ctx, this.abort.signal);
   }
 
   async start(): Promise<void> {
@@ -329,7 +271,7 @@ export class LeaseHandover implements Feature {
         ),
       );
       if (held.length === 0) return;
-      const choice = await this.successor(settings, this.ctx.clock.now() + 5_000);
+      const choice = await this.api.successor(settings, this.ctx.clock.now() + 5_000);
       this.ctx.log.info(
         { reason, leases: held.map(refName), successor: choice.successor, rejected: choice.rejected },
         'node draining: Lease handover prepared; acting when this pod terminates',
@@ -342,87 +284,12 @@ export class LeaseHandover implements Feature {
     }
   }
 
-  /** One API call, retried with jittered backoff until the deadline; other errors are returned to the caller. */
-  private call<T>(what: string, deadline: number, fn: () => Promise<T>): Promise<T> {
-    return retryUntil(fn, {
-      deadline,
-      retryable: retryableApiError,
-      clock: this.ctx.clock,
-      backoff: { baseMs: 100, capMs: 2_000 },
-      signal: this.abort.signal,
-      what,
-      onRetry: (e, waitMs) =>
-        this.ctx.log.warn(
-          { what, code: (e as ApiError).code, err: (e as Error).message, retryInMs: waitMs },
-          'API call failed; backing off',
-        ),
-    });
-  }
-
-  /** The successor candidates: the pods of the own namespace the selector names (none without one). */
-  private async candidatePods(settings: LeaseSettings, deadline: number): Promise<Pod[]> {
-    if (!settings.successorSelector) return [];
-    const config = this.ctx.config;
-    const list = await this.call('list successor pods', deadline, () =>
-      this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
-        query: { labelSelector: settings.successorSelector },
-        timeoutMs: 5_000,
-      }),
-    );
-    return list.items ?? [];
-  }
-
-  /**
-   * The pods that might write this pod's identity: the candidates; without a selector, the pods of
-   * the own namespace on this node with the own pod's controller (all of them if it is unknown).
-   */
-  private async sharerPool(settings: LeaseSettings, candidates: Pod[], deadline: number): Promise<Pod[]> {
-    if (settings.successorSelector) return candidates;
-    // A unique identity (a pod's own name) is nobody else's: no read needed.
-    if (!identityMayBeShared(this.ctx.drain.pod, settings.identityScheme)) return [];
-    const config = this.ctx.config;
-    const list = await this.call('list pods on this node', deadline, () =>
-      this.ctx.client.get<KubeList<Pod>>(`/api/v1/namespaces/${config.podNamespace}/pods`, {
-        query: { fieldSelector: `spec.nodeName=${config.nodeName}` },
-        timeoutMs: 5_000,
-      }),
-    );
-    const controller = (p: Pod | undefined) => p?.metadata?.ownerReferences?.find((o) => o.controller)?.uid;
-    const own = controller(this.ctx.drain.pod);
-    return (list.items ?? []).filter((p) => own === undefined || controller(p) === own);
-  }
-
   /** The Lease is left to a pod that shares this pod's identity (surge rollout under node-name). */
   private async leftToSharer(key: string, detail: string): Promise<LeaseResult> {
     const msg = `Lease ${key} left alone: ${detail}`;
     this.ctx.log.warn({ lease: key }, msg);
     await this.ctx.events.record(ownPod(this.ctx.config), 'Normal', LEASE_EVENT_REASONS.identityShared, msg);
     return { lease: key, outcome: 'identity-shared', detail: msg };
-  }
-
-  private async successor(settings: LeaseSettings, deadline: number, listed?: Pod[]) {
-    const config = this.ctx.config;
-    const pods = listed ?? (await this.candidatePods(settings, deadline));
-    const nodes = new Map<string, Node>();
-    const names = [...new Set(pods.map((p) => p.spec?.nodeName).filter((n): n is string => !!n))];
-    await Promise.all(
-      names.map(async (n) => {
-        try {
-          nodes.set(
-            n,
-            await this.ctx.client.get<Node>(`/api/v1/nodes/${n}`, { timeoutMs: 3_000, retries: 1 }),
-          );
-        } catch {
-          // Unknown node: treated as schedulable (the sidecar may lack rights to read it).
-        }
-      }),
-    );
-    return chooseSuccessor({
-      self: { name: config.podName, nodeName: config.nodeName },
-      pods,
-      nodes,
-      drainTaints: config.drainTaints,
-    });
   }
 
   private async waitLeaderStopped(container: string, deadline: number): Promise<LeaderStop> {
@@ -490,7 +357,7 @@ export class LeaseHandover implements Feature {
       if (!stop.stopped) {
         // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
         // so naming a successor now could give two leaders. Let the Lease expire instead.
-        const lease = await this.read(ref, deadline).catch(() => this.observed.get(key));
+        const lease = await this.api.read(ref, deadline).catch(() => this.observed.get(key));
         const own = this.ownIdentity(settings.identityScheme);
         if (!isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme))
           return { lease: key, outcome: 'not-holder' };
@@ -522,7 +389,7 @@ export class LeaseHandover implements Feature {
     const { settings, ref, key, stop, deadline } = attempt;
     const config = this.ctx.config;
     const clock = this.ctx.clock;
-    const lease = await this.read(ref, deadline);
+    const lease = await this.api.read(ref, deadline);
     if (!lease) return { lease: key, outcome: 'lease-missing' };
     const own = this.ownIdentity(settings.identityScheme);
     if (!isOwnIdentity(lease.spec?.holderIdentity, own, settings.identityScheme))
@@ -533,11 +400,11 @@ export class LeaseHandover implements Feature {
       };
     // Another live pod writing this same identity may be the holder, renewing: never replace or
     // release it (it would lead on, next to the successor, until its RenewDeadline).
-    const candidates = await this.candidatePods(settings, deadline);
+    const candidates = await this.api.candidatePods(settings, deadline);
     const sharers = identitySharers(
       config.podName,
       own,
-      await this.sharerPool(settings, candidates, deadline),
+      await this.api.sharerPool(settings, candidates, deadline),
       settings.identityScheme,
     );
     if (sharers.length > 0)
@@ -545,7 +412,7 @@ export class LeaseHandover implements Feature {
         key,
         `its holder ${lease.spec?.holderIdentity} is also the identity (${settings.identityScheme}) of ${sharers.join(', ')} on this node, which may be renewing it; that pod leads on, or the Lease expires`,
       );
-    const choice = await this.successor(settings, deadline, candidates);
+    const choice = await this.api.successor(settings, deadline, candidates);
     const decision = decideHandover({
       lease,
       identity: own,
@@ -570,12 +437,10 @@ export class LeaseHandover implements Feature {
     }
     let written: Lease;
     try {
-      written = await this.call('write Lease', deadline, () =>
-        this.ctx.client.replace<Lease>(leasePath(ref), decision.lease, { timeoutMs: 5_000 }),
-      );
+      written = await this.api.write(ref, decision.lease, deadline);
     } catch (e) {
       if (!isApiError(e, 409)) throw e;
-      const fresh = await this.read(ref, deadline);
+      const fresh = await this.api.read(ref, deadline);
       const shareable = identityMayBeShared(this.ctx.drain.pod, settings.identityScheme);
       const next = afterConflict(
         fresh,
@@ -606,17 +471,6 @@ export class LeaseHandover implements Feature {
     }
     const writeMs = clock.now() - stop.at;
     return await this.verify(ref, decision.action, written, writeMs, deadline, decision);
-  }
-
-  private async read(ref: LeaseRef, deadline: number): Promise<Lease | undefined> {
-    try {
-      return await this.call('read Lease', deadline, () =>
-        this.ctx.client.get<Lease>(leasePath(ref), { timeoutMs: 5_000 }),
-      );
-    } catch (e) {
-      if (isApiError(e, 404)) return undefined;
-      throw e;
-    }
   }
 
   private async verify(
