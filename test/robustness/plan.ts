@@ -127,6 +127,11 @@ export interface TrialPlan {
   /** uncordon-mid-handover: when the uncordon comes (ms after the drain started). */
   uncordonAtMs?: number;
   faults: PlannedFault[];
+  /**
+   * Written by hand (a test's), not drawn from (seed, trial): what it reproduces. Its trial number
+   * is the test's own, and it replays only through that test.
+   */
+  scripted?: string;
 }
 
 export interface PlannerOptions {

@@ -26,6 +26,12 @@ export interface TrialResult {
 export const replayCommand = (seed: number, trial: number, controlPlanes = 1) =>
   `make robustness${controlPlanes > 1 ? ` CONTROL_PLANES=${controlPlanes}` : ''} SEED=${seed} TRIAL=${trial}`;
 
+/** How a trial is run again: a drawn one by its seed and number, a scripted one by its test. */
+export const replayOf = (plan: TrialPlan, controlPlanes = 1) =>
+  plan.scripted === undefined
+    ? replayCommand(plan.seed, plan.trial, controlPlanes)
+    : `the scripted trial "${plan.scripted}" (test/e2e/cluster/robustness.test.ts)`;
+
 const s = (ms: number) => (ms / 1000).toFixed(2);
 
 interface Row {
@@ -101,7 +107,7 @@ export function summary(seed: number, results: TrialResult[], controlPlanes = 1)
       .filter((r) => r.violations.length > 0)
       .map((r) => ({
         trial: r.plan.trial,
-        replay: replayCommand(r.plan.seed, r.plan.trial, controlPlanes),
+        replay: replayOf(r.plan, controlPlanes),
         invariants: [...new Set(r.violations.map((v) => v.invariant))],
       })),
   };
@@ -127,7 +133,7 @@ export function renderText(
       lines.push(
         `  ○ dark not counted: ${s(blind)} s, the VIP's owner blind (its speaker stopped while its path to the API was cut; docs/robustness.md)`,
       );
-    lines.push(`  replay: ${replayCommand(seed, r.plan.trial, controlPlanes)}`);
+    lines.push(`  replay: ${replayOf({ ...r.plan, seed }, controlPlanes)}`);
     const html = r.violations.length > 0 ? htmlOf?.(r.plan.trial) : undefined;
     if (html) lines.push(`  timeline: ${html}`);
   }

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
 import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
-import { ACTIONS, planTrial } from './plan.ts';
+import { ACTIONS, planTrial, type TrialPlan } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
 import { earlierResults, resultLine, resultsPath } from './resume.ts';
 import { LEASE, setUpScene, tokens } from './scene.ts';
@@ -42,6 +42,8 @@ export interface SuiteOptions {
   earlier?: TrialResult[];
   /** Each finished trial appended to OUT/results.jsonl (not for a replay of one trial). */
   record?: boolean;
+  /** Trials written by hand (plan.ts TrialPlan.scripted), run after the drawn ones, never recorded. */
+  scripted?: TrialPlan[];
   note(line: string): void;
 }
 
@@ -73,14 +75,17 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
     };
   };
   // TRIALS=0 with FROM: the table of the trials recorded in OUT, no cluster.
-  if (opts.trials.length === 0) return finish();
+  if (opts.trials.length === 0 && !opts.scripted?.length) return finish();
   const c = await startCluster({
     clients: ['client'],
     ...(ha ? { controlPlanes: opts.controlPlanes as number, nodes: [] } : {}),
     log: (l) => note(`cluster: ${l}`),
   });
   try {
-    const plans = opts.trials.map((trial) => planTrial(seed, trial, { kinds, actions: ACTIONS, ha }));
+    const plans = [
+      ...opts.trials.map((trial) => planTrial(seed, trial, { kinds, actions: ACTIONS, ha })),
+      ...(opts.scripted ?? []),
+    ];
     const s = await setUpScene(c, {
       liveness: plans.some((p) => p.faults.some((f) => f.kind === 'liveness-failure')),
     });
@@ -97,7 +102,7 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
       }
       const { result, observations } = await runTrial(s, plan, ctx);
       results.push(result);
-      if (opts.record)
+      if (opts.record && plan.scripted === undefined)
         appendFileSync(resultsPath(opts.out), resultLine(seed, opts.controlPlanes ?? 1, result));
       if (result.violations.length > 0 && observations) {
         const path = join(opts.out, `trial-${trial}.html`);
