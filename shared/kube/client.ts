@@ -1,133 +1,57 @@
+// The API client (KubeClient): requests with timeouts, retries and hedged copies, and streaming
+// watches. Its errors are in api-error.ts, its request options and URLs in request.ts.
 import { request as httpsRequest } from 'node:https';
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import { nodeHttp } from '../node-http.ts';
+import {
+  ApiError,
+  parseApiStatusBody,
+  parseRetryAfter,
+  refusedAtConnect,
+  retryDelay,
+  WATCH_IDLE_MS,
+  WatchIdle,
+} from './api-error.ts';
 import type { KubeAuth } from './auth.ts';
 import { type KubeTarget, targetAuth } from './in-cluster.ts';
+import {
+  apiUrl,
+  PATCH_CONTENT_TYPE,
+  type PatchType,
+  type RequestOptions,
+  servedFromCache,
+  type WatchEvent,
+  type WatchOptions,
+} from './request.ts';
 
+// The client's vocabulary, importable from here as before the split.
+export {
+  ApiError,
+  countsAsApiDown,
+  isApiError,
+  parseRetryAfter,
+  refusedAtConnect,
+  retryDelay,
+  WATCH_IDLE_MS,
+  WatchIdle,
+} from './api-error.ts';
 export type { KubeAuth } from './auth.ts';
+export {
+  apiUrl,
+  type PatchType,
+  type RequestOptions,
+  servedFromCache,
+  type WatchEvent,
+  type WatchOptions,
+} from './request.ts';
 
 // A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
 const send = (url: URL) => (url.protocol === 'http:' ? nodeHttp.request : httpsRequest);
 
-/** A non-2xx answer (or a transport failure, code 0) from the API server. */
-export class ApiError extends Error {
-  readonly code: number;
-  readonly reason: string;
-  readonly method: string;
-  readonly path: string;
-  /** The server's Retry-After (429, 503), in ms: wait at least this long before asking again. */
-  readonly retryAfterMs: number | undefined;
-  /** The server's message alone. */
-  readonly detail: string;
-  constructor(
-    method: string,
-    path: string,
-    code: number,
-    reason: string,
-    message: string,
-    retryAfterMs?: number,
-  ) {
-    super(`${method} ${path}: ${code === 0 ? 'unreachable' : code} ${reason}: ${message}`);
-    this.name = 'ApiError';
-    this.code = code;
-    this.reason = reason;
-    this.method = method;
-    this.path = path;
-    this.retryAfterMs = retryAfterMs;
-    this.detail = message;
-  }
-  /** Worth retrying: unreachable, timeout, throttled (429, API priority and fairness), server errors. */
-  get retryable(): boolean {
-    return this.code === 0 || this.code === 429 || this.code === 408 || this.code >= 500;
-  }
-}
-
-/** Retry-After in seconds (what the API server sends; an HTTP date is accepted too), capped at 5 min. */
-export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
-  if (!v) return undefined;
-  const secs = /^\d+$/.test(v.trim()) ? Number(v.trim()) * 1000 : Date.parse(v) - now;
-  return Number.isFinite(secs) && secs >= 0 ? Math.min(secs, 300_000) : undefined;
-}
-
-/** How long to wait after an error: the backoff's next step, or the server's Retry-After if longer. */
-export function retryDelay(e: unknown, backoffMs: number): number {
-  return Math.max(backoffMs, isApiError(e) ? (e.retryAfterMs ?? 0) : 0);
-}
-
-/**
- * How long a watch may stay silent before it is re-opened: a peer gone without a FIN (a dropped
- * NAT entry, a black-holed path) would keep it silent forever. Above the bookmark period: a 1.20
- * API server sends each watch a bookmark about once a minute (measured 60 s after the open) and
- * 2 s before its timeout, so a quiet but healthy watch always hears something within this limit.
- * At 45 s (client-go's HTTP/2 health check) a quiet watch was re-opened before its first bookmark,
- * its resourceVersion never advanced, and once the watch cache moved past it (75 s of history or
- * more) the re-open got 410 and the informer re-listed: 4 LISTs in 290 s on one quiet Node.
- * A half-open connection is still noticed within two minutes; the kernel's TCP keepalive notices a
- * peer that stopped answering sooner.
- */
-export const WATCH_IDLE_MS = 110_000;
-
-/** A watch that was silent for the idle limit: ended by us, not an API failure. */
-export class WatchIdle extends Error {
-  constructor(ms: number, why?: string) {
-    super(why ?? `watch silent for ${ms} ms: re-opened`);
-    this.name = 'WatchIdle';
-  }
-}
-
 /** A keep-alive agent's idle sockets (node:https Agent), to drop them for new connections. */
 interface PooledAgent {
   freeSockets?: Record<string, { destroy(): void }[] | undefined>;
-}
-
-/** reason and message of a Kubernetes Status body (a failed request's); nothing when the body is not one. */
-function parseApiStatusBody(text: string): { reason?: string; message?: string } {
-  try {
-    const st = JSON.parse(text) as { reason?: unknown; message?: unknown } | null;
-    return {
-      ...(typeof st?.reason === 'string' ? { reason: st.reason } : {}),
-      ...(typeof st?.message === 'string' ? { message: st.message } : {}),
-    };
-  } catch {
-    return {};
-  }
-}
-
-/**
- * An API path under the server URL, which may carry a path of its own (Rancher proxies each
- * cluster at `/k8s/clusters/<id>`): appended to it, as kubectl does. (`new URL(path, server)`
- * would drop it: an absolute path replaces the base's.)
- */
-export function apiUrl(server: string, path: string, query?: RequestOptions['query']): URL {
-  const u = new URL(server);
-  const q = path.indexOf('?');
-  const [pathname, search] = q < 0 ? [path, ''] : [path.slice(0, q), path.slice(q)];
-  u.pathname = `${u.pathname.replace(/\/+$/, '')}${pathname.startsWith('/') ? '' : '/'}${pathname}`;
-  u.search = search;
-  for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
-  return u;
-}
-
-/**
- * Whether a failed call says the API server is down — unreachable, timed out, shedding load (429)
- * or failing (5xx) — rather than answering no to this one request (401, 403 from RBAC, 404 for a
- * missing CRD, 409, 410): those are answers from a live server. A failure with no error at all
- * is unreachable.
- */
-export function countsAsApiDown(err: ApiError | undefined): boolean {
-  return err === undefined || err.retryable;
-}
-
-/**
- * Whether an answer came from the API server's watch cache (a read with resourceVersion=0): it says
- * nothing about etcd. An API server whose etcd member is gone still answers such reads at once with
- * old data while consistent reads and writes time out (docs/lab-cluster.md), so only consistent
- * reads and writes count as "the API is up"; failures of any request still count as down.
- */
-export function servedFromCache(opts: Pick<RequestOptions, 'method' | 'query'>): boolean {
-  return (opts.method ?? 'GET') === 'GET' && String(opts.query?.resourceVersion) === '0';
 }
 
 /**
@@ -139,10 +63,6 @@ export const HEDGE_AFTER_MS = 750;
 
 /** A connection refused at connect is dialled again at once this many times (KubeClient.once). */
 export const REDIAL_REFUSED = 2;
-
-/** Refused before anything was sent: the request may go again on a new connection, whatever its method. */
-export const refusedAtConnect = (e: unknown): boolean =>
-  e instanceof ApiError && e.code === 0 && /^connect ECONNREFUSED\b/.test(e.detail);
 
 /** `send` again at once while it is refused at connect, REDIAL_REFUSED times at most; `last` on the final try. */
 async function redialRefused<T>(send: (last: boolean) => Promise<T>, signal?: AbortSignal): Promise<T> {
@@ -158,57 +78,6 @@ async function redialRefused<T>(send: (last: boolean) => Promise<T>, signal?: Ab
 
 /** Re-opening every watch on new connections at most this often (a failing write or read asks it). */
 export const REOPEN_WATCHES_MS = 5_000;
-
-export const isApiError = (e: unknown, code?: number): e is ApiError =>
-  e instanceof ApiError && (code === undefined || e.code === code);
-
-export type PatchType = 'merge' | 'json' | 'strategic';
-const PATCH_CONTENT_TYPE: Record<PatchType, string> = {
-  merge: 'application/merge-patch+json',
-  json: 'application/json-patch+json',
-  strategic: 'application/strategic-merge-patch+json',
-};
-
-export interface RequestOptions {
-  method?: string;
-  body?: unknown;
-  contentType?: string;
-  query?: Record<string, string | number | boolean | undefined>;
-  timeoutMs?: number;
-  /** Retry retryable failures (not conflicts) this many times with capped backoff; default 0. */
-  retries?: number;
-  signal?: AbortSignal;
-  /**
-   * After this long without an answer a second copy goes out on a new connection, and the first
-   * answer wins (the other is abandoned). Behind the `kubernetes` Service each connection lands on
-   * one API server; one whose etcd member is gone hangs a consistent read or a write until its
-   * timeout, and the copy most likely reaches a healthy one. Only for requests that may be sent
-   * twice (reads, a merge patch of fixed values). With onText the copy goes out only while no
-   * byte of the body has arrived, and the copy whose body starts first is the one streamed (the
-   * other is abandoned before any of its text reaches onText).
-   */
-  hedgeAfterMs?: number;
-  /** Return the body as text instead of parsing JSON (/readyz, /version-like endpoints). */
-  text?: boolean;
-  /**
-   * Hand a 2xx body's text to this as it arrives (UTF-8 chunks of up to 64 KiB) instead of holding
-   * it whole; the request then resolves undefined. For lists of thousands of objects
-   * (paged-list.ts): no buffer of a whole page. A throw ends the request (BadResponse).
-   */
-  onText?: (chunk: string) => void;
-}
-
-export interface WatchEvent<T> {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
-  object: T;
-}
-
-export interface WatchOptions {
-  /** Silence after which the watch is ended with WatchIdle (default WATCH_IDLE_MS; tests shorten it). */
-  idleTimeoutMs?: number;
-  /** Called once the server accepted the watch (200), before its first event. */
-  onOpen?: () => void;
-}
 
 export interface KubeClientOptions {
   clock?: Clock;
