@@ -2,7 +2,8 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { systemClock } from '../shared/clock.ts';
-import { isApiError, type KubeClient } from '../shared/kube/client.ts';
+import { isApiError } from '../shared/kube/api-error.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';

@@ -1,7 +1,8 @@
 // `drainguard reset`: undo what drainguard left behind after its sidecar was removed — the
 // exclude label only where drainguard's own annotation says it added it, drainguard's Node
 // annotations, and (with --local, on the node) the `drainguard` nft tables. Dry run unless --yes.
-import { isApiError, type KubeClient } from '../shared/kube/client.ts';
+import { isApiError } from '../shared/kube/api-error.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, Node, Pod } from '../shared/kube/types.ts';
 import { createLogger } from '../shared/log.ts';

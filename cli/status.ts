@@ -3,7 +3,8 @@
 // records what it injected on each pod. Pure core (buildStatus/renderStatus) plus a thin reader.
 
 import { DEFAULT_DRAIN_TAINTS } from '../shared/contract.ts';
-import { isApiError, type KubeClient } from '../shared/kube/client.ts';
+import { isApiError } from '../shared/kube/api-error.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
 import { kubeconfigUsage } from '../shared/kube/kubeconfig-usage.ts';
 import type { KubeList, KubeObject, Lease, Node, Pod } from '../shared/kube/types.ts';
 import { ANNOTATIONS, L2_STATE_ANNOTATION, SIDECAR_NAME } from '../shared/names.ts';

@@ -1,6 +1,7 @@
 import { systemClock } from '../shared/clock.ts';
 import { ContractError, PRESTOP_PROFILES, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
-import { type ApiError, countsAsApiDown, KubeClient } from '../shared/kube/client.ts';
+import { type ApiError, countsAsApiDown } from '../shared/kube/api-error.ts';
+import { KubeClient } from '../shared/kube/client.ts';
 import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';

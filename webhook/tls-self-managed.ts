@@ -4,7 +4,8 @@
 import { X509Certificate } from 'node:crypto';
 import { retryUntil } from '../shared/backoff.ts';
 import type { Clock } from '../shared/clock.ts';
-import { isApiError, type KubeClient } from '../shared/kube/client.ts';
+import { isApiError } from '../shared/kube/api-error.ts';
+import type { KubeClient } from '../shared/kube/client.ts';
 import type { KubeObject } from '../shared/kube/types.ts';
 import type { Logger } from '../shared/log.ts';
 import { type CertPair, certNotAfter, createCA, createServingCert } from '../shared/pki.ts';

@@ -3,7 +3,8 @@
 // consistent list, a write, and whether a watch opened before still stands and still delivers —
 // next to what a healthy member of the same cluster answers. Used by the HA lab's test and the
 // seed benchmark; the findings are in docs/lab-cluster.md.
-import { ApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { ApiError } from '../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 
 export interface Answer {
   /** 'ok' (2xx), 'error' (an HTTP status), 'unreachable' (refused, reset) or 'timeout' (no answer in time). */

@@ -31,7 +31,8 @@
 //   holder or the duration, never only a sub-second time.
 // - The election controller itself: the real one runs inside the tests' kube-apiserver.
 import { type Clock, systemClock } from '../../shared/clock.ts';
-import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import { type KubeObject, type Lease, microTime } from '../../shared/kube/types.ts';
 import { createLogger } from '../../shared/log.ts';

@@ -3,7 +3,8 @@
 // deleted, stops its containers (through hooks the test provides), records each exit in
 // the status, and completes the deletion with grace 0 — the order a real kubelet keeps.
 import { type Clock, systemClock } from '../../shared/clock.ts';
-import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Pod } from '../../shared/kube/types.ts';
 
 /** What the stand-in needs to stop a "container" (a process, a simulator, or nothing at all). */

@@ -58,7 +58,8 @@
 //   the process's restart by the kubelet after an 'exit' is not simulated.
 // - One clock for all candidates and the API server: no clock skew.
 import { type Clock, systemClock } from '../../shared/clock.ts';
-import { isApiError, type KubeClient } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Lease } from '../../shared/kube/types.ts';
 import { microTime } from '../../shared/kube/types.ts';
 

@@ -25,27 +25,6 @@ import {
   type WatchOptions,
 } from './request.ts';
 
-// The client's vocabulary, importable from here as before the split.
-export {
-  ApiError,
-  countsAsApiDown,
-  isApiError,
-  parseRetryAfter,
-  refusedAtConnect,
-  retryDelay,
-  WATCH_IDLE_MS,
-  WatchIdle,
-} from './api-error.ts';
-export type { KubeAuth } from './auth.ts';
-export {
-  apiUrl,
-  type PatchType,
-  type RequestOptions,
-  servedFromCache,
-  type WatchEvent,
-  type WatchOptions,
-} from './request.ts';
-
 // A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
 const send = (url: URL) => (url.protocol === 'http:' ? nodeHttp.request : httpsRequest);
 

@@ -1,7 +1,8 @@
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { type ApiError, isApiError, type KubeClient, retryDelay, WatchIdle } from './client.ts';
+import { type ApiError, isApiError, retryDelay, WatchIdle } from './api-error.ts';
+import type { KubeClient } from './client.ts';
 import { listPaged } from './paged-list.ts';
 import type { KubeList, KubeObject } from './types.ts';
 

@@ -18,7 +18,7 @@
 // at once, while its watch cache may stay frozen for minutes (robustness CONTROL_PLANES=3 SEED=4
 // TRIAL=8: a kubelet and a sidecar blind on it after such a lift). A server that refuses connections (stopped) or that this sidecar cannot judge (TLS, RBAC)
 // is never fenced.
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { type ApiEndpoint, sameApiFence } from './fence.ts';
 
 /**

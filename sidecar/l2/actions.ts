@@ -2,7 +2,7 @@
 // the fence (host.ts) and Events (reporting.ts), each counted in metrics, each kind backing off
 // after a failure. Observe-only, the label is only pretended (what a reconcile then observes).
 import { RetryGate } from '../../shared/backoff.ts';
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { EXCLUDE_LABEL } from '../../shared/names.ts';
 import type { FeatureContext } from '../feature.ts';
 import type { FenceSpec } from './fence.ts';

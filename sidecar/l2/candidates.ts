@@ -11,7 +11,8 @@
 // fence — 127.5 MiB peak at 300 Nodes (a 128 Mi container's limit), OOM-killed from 1,000; now
 // 68.2 MiB at 5,000 (81.7 when nobody confirms for 30 s), one list (make bench-api's drain).
 import { Backoff } from '../../shared/backoff.ts';
-import { countsAsApiDown, HEDGE_AFTER_MS, isApiError } from '../../shared/kube/client.ts';
+import { countsAsApiDown, isApiError } from '../../shared/kube/api-error.ts';
+import { HEDGE_AFTER_MS } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';

@@ -5,7 +5,7 @@
 // read back from the Node and nft. What it reads goes through three narrow views — MetalLB
 // (metallb-view.ts), the candidates (candidates.ts) and the node (host.ts); its tick loop's other
 // tasks are named in side-tasks.ts.
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { LOCAL_ETCD_CLIENT_PORT } from '../api-fence/core.ts';

@@ -2,7 +2,7 @@
 // when each was written), the Services they name, and — where ServiceL2Status tells nothing —
 // every LoadBalancer Service. Read through the API; the handover decides nothing here.
 import { Backoff } from '../../shared/backoff.ts';
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import { listPaged } from '../../shared/kube/paged-list.ts';
 import type { KubeList, KubeObject } from '../../shared/kube/types.ts';

@@ -2,7 +2,7 @@
 // their nodes, the pods that may share this pod's identity. Every call retries with jittered
 // backoff inside the caller's deadline; 404 and 409 are answers, returned to the caller.
 import { retryUntil } from '../../shared/backoff.ts';
-import { ApiError, isApiError } from '../../shared/kube/client.ts';
+import { ApiError, isApiError } from '../../shared/kube/api-error.ts';
 import type { KubeList, Lease, Node, Pod } from '../../shared/kube/types.ts';
 import type { FeatureContext } from '../feature.ts';
 import { chooseSuccessor, identityMayBeShared, type LeaseRef, type LeaseSettings } from './core.ts';

@@ -5,7 +5,7 @@
 // the sidecar.
 import { retryUntil } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Lease, Pod } from '../../shared/kube/types.ts';
 import { ContainerProcesses, runtimeId } from '../drain/procs.ts';

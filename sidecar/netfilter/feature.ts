@@ -1,6 +1,6 @@
 // Sidecar feature "netfilter-cleanup": passes on start, on pod events for this node, on a
 // periodic resync, and when a pending stale item becomes confirmable.
-import { isApiError } from '../../shared/kube/client.ts';
+import { isApiError } from '../../shared/kube/api-error.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, Pod } from '../../shared/kube/types.ts';
 import { Coalescer } from '../coalesce.ts';

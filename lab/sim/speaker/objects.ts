@@ -2,7 +2,8 @@
 // cluster): its configuration (IPAddressPool, L2Advertisement) and LoadBalancer Services whose
 // endpoints are hand-made EndpointSlices (a Service without selector, so no controller manages
 // them), in the API version the server has.
-import { isApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { isApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 
 export const SLICE_MANAGER = 'lab';

@@ -3,7 +3,8 @@
 // moves on): every node's kubelet renews its Lease in kube-node-lease every 10 s; other
 // components renew their leader Leases every 2 s; Nodes without a sidecar change status and
 // workload pods on them change readiness a few times a second.
-import { isApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { isApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { WORKLOAD_NS } from './objects.ts';
 

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { isApiError } from '../../../shared/kube/client.ts';
+import { isApiError } from '../../../shared/kube/api-error.ts';
 import { apiProxy } from './api-proxy.ts';
 import { oneNodeInformer } from './one-node.ts';
 

@@ -13,7 +13,8 @@ import {
   OLDEST_EMULATION_VERSION,
 } from '../../../lab/sim/coordinated-candidate.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { isApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { isApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import { type Lease, microTime } from '../../../shared/kube/types.ts';
 import { type HandoverResult, handoverResult } from './routers.ts';
 

@@ -6,7 +6,8 @@ import t, { type Test } from 'tap';
 import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { LeaseScene, type SidecarProc } from '../../../lab/bed/lease-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { isApiError, KubeClient } from '../../../shared/kube/client.ts';
+import { isApiError } from '../../../shared/kube/api-error.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
 import { handoverResult, startTwoRouters } from './routers.ts';
 import { startLeaseWebhook } from './webhook.ts';
 

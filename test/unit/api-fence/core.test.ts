@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ApiError } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
 import {
   apiEndpointsOf,
   classifyLocalRead,

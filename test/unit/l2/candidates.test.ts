@@ -6,7 +6,9 @@ import { fakeContext, ManualClock, steppingClock } from '../../../lab/fake/featu
 import { VirtualClock } from '../../../lab/fake/virtual-clock.ts';
 import type { Clock } from '../../../shared/clock.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient, type WatchOptions } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
+import type { WatchOptions } from '../../../shared/kube/request.ts';
 import type { KubeObject, Node, Pod } from '../../../shared/kube/types.ts';
 import { CandidateReader, WIDE_PAGE_SIZE } from '../../../sidecar/l2/candidates.ts';
 

@@ -3,7 +3,8 @@
 import t from 'tap';
 import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { type L2State, parseL2State, type ServiceVips } from '../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';

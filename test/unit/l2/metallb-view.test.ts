@@ -3,7 +3,8 @@
 import t from 'tap';
 import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { MetalLbReader } from '../../../sidecar/l2/metallb-view.ts';
 

@@ -2,7 +2,8 @@
 import t from 'tap';
 import { FakeDrain, fakeContext } from '../../../lab/fake/feature-context.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Lease, Pod } from '../../../shared/kube/types.ts';
 import { LeaseHandover } from '../../../sidecar/lease/feature.ts';
 

@@ -6,9 +6,10 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import { KubeClient, type WatchOptions } from '../../../shared/kube/client.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
 import { Informer } from '../../../shared/kube/informer.ts';
 import { forEachListItem, ListItemStream, listPaged } from '../../../shared/kube/paged-list.ts';
+import type { WatchOptions } from '../../../shared/kube/request.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 
 const obj = (i: number, rv = '1'): KubeObject => ({

@@ -3,8 +3,10 @@
 import pino from 'pino';
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient, WatchIdle, type WatchOptions } from '../../../shared/kube/client.ts';
+import { ApiError, WatchIdle } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import { Informer, recoveryAfter, watchTimeoutSeconds } from '../../../shared/kube/informer.ts';
+import type { WatchOptions } from '../../../shared/kube/request.ts';
 
 t.test('only a resourceVersion the server no longer has re-lists', async (t) => {
   const watchError = (code: number, reason: string, message = '') =>

@@ -5,7 +5,7 @@
 import type http from 'node:http';
 import t from 'tap';
 import { fakeApiServer as fakeApi } from '../../../lab/fake/api-server.ts';
-import { ApiError, countsAsApiDown } from '../../../shared/kube/client.ts';
+import { ApiError, countsAsApiDown } from '../../../shared/kube/api-error.ts';
 import { createLogger } from '../../../shared/log.ts';
 import { apiHealthReporter } from '../../../sidecar/main.ts';
 

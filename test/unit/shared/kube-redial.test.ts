@@ -6,13 +6,8 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import t from 'tap';
 import { waitFor } from '../../../shared/clock.ts';
-import {
-  ApiError,
-  KubeClient,
-  type KubeClientOptions,
-  REDIAL_REFUSED,
-  refusedAtConnect,
-} from '../../../shared/kube/client.ts';
+import { ApiError, refusedAtConnect } from '../../../shared/kube/api-error.ts';
+import { KubeClient, type KubeClientOptions, REDIAL_REFUSED } from '../../../shared/kube/client.ts';
 
 /** A port with nothing listening on it: connections to it are refused. */
 async function closedPort(): Promise<number> {

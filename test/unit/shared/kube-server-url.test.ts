@@ -4,7 +4,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { apiUrl, KubeClient } from '../../../shared/kube/client.ts';
+import { KubeClient } from '../../../shared/kube/client.ts';
+import { apiUrl } from '../../../shared/kube/request.ts';
 
 async function recordingServer() {
   const seen: string[] = [];

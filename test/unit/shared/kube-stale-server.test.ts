@@ -5,13 +5,10 @@
 import t from 'tap';
 import { fakeApiServer } from '../../../lab/fake/api-server.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import {
-  type KubeClientOptions,
-  REOPEN_WATCHES_MS,
-  servedFromCache,
-  WatchIdle,
-} from '../../../shared/kube/client.ts';
+import { WatchIdle } from '../../../shared/kube/api-error.ts';
+import { type KubeClientOptions, REOPEN_WATCHES_MS } from '../../../shared/kube/client.ts';
 import { listPaged } from '../../../shared/kube/paged-list.ts';
+import { servedFromCache } from '../../../shared/kube/request.ts';
 
 /**
  * A stale API server behind the first connection (it never answers) and a healthy one behind every

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { fakeApiServer } from '../../../lab/fake/api-server.ts';
-import { WATCH_IDLE_MS, type WatchEvent } from '../../../shared/kube/client.ts';
+import { WATCH_IDLE_MS } from '../../../shared/kube/api-error.ts';
+import type { WatchEvent } from '../../../shared/kube/request.ts';
 
 t.test(
   'the idle limit is above the 1.20 bookmark period (60 s) and notices a dead stream within 2 min',

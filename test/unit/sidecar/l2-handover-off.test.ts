@@ -5,7 +5,8 @@
 import t from 'tap';
 import { formatRows, rowsOf } from '../../../cli/l2-status.ts';
 import { fakeContext, ManualClock } from '../../../lab/fake/feature-context.ts';
-import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { Node } from '../../../shared/kube/types.ts';
 import { parseL2State } from '../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';

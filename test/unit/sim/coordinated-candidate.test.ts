@@ -11,7 +11,7 @@ import {
   pingPending,
 } from '../../../lab/sim/coordinated-candidate.ts';
 import type { LeaseApi } from '../../../lab/sim/lease-candidate.ts';
-import { ApiError } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
 import type { KubeObject, Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 

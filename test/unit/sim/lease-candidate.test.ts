@@ -10,7 +10,7 @@ import {
   LeaseCandidate,
   SKUPPER_RERUN_BACKOFF,
 } from '../../../lab/sim/lease-candidate.ts';
-import { ApiError } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
 import type { Lease } from '../../../shared/kube/types.ts';
 import { microTime } from '../../../shared/kube/types.ts';
 

@@ -4,7 +4,8 @@
 import t from 'tap';
 import { silent } from '../../../lab/fake/webhook.ts';
 import type { Clock } from '../../../shared/clock.ts';
-import { ApiError, type KubeClient } from '../../../shared/kube/client.ts';
+import { ApiError } from '../../../shared/kube/api-error.ts';
+import type { KubeClient } from '../../../shared/kube/client.ts';
 import { Registry } from '../../../shared/metrics.ts';
 import { certNotAfter } from '../../../shared/pki.ts';
 import { observeServing, type ServingPair } from '../../../webhook/tls.ts';
