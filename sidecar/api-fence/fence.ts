@@ -126,3 +126,6 @@ export const probeSource = (e: ApiEndpoint) => (e.address.includes(':') ? '::1' 
 
 /** How many sockets `ss -K -H …` reported destroyed (one line each). */
 export const killedCount = (ssOutput: string) => ssOutput.split('\n').filter((l) => l.trim() !== '').length;
+
+/** The endpoints as one comparable key, whatever their order. */
+export const endpointsKey = (es: ApiEndpoint[]) => es.map(endpointText).sort().join(',');

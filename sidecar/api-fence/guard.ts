@@ -12,7 +12,7 @@ import { API_FENCE_TABLE } from '../../shared/names.ts';
 import { apiFenceTableIn, renderApiUnfence } from '../../shared/net/fence-tables.ts';
 import { ownNode } from '../events.ts';
 import type { FeatureContext } from '../feature.ts';
-import { type MetricSpec, type Metrics, registerMetrics } from '../metrics.ts';
+import { type Metrics, registerMetrics } from '../metrics.ts';
 import {
   type ApiEndpointSlice,
   apiEndpointsOf,
@@ -37,6 +37,7 @@ import {
 } from './core.ts';
 import {
   type ApiEndpoint,
+  endpointsKey,
   endpointText,
   killArgs,
   killedCount,
@@ -44,29 +45,7 @@ import {
   probeSource,
   renderApiFence,
 } from './fence.ts';
-
-export const STALE_API_EVENT_REASONS = {
-  fenced: 'StaleApiServerFenced',
-  unfenced: 'StaleApiServerUnfenced',
-} as const;
-
-const METRICS = {
-  fenced: {
-    kind: 'gauge',
-    name: 'drainguard_stale_api_server_fenced',
-    help: "1 while this node's own API server is fenced as stale (connections to it refused but from loopback).",
-  },
-  closed: {
-    kind: 'counter',
-    name: 'drainguard_stale_api_server_connections_closed_total',
-    help: "Connections to this node's stale API server destroyed by its fence.",
-  },
-  probes: {
-    kind: 'counter',
-    name: 'drainguard_stale_api_server_probes_total',
-    help: "Consistent reads of the own Node from this node's own API server while it drains, by answer.",
-  },
-} as const satisfies Record<string, MetricSpec>;
+import { STALE_API_EVENT_REASONS, STALE_API_METRICS } from './reporting.ts';
 
 /** What the guard needs of the node (a fake in unit tests: the ToolRunner's tools). */
 export interface StaleApiHost {
@@ -81,7 +60,7 @@ const ETCD_IDLE_CHECK_MS = 60_000;
 export class StaleApiGuard {
   private readonly ctx: FeatureContext;
   private readonly host: StaleApiHost;
-  private readonly metrics: Metrics<typeof METRICS>;
+  private readonly metrics: Metrics<typeof STALE_API_METRICS>;
   private readonly abort = new AbortController();
   private endpoints: ApiEndpoint[] = [];
   private others: ApiEndpoint[] = [];
@@ -109,7 +88,7 @@ export class StaleApiGuard {
   constructor(ctx: FeatureContext, host: StaleApiHost) {
     this.ctx = ctx;
     this.host = host;
-    this.metrics = registerMetrics(ctx.metrics, METRICS);
+    this.metrics = registerMetrics(ctx.metrics, STALE_API_METRICS);
     this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 500, capMs: 10_000 });
   }
 
@@ -486,5 +465,3 @@ interface PendingRead {
   /** Stopped because the fence went on: not counted, not a probe result. */
   dropped?: boolean;
 }
-
-const endpointsKey = (es: ApiEndpoint[]) => es.map(endpointText).sort().join(',');
