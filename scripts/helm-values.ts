@@ -1,6 +1,6 @@
 // Prints the Helm chart's values table (Markdown) from charts/drainguard/values.schema.json, its
 // single source of truth: each value's path, type, default (values.yaml) and meaning.
-// scripts/sync-readme.ts writes it into the README; test/unit/helm/values-table.test.ts checks it.
+// scripts/sync-readme.ts writes it into the README; test/unit/helm/docs.test.ts checks it.
 import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 
