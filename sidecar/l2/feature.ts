@@ -1,11 +1,10 @@
-// The I/O edge of the L2 handover: assembles an observation (drain state, the Node, MetalLB's view,
-// the candidates, the node's fence and links), runs the pure core (handover/) and has its actions
-// carried out (actions.ts: label, fence, Events), then publishes the status annotation
+// The I/O edge of the L2 handover: has an observation assembled (observer.ts: drain state, the
+// Node, MetalLB's view, the candidates, the node's fence and links), runs the pure core
+// (handover/) and has its actions carried out (actions.ts: label, fence, Events), then publishes the status annotation
 // (status-publisher.ts). Everything it writes is idempotent; everything it needs after a restart is
 // read back from the Node and nft. What it reads goes through three narrow views — MetalLB
 // (metallb-view.ts), the candidates (candidates.ts) and the node (host.ts); its tick loop's other
 // tasks are named in side-tasks.ts.
-import { isApiError } from '../../shared/kube/api-error.ts';
 import { readL2State } from '../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import { LOCAL_ETCD_CLIENT_PORT } from '../api-fence/core.ts';
@@ -17,17 +16,14 @@ import { PeriodicTasks } from '../periodic.ts';
 import { L2Actions } from './actions.ts';
 import { CandidateReader, type CandidateView } from './candidates.ts';
 import type { FenceSpec } from './fence.ts';
-import { fenceLinkPlan } from './fence-links.ts';
 import {
   failsafeDue,
   initialMemory,
   L2_EVENT_REASONS,
   type L2Memory,
-  type L2Observation,
   type L2Settings,
   needsTick,
   PUBLISHED_PHASE,
-  peersMayBeBlind,
   SPEAKER_CATCH_UP_MAX_MS,
   settled,
   statusOf,
@@ -37,8 +33,8 @@ import {
 import { resume } from './handover/resume.ts';
 import { type L2Host, NodeHost } from './host.ts';
 import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
+import { L2Observer } from './observer.ts';
 import { OwnNode } from './own-node.ts';
-import { poolRanges, rangeStarts } from './pool-ranges.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
 import { l2SideTasks } from './side-tasks.ts';
 import { StatusPublisher } from './status-publisher.ts';
@@ -108,8 +104,7 @@ export class L2Handover implements Feature {
   private passAbort: AbortController | undefined;
   /** Logged once per episode of "mid-handover, but the drain state is not known". */
   private heldUnsynced = false;
-  /** Interfaces named for the fence that this node lacks (host.fenceLinks), as last checked. */
-  private missingInterfaces: string[] = [];
+  private readonly observer: L2Observer;
 
   constructor(ctx: FeatureContext, views: L2ViewsFactory = apiViews) {
     this.ctx = ctx;
@@ -147,13 +142,28 @@ export class L2Handover implements Feature {
         this.fence = fence;
       },
     );
+    this.observer = new L2Observer({
+      ctx,
+      settings: this.settings,
+      metallb,
+      candidates,
+      host,
+      node: this.node,
+      events: this.events,
+      memory: () => this.memory,
+      fence: () => this.fence,
+      simulatedLabel: () => this.actions.simulatedLabel,
+      atRestIdle: () => this.atRestIdle(),
+    });
     this.status = new StatusPublisher(
       ctx,
       this.node,
       () => ({
         status: JSON.stringify({
           ...statusOf(this.memory, ctx.config.observeOnly),
-          ...(this.missingInterfaces.length > 0 ? { missingInterfaces: this.missingInterfaces } : {}),
+          ...(this.observer.missingInterfaces.length > 0
+            ? { missingInterfaces: this.observer.missingInterfaces }
+            : {}),
         }),
         idle: this.memory.phase === 'idle',
       }),
@@ -312,7 +322,9 @@ export class L2Handover implements Feature {
       handedTo: s.handedTo,
       fenced: s.fenced,
       interfaces: s.interfaces,
-      ...(this.missingInterfaces.length > 0 ? { missingInterfaces: this.missingInterfaces } : {}),
+      ...(this.observer.missingInterfaces.length > 0
+        ? { missingInterfaces: this.observer.missingInterfaces }
+        : {}),
       waitedMs: this.ctx.clock.now() - started,
       ...(this.ctx.config.observeOnly ? { observeOnly: true } : {}),
     };
@@ -399,7 +411,7 @@ export class L2Handover implements Feature {
     // The fail-safe due: decided now, with what is known (abandonPassForFailsafe).
     const reading = !this.failsafeDueNow();
     if (reading && this.wantsCandidates(phase)) {
-      const services = [...this.memory.services, ...this.observeMetalLb().announced];
+      const services = [...this.memory.services, ...this.observer.metallbView().announced];
       await this.candidates.refresh(
         phase === 'idle' || phase === 'undoing' || failsafeOver,
         services,
@@ -417,7 +429,7 @@ export class L2Handover implements Feature {
       await this.metallb.readAllServices(signal);
     this.metallb.retryUnreadServices();
     const before = this.memory;
-    const observation = await this.observe();
+    const observation = await this.observer.observe();
     const { memory, actions } = step(this.memory, observation, this.settings);
     this.memory = memory;
     const holding = !observation.synced && PUBLISHED_PHASE[memory.phase] !== 'idle';
@@ -467,118 +479,6 @@ export class L2Handover implements Feature {
   /** Published as idle: idle, refused or given up. */
   private atRestIdle(): boolean {
     return PUBLISHED_PHASE[this.memory.phase] === 'idle';
-  }
-
-  private observeMetalLb() {
-    return this.metallb.observe(
-      this.memory.handoverStartedAt,
-      (service) => this.candidates.perService?.[service] ?? this.candidates.others,
-    );
-  }
-
-  /**
-   * Where no interface is configured or named by ServiceL2Status (MetalLB's default L2Advertisement
-   * names none), the fence goes on the links the VIPs' routes use — the VIP's subnet, or the default
-   * route — chosen now, never every link: CNI veths and bridges come and go with pods, and on kernels
-   * before 6.16 a vanished device name fails the whole nft transaction.
-   */
-  private async observe(): Promise<L2Observation> {
-    const { config } = this.ctx;
-    const drain = this.ctx.drain.current;
-    const node = this.node.current();
-    const labels = node?.metadata?.labels ?? {};
-    const annotations = node?.metadata?.annotations ?? {};
-    const metallb = this.observeMetalLb();
-    const { others, perService } = this.candidates;
-    const observation: L2Observation = {
-      now: this.ctx.clock.now(),
-      draining: drain.draining,
-      terminating: drain.terminating,
-      drainReason: drain.drainReason,
-      hookRestartSeen: drain.hookRestartSeen,
-      synced: drain.synced && metallb.synced,
-      metallbSynced: metallb.synced,
-      apiDownSince: drain.apiDownSince,
-      apiFailedAt: drain.apiFailedAt,
-      excludeLabel: this.actions.simulatedLabel ?? EXCLUDE_LABEL in labels,
-      labelOwned: this.actions.simulatedLabel ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
-      statusSource: metallb.statusSource,
-      announced: metallb.announced,
-      newOwners: metallb.newOwners,
-      otherCandidates: others,
-      ...(perService ? { serviceCandidates: perService } : {}),
-      pools: this.candidates.pools,
-      ...(this.memory.phase === 'failsafe-fenced' && drain.apiDownSince === undefined
-        ? { goneServices: await this.deletedServices() }
-        : {}),
-      // Resolved below (fenceLinks) where a handover needs them.
-      interfaces: [],
-      fence: this.fence,
-    };
-    if (this.atRestIdle() && !observation.draining && !observation.terminating) {
-      // No handover: no link is needed (and none is read).
-      this.host.forgetRoutes();
-      this.noteMissingInterfaces([], []);
-      return observation;
-    }
-    // The fail-safe fence is due: it needs the node's own addresses (never a VIP), and covers VIPs
-    // this node never announced (or does not know: a view emptied by a relist), so the links that
-    // reach MetalLB's pools and the default route's link join the VIPs' links.
-    const failsafe =
-      failsafeDue(this.memory, observation, this.settings) ||
-      peersMayBeBlind(this.memory, observation, this.settings) !== undefined;
-    const vips = vipsOf([...this.memory.services, ...observation.announced]);
-    // MetalLB's pools known (now or remembered): the fail-safe drops only them, no address read.
-    const poolsKnown = (this.candidates.pools?.length ?? 0) > 0 || (this.memory.pools?.length ?? 0) > 0;
-    const own = failsafe && !poolsKnown ? await this.host.ownAddresses(vips) : undefined;
-    const withOwn = own ? { ...observation, ownAddresses: own } : observation;
-    const links = await this.host.fenceLinks(
-      fenceLinkPlan({
-        configured: config.l2Interfaces,
-        statusInterfaces: metallb.interfaces,
-        services: [...this.memory.services, ...observation.announced],
-        failsafeTargets: failsafe ? [...rangeStarts(this.knownPoolRanges()), 'default'] : [],
-        installed: this.fence?.interfaces ?? [],
-      }),
-    );
-    this.noteMissingInterfaces(links.missing, links.interfaces);
-    return { ...withOwn, interfaces: [...links.interfaces].sort() };
-  }
-
-  /** MetalLB's pools as merged ranges: from the last read, else as remembered by the core. */
-  private knownPoolRanges(): string[] {
-    const read = this.candidates.pools ?? [];
-    return read.length > 0 ? poolRanges(read) : (this.memory.pools ?? []);
-  }
-
-  /** After a fail-safe, with the API back: the services it covered that were deleted meanwhile. */
-  private async deletedServices(): Promise<string[]> {
-    const gone: string[] = [];
-    for (const { service } of this.memory.services) {
-      const [ns, name] = service.split('/');
-      if (!ns || !name) continue;
-      await this.ctx.client
-        .get(`/api/v1/namespaces/${ns}/services/${name}`, { timeoutMs: 5_000 })
-        .catch((e: unknown) => {
-          if (isApiError(e, 404)) gone.push(service);
-        });
-    }
-    return gone;
-  }
-
-  /** Interfaces named for the fence that this node lacks: in `status`, and a Warning Event per change. */
-  private noteMissingInterfaces(missing: string[], fencing: string[]): void {
-    if (missing.join() === this.missingInterfaces.join()) return;
-    this.missingInterfaces = missing;
-    if (missing.length === 0) return;
-    const { config } = this.ctx;
-    const source =
-      config.l2Interfaces.length > 0 ? 'drainguard.io/l2-interfaces' : "this node's ServiceL2Status objects";
-    this.events.record(
-      'Warning',
-      L2_EVENT_REASONS.interfacesMissing,
-      `interface${missing.length === 1 ? '' : 's'} ${missing.join(', ')} named by ${source} not on node ${config.nodeName}: not fenced there; the fence goes on ${fencing.join(', ') || '(no interface)'} (interface names differ between nodes: name every node's, or leave drainguard.io/l2-interfaces unset to fence the links the VIPs' routes use)`,
-    );
   }
 }
 
