@@ -1,14 +1,14 @@
 // Sidecar feature "lease-handover", the I/O edge of the Lease handover: reads the own pod
-// (through the shared drain watcher), candidate pods, nodes and Leases (api.ts); writes the Lease;
-// records Events and metrics (results.ts). Decisions come from ./core.ts. Every API call retries with jittered backoff
-// inside a deadline and never throws out of the feature: API trouble costs a handover, never
-// the sidecar.
+// (through the shared drain watcher), candidate pods, nodes and Leases (api.ts); waits for the
+// leader container's stop (leader-stop.ts); writes the Lease and verifies the handover on the
+// informer's view (views.ts, verify.ts); records Events and metrics (results.ts). Decisions come
+// from ./core.ts. Every API call retries with jittered backoff inside a deadline and never throws
+// out of the feature: API trouble costs a handover, never the sidecar.
 import { retryUntil } from '../../shared/backoff.ts';
 import type { IdentityScheme } from '../../shared/contract.ts';
 import { isApiError } from '../../shared/kube/api-error.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Lease, Pod } from '../../shared/kube/types.ts';
-import { ContainerProcesses, runtimeId } from '../drain/procs.ts';
 import { terminationDeadline } from '../drain/state.ts';
 import { ownPod } from '../events.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
@@ -16,7 +16,6 @@ import { type Metrics, registerMetrics } from '../metrics.ts';
 import { LeaseApi } from './api.ts';
 import {
   afterConflict,
-  containerPhase,
   decideHandover,
   identityMayBeShared,
   identitySharers,
@@ -24,18 +23,16 @@ import {
   LEASE_EVENT_REASONS,
   type LeaseRef,
   type LeaseSettings,
-  leaderStopped,
   leaseSettings,
   podIdentity,
-  verifyProgress,
 } from './core.ts';
-import { LEASE_METRICS, type LeaseResult, type Outcome, refName } from './results.ts';
+import { type LeaderStop, LeaderWatch } from './leader-stop.ts';
+import { LEASE_METRICS, type LeaseResult, refName } from './results.ts';
+import { LeaseVerifier } from './verify.ts';
+import { LeaseViews } from './views.ts';
 
 /** Left of the grace period after a given-up handover, for its Event. */
 const REPORT_MARGIN_MS = 2_000;
-
-/** Whether, and when, the leader container was seen stopped. */
-type LeaderStop = { stopped: boolean; at: number };
 
 /** One Lease's handover: which Lease, under which settings, since when, until when. */
 interface Attempt {
@@ -54,11 +51,8 @@ export class LeaseHandover implements Feature {
   private readonly ctx: FeatureContext;
   private readonly settings: LeaseSettings | undefined;
   private readonly informers: Informer[] = [];
-  private readonly observed = new Map<string, Lease | undefined>();
-  /** The resourceVersions each Lease's view showed lately, newest last: has it caught up with a write? */
-  private readonly recentVersions = new Map<string, string[]>();
-  /** Aborted, and replaced, at every change of a Lease's view: what verify() waits on. */
-  private readonly viewChanges = new Map<string, AbortController>();
+  /** Each Lease as its informer shows it. */
+  private readonly views = new LeaseViews();
   private unsubscribe: (() => void) | undefined;
   private run: Promise<LeaseResult[]> | undefined;
   /**
@@ -72,11 +66,11 @@ export class LeaseHandover implements Feature {
   /** A handover runs and has not finished. */
   private handingOver = false;
   private hinted = false;
-  /** The leader container's processes once they were seen here (shared PID namespace). */
-  private localLeader: ContainerProcesses | undefined;
+  private readonly leader: LeaderWatch;
   private readonly abort = new AbortController();
   private readonly metrics: Metrics<typeof LEASE_METRICS>;
   private readonly api: LeaseApi;
+  private readonly verifier: LeaseVerifier;
 
   constructor(ctx: FeatureContext) {
     this.ctx = ctx;
@@ -98,6 +92,8 @@ export class LeaseHandover implements Feature {
     }
     this.metrics = registerMetrics(ctx.metrics, LEASE_METRICS);
     this.api = new LeaseApi(ctx, this.abort.signal);
+    this.leader = new LeaderWatch(ctx, this.abort.signal);
+    this.verifier = new LeaseVerifier(ctx, this.views, this.metrics, this.abort.signal);
   }
 
   async start(): Promise<void> {
@@ -113,9 +109,8 @@ export class LeaseHandover implements Feature {
         clock: this.ctx.clock,
         onChange: (objs) => {
           const lease = objs.values().next().value as Lease | undefined;
-          const was = this.observed.get(key);
-          this.observed.set(key, lease);
-          this.noteChange(key, lease);
+          const was = this.views.get(key);
+          this.views.note(key, lease);
           this.metrics.synced.set({ lease: key }, 1);
           const own = this.ownIdentity(settings.identityScheme);
           const mine = isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme);
@@ -152,30 +147,7 @@ export class LeaseHandover implements Feature {
       }
     });
     if (this.ctx.drain.current.terminating) this.trigger();
-    void this.watchLeaderProcesses(settings.leaderContainer);
-  }
-
-  private noteChange(key: string, lease: Lease | undefined): void {
-    const version = lease?.metadata?.resourceVersion;
-    if (version) this.recentVersions.set(key, [...(this.recentVersions.get(key) ?? []), version].slice(-16));
-    this.viewChanges.get(key)?.abort();
-    this.viewChanges.set(key, new AbortController());
-  }
-
-  /** Aborts at the next change of the Lease's view. */
-  private nextChange(key: string): AbortSignal {
-    const c = this.viewChanges.get(key) ?? new AbortController();
-    this.viewChanges.set(key, c);
-    return c.signal;
-  }
-
-  private leaderId(container: string): string | undefined {
-    const pod = this.ctx.drain.pod;
-    const status = [
-      ...(pod?.status?.containerStatuses ?? []),
-      ...(pod?.status?.initContainerStatuses ?? []),
-    ].find((c) => c.name === container);
-    return runtimeId(status?.containerID);
+    void this.leader.watch(settings.leaderContainer, () => this.handingOver);
   }
 
   /**
@@ -183,21 +155,6 @@ export class LeaseHandover implements Feature {
    * here (one PID namespace): then its stop is seen locally at once, where the kubelet would publish
    * it only after this sidecar too has stopped. A restarted leader has a new ID and is looked up again.
    */
-  private async watchLeaderProcesses(container: string): Promise<void> {
-    while (!this.abort.signal.aborted) {
-      // Not while a handover waits on them; after one, a restarted leader is looked up again.
-      const id = this.handingOver ? undefined : this.leaderId(container);
-      if (id && id !== this.localLeader?.id) {
-        const procs = new ContainerProcesses(id);
-        if (procs.scan() > 0) {
-          if (this.localLeader === undefined)
-            this.ctx.log.info({ container }, 'leader container processes visible: its stop is seen locally');
-          this.localLeader = procs;
-        }
-      }
-      await this.ctx.clock.sleep(1_000, this.abort.signal).catch(() => {});
-    }
-  }
 
   /** /prestop returns at once: the handover waits for the leader container, which /prestop would hold up. */
   async prestop(): Promise<Record<string, unknown>> {
@@ -265,7 +222,7 @@ export class LeaseHandover implements Feature {
     try {
       const held = settings.leases.filter((r) =>
         isOwnIdentity(
-          this.observed.get(refName(r))?.spec?.holderIdentity,
+          this.views.get(refName(r))?.spec?.holderIdentity,
           this.ownIdentity(settings.identityScheme),
           settings.identityScheme,
         ),
@@ -292,31 +249,6 @@ export class LeaseHandover implements Feature {
     return { lease: key, outcome: 'identity-shared', detail: msg };
   }
 
-  private async waitLeaderStopped(container: string, deadline: number): Promise<LeaderStop> {
-    const clock = this.ctx.clock;
-    let lastLog = 0;
-    while (clock.now() < deadline && !this.abort.signal.aborted) {
-      if (this.ctx.drain.current.podReplaced) return { stopped: false, at: clock.now() };
-      const phase = containerPhase(this.ctx.drain.pod, container);
-      if (leaderStopped(phase)) return { stopped: true, at: clock.now() };
-      // Reads only the leader's known pids (ContainerProcesses), not all of a shared /proc.
-      const id = this.leaderId(container);
-      if (id !== undefined && id === this.localLeader?.id && this.localLeader.gone()) {
-        this.ctx.log.info({ container }, 'leader container processes gone: it has stopped');
-        return { stopped: true, at: clock.now() };
-      }
-      if (clock.now() - lastLog > 5_000) {
-        lastLog = clock.now();
-        this.ctx.log.info(
-          { container, phase },
-          'waiting for the leader container to stop before touching the Lease',
-        );
-      }
-      await clock.sleep(25, this.abort.signal);
-    }
-    return { stopped: false, at: clock.now() };
-  }
-
   private async handover(settings: LeaseSettings, deadline: number): Promise<LeaseResult[]> {
     const config = this.ctx.config;
     const clock = this.ctx.clock;
@@ -325,7 +257,7 @@ export class LeaseHandover implements Feature {
       'pod terminating: Lease handover armed',
     );
     const stopDeadline = Math.min(deadline, clock.now() + config.leaderStopTimeoutSeconds * 1000);
-    const stop = await this.waitLeaderStopped(settings.leaderContainer, stopDeadline);
+    const stop = await this.leader.waitStopped(settings.leaderContainer, stopDeadline);
     const results = this.ctx.drain.current.podReplaced
       ? this.replacedResults(settings)
       : await Promise.all(settings.leases.map((ref) => this.handoverOne(settings, ref, stop, deadline)));
@@ -357,7 +289,7 @@ export class LeaseHandover implements Feature {
       if (!stop.stopped) {
         // The fence did not close: a running leader keeps acting for up to its RenewDeadline,
         // so naming a successor now could give two leaders. Let the Lease expire instead.
-        const lease = await this.api.read(ref, deadline).catch(() => this.observed.get(key));
+        const lease = await this.api.read(ref, deadline).catch(() => this.views.get(key));
         const own = this.ownIdentity(settings.identityScheme);
         if (!isOwnIdentity(lease?.spec?.holderIdentity, own, settings.identityScheme))
           return { lease: key, outcome: 'not-holder' };
@@ -457,7 +389,14 @@ export class LeaseHandover implements Feature {
       if (next === 'landed' && fresh) {
         // A retried write whose first answer was lost: the first one went through.
         this.ctx.log.info({ lease: key }, 'Lease write landed (its answer was lost): verifying');
-        return await this.verify(ref, decision.action, fresh, clock.now() - stop.at, deadline, decision);
+        return await this.verifier.verify(
+          ref,
+          decision.action,
+          fresh,
+          clock.now() - stop.at,
+          deadline,
+          decision,
+        );
       }
       if (next === 'stop') {
         const holder = fresh?.spec?.holderIdentity || 'nobody';
@@ -470,65 +409,7 @@ export class LeaseHandover implements Feature {
       throw new StillOursConflict((e as Error).message);
     }
     const writeMs = clock.now() - stop.at;
-    return await this.verify(ref, decision.action, written, writeMs, deadline, decision);
-  }
-
-  private async verify(
-    ref: LeaseRef,
-    action: 'replace' | 'release',
-    written: Lease,
-    writeMs: number,
-    deadline: number,
-    decision: { why: string; successor?: string },
-  ): Promise<LeaseResult> {
-    const config = this.ctx.config;
-    const clock = this.ctx.clock;
-    const key = refName(ref);
-    const started = clock.now();
-    const until = Math.min(deadline, started + config.verifySeconds * 1000);
-    const writtenVersion = written.metadata?.resourceVersion ?? '';
-    let state: ReturnType<typeof verifyProgress> = { state: 'pending', holder: '' };
-    // The informer already watches the Lease: its view, woken at every change, instead of GETs
-    // every 100 ms. Only a view that has shown the write tells what followed it (an older one
-    // still shows the holder before it).
-    while (clock.now() < until && !this.abort.signal.aborted) {
-      const changed = this.nextChange(key);
-      if (this.recentVersions.get(key)?.includes(writtenVersion)) {
-        state = verifyProgress(written, this.observed.get(key), action);
-        if (state.state !== 'pending') break;
-      }
-      await clock.sleep(until - clock.now(), AbortSignal.any([changed, this.abort.signal]));
-    }
-    const verifyMs = clock.now() - started;
-    const successor = decision.successor;
-    const secs = (ms: number) => (ms / 1000).toFixed(1);
-    let outcome: Outcome;
-    let msg: string;
-    if (action === 'replace') {
-      if (state.state === 'renewed') {
-        outcome = 'handed-over';
-        msg = `Lease ${key} handed to ${successor} ${secs(writeMs)} s after the leader stopped; successor renewed after ${secs(verifyMs)} s`;
-        this.metrics.durations.observe({ action }, (writeMs + verifyMs) / 1000);
-      } else {
-        outcome = 'handed-over-unverified';
-        msg =
-          state.state === 'taken-by-other'
-            ? `Lease ${key} handed to ${successor}, then taken by ${state.holder}`
-            : `Lease ${key} handed to ${successor}; no renew seen within ${config.verifySeconds} s`;
-      }
-    } else {
-      outcome = 'released';
-      msg = `Lease ${key} released (${decision.why})${state.state === 'acquired' ? `; acquired by ${state.holder} after ${secs(verifyMs)} s` : ''}`;
-      if (state.state === 'acquired') this.metrics.durations.observe({ action }, (writeMs + verifyMs) / 1000);
-    }
-    const warn = outcome === 'handed-over-unverified';
-    await this.ctx.events.record(
-      ownPod(config),
-      warn ? 'Warning' : 'Normal',
-      warn ? LEASE_EVENT_REASONS.unverified : LEASE_EVENT_REASONS.handedOver,
-      msg,
-    );
-    return { lease: key, outcome, detail: msg, writeMs, verifyMs, ...(successor ? { successor } : {}) };
+    return await this.verifier.verify(ref, decision.action, written, writeMs, deadline, decision);
   }
 }
 
