@@ -25,6 +25,7 @@ import {
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
 import { type ControlPlane, startControlPlane } from './control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from './netns.ts';
+import { sh } from './proc.ts';
 
 export { macsIn, type ProbeRound };
 
@@ -426,16 +427,28 @@ async function populate(
           if (process.env.L2_DEBUG) process.stderr.write(`[${name}] ${l}\n`);
         });
       sidecars.set(name, sc);
-      await waitFor(
-        `sidecar ${name} /readyz`,
-        async () => {
-          if (proc.exitCode !== null)
-            throw new Error(`sidecar ${name} exited: ${sc.output.slice(-5).join('\n')}`);
-          const r = await fetch(scene.sidecarUrl(name, '/readyz'), { signal: AbortSignal.timeout(1000) });
-          return r.ok;
-        },
-        { timeoutMs: 30_000, intervalMs: 50 },
-      );
+      try {
+        await waitFor(
+          `sidecar ${name} /readyz`,
+          async () => {
+            if (proc.exitCode !== null)
+              throw new Error(`sidecar ${name} exited: ${sc.output.slice(-5).join('\n')}`);
+            const r = await fetch(scene.sidecarUrl(name, '/readyz'), { signal: AbortSignal.timeout(1000) });
+            return r.ok;
+          },
+          { timeoutMs: 30_000, intervalMs: 50 },
+        );
+      } catch (e) {
+        // What the sidecar said, and whether the node answers at all (CI: /readyz unanswered for
+        // 30 s twice in one run, the cause not seen): its log, its ARP neighbour and its ruleset.
+        const [neigh, ruleset] = await Promise.all([
+          sh(['ip', 'neigh', 'show', node.ipv4]).then((r) => r.stdout.trim()),
+          node.exec(['nft', 'list', 'ruleset']).then((r) => r.stdout.trim()),
+        ]);
+        throw new Error(
+          `${(e as Error).message}\nits output:\n${sc.output.slice(-15).join('\n')}\nhost's neighbour entry: ${neigh || '(none)'}\nnode ruleset:\n${ruleset || '(empty)'}`,
+        );
+      }
       return sc;
     },
     async stopSidecar(name, signal = 'SIGTERM') {
