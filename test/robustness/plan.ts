@@ -128,8 +128,8 @@ export interface TrialPlan {
   uncordonAtMs?: number;
   faults: PlannedFault[];
   /**
-   * Written by hand (a test's), not drawn from (seed, trial): what it reproduces. Its trial number
-   * is the test's own, and it replays only through that test.
+   * Written by hand (scripted.ts), not drawn from (seed, trial): its name there, by which it is
+   * run again (`make robustness SCRIPTED=<name>`).
    */
   scripted?: string;
 }

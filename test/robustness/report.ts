@@ -26,11 +26,11 @@ export interface TrialResult {
 export const replayCommand = (seed: number, trial: number, controlPlanes = 1) =>
   `make robustness${controlPlanes > 1 ? ` CONTROL_PLANES=${controlPlanes}` : ''} SEED=${seed} TRIAL=${trial}`;
 
-/** How a trial is run again: a drawn one by its seed and number, a scripted one by its test. */
+/** How a trial is run again: a drawn one by its seed and number, a scripted one by its name. */
 export const replayOf = (plan: TrialPlan, controlPlanes = 1) =>
   plan.scripted === undefined
     ? replayCommand(plan.seed, plan.trial, controlPlanes)
-    : `the scripted trial "${plan.scripted}" (test/e2e/cluster/robustness.test.ts)`;
+    : `make robustness SCRIPTED=${plan.scripted}`;
 
 const s = (ms: number) => (ms / 1000).toFixed(2);
 

@@ -8,6 +8,7 @@
 //   STOP_AFTER_MIN  no trial starts after this many minutes: the table of those finished, and the
 //            FROM= that continues the run
 //   TRIAL    replay this one trial of SEED alone
+//   SCRIPTED run this trial written by hand alone (scripted.ts: its names)
 //   OUT      where the HTML timelines go (default $TMPDIR/drainguard-robustness-<seed>)
 //   KEEP_LOGS=1  keep every trial's container logs (trial-<n>-logs/), not only a violating one's
 //   CONTROL_PLANES=3  on the HA lab (cp-1..cp-3, each an etcd member and an API server, the speakers
@@ -25,6 +26,7 @@ import { ACTIONS, planTrial, type TrialPlan } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
 import { earlierResults, resultLine, resultsPath } from './resume.ts';
 import { LEASE, setUpScene, tokens } from './scene.ts';
+import { SCRIPTED } from './scripted.ts';
 import { runTrial } from './trial.ts';
 
 export interface SuiteOptions {
@@ -132,6 +134,14 @@ if (import.meta.main) {
   const env = (k: string) => (process.env[k] ?? '').trim();
   const seed = env('SEED') ? Number(env('SEED')) : Date.now() % 1_000_000;
   const one = env('TRIAL');
+  const scriptedName = env('SCRIPTED');
+  const scripted = scriptedName ? SCRIPTED[scriptedName] : undefined;
+  if (scriptedName && !scripted) {
+    process.stderr.write(
+      `SCRIPTED: "${scriptedName}" is not a scripted trial; accepted: ${Object.keys(SCRIPTED).join(', ')}\n`,
+    );
+    process.exit(2);
+  }
   const count = env('TRIALS') ? Number(env('TRIALS')) : 20;
   const from = env('FROM') ? Number(env('FROM')) : 0;
   const stopAfterMin = env('STOP_AFTER_MIN') ? Number(env('STOP_AFTER_MIN')) : undefined;
@@ -177,14 +187,15 @@ if (import.meta.main) {
   );
   const run = await runSuite({
     seed,
-    trials: one ? [Number(one)] : Array.from({ length: count }, (_, i) => from + i),
+    trials: scripted ? [] : one ? [Number(one)] : Array.from({ length: count }, (_, i) => from + i),
+    ...(scripted ? { scripted: [{ ...scripted, seed }] } : {}),
     out,
     keepLogs: env('KEEP_LOGS') === '1',
     controlPlanes,
     ...(stopAfterMin !== undefined ? { stopAt: Date.now() + stopAfterMin * 60_000 } : {}),
     note,
     earlier: earlier.results,
-    record: !one,
+    record: !one && !scripted,
   });
   process.stdout.write(run.text);
   process.exit(run.summary.violations > 0 || run.summary.errors > 0 ? 1 : 0);

@@ -77,12 +77,12 @@ t.test('the last line is JSON with the fields the issue names; each violation ha
   t.notOk(text.includes('trial 0:'), 'clean trials are not listed');
 });
 
-t.test('a scripted trial replays through its test, not by a seed and trial number', async (t) => {
+t.test('a scripted trial replays by its name, not by a seed and trial number', async (t) => {
   const scripted = result(100, ['etcd-pause'], {
     violations: [{ invariant: 'dark', t: 1_000, detail: '10.0.0.100 unanswered 1800 ms' }],
   });
-  scripted.plan.scripted = 'issue 42 item 10';
-  const want = 'the scripted trial "issue 42 item 10" (test/e2e/cluster/robustness.test.ts)';
+  scripted.plan.scripted = 'issue-42-item-10';
+  const want = 'make robustness SCRIPTED=issue-42-item-10';
   t.ok(renderText(7, [scripted]).split('\n').includes(`  replay: ${want}`));
   t.match(summary(7, [scripted]), { failed: [{ trial: 100, replay: want }] });
 });
