@@ -1,7 +1,7 @@
 // The I/O edge of the L2 handover: has an observation assembled (observer.ts: drain state, the
 // Node, MetalLB's view, the candidates, the node's fence and links), runs the pure core
-// (handover/) and has its actions carried out (actions.ts: label, fence, Events), then publishes the status annotation
-// (status-publisher.ts). Everything it writes is idempotent; everything it needs after a restart is
+// (handover/) and has its actions carried out (actions.ts: label, fence, Events), then publishes
+// the status annotation (status-publisher.ts). Everything it writes is idempotent; everything it needs after a restart is
 // read back from the Node and nft. What it reads goes through three narrow views — MetalLB
 // (metallb-view.ts), the candidates (candidates.ts) and the node (host.ts); its tick loop's other
 // tasks are named in side-tasks.ts.
@@ -142,7 +142,7 @@ export class L2Handover implements Feature {
         this.fence = fence;
       },
     );
-    this.observer = new L2Observer({
+    const parts = {
       ctx,
       settings: this.settings,
       metallb,
@@ -154,35 +154,24 @@ export class L2Handover implements Feature {
       fence: () => this.fence,
       simulatedLabel: () => this.actions.simulatedLabel,
       atRestIdle: () => this.atRestIdle(),
-    });
+    };
+    this.observer = new L2Observer(parts);
     this.status = new StatusPublisher(
       ctx,
       this.node,
       () => ({
         status: JSON.stringify({
           ...statusOf(this.memory, ctx.config.observeOnly),
-          ...(this.observer.missingInterfaces.length > 0
-            ? { missingInterfaces: this.observer.missingInterfaces }
-            : {}),
+          ...this.observer.missingField(),
         }),
         idle: this.memory.phase === 'idle',
       }),
       () => this.abort.signal.aborted,
     );
-    const sideTasks = l2SideTasks({
-      ctx,
-      settings: this.settings,
-      metallb,
-      candidates,
-      host,
-      memory: () => this.memory,
-      atRestIdle: () => this.atRestIdle(),
-      fence: () => this.fence,
-      fenceRead: (fence) => {
-        this.fence = fence;
-      },
-    });
-    this.periodic = new PeriodicTasks(ctx.clock, sideTasks, (task, e) =>
+    const rereadFence = async () => {
+      this.fence = await host.readFence().catch(() => this.fence);
+    };
+    this.periodic = new PeriodicTasks(ctx.clock, l2SideTasks({ ...parts, rereadFence }), (task, e) =>
       ctx.log.debug({ task, err: (e as Error).message }, 'periodic task failed'),
     );
   }
@@ -322,9 +311,7 @@ export class L2Handover implements Feature {
       handedTo: s.handedTo,
       fenced: s.fenced,
       interfaces: s.interfaces,
-      ...(this.observer.missingInterfaces.length > 0
-        ? { missingInterfaces: this.observer.missingInterfaces }
-        : {}),
+      ...this.observer.missingField(),
       waitedMs: this.ctx.clock.now() - started,
       ...(this.ctx.config.observeOnly ? { observeOnly: true } : {}),
     };

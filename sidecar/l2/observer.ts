@@ -50,6 +50,11 @@ export class L2Observer {
     this.p = parts;
   }
 
+  /** The missing interfaces as the status and /prestop name them (nothing when none is). */
+  missingField(): { missingInterfaces?: string[] } {
+    return this.missingInterfaces.length > 0 ? { missingInterfaces: this.missingInterfaces } : {};
+  }
+
   /** MetalLB's view, its owners judged by the candidates' eligibility. */
   metallbView() {
     return this.p.metallb.observe(

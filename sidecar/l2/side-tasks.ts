@@ -1,31 +1,21 @@
 // What the L2 handover's tick loop does besides asking for a reconcile, as named periodic tasks
 // (../periodic.ts): probing an API that is down, looking for a stale API server, reading MetalLB's
 // statuses consistently, re-reading the fence, the claims and MetalLB's pools.
-import type { FeatureContext } from '../feature.ts';
 import type { PeriodicTask } from '../periodic.ts';
-import type { CandidateView } from './candidates.ts';
-import type { FenceSpec } from './fence.ts';
-import { type L2Memory, type L2Settings, staleServerCheckDue, statusReadDue } from './handover/index.ts';
-import type { L2Host } from './host.ts';
-import type { MetalLbView } from './metallb-view.ts';
+import { staleServerCheckDue, statusReadDue } from './handover/index.ts';
+import type { ObserverParts } from './observer.ts';
 
 /** MetalLB's address pools are re-read this often outside handovers (the fail-safe uses them). */
 export const POOLS_REREAD_MS = 10 * 60_000;
 
-/** What the tasks read and act through: the feature's views and its state. */
-export interface SideTaskParts {
-  ctx: FeatureContext;
-  settings: L2Settings;
-  metallb: MetalLbView;
-  candidates: CandidateView;
-  host: L2Host;
-  memory(): L2Memory;
-  /** No handover under way and nothing left of one. */
-  atRestIdle(): boolean;
-  /** The fence as last read back from nft, and a new reading of it. */
-  fence(): FenceSpec | undefined;
-  fenceRead(fence: FenceSpec | undefined): void;
-}
+/** What the tasks read through (the observer's parts), and how the feature reads its fence again. */
+export type SideTaskParts = Pick<
+  ObserverParts,
+  'ctx' | 'settings' | 'metallb' | 'candidates' | 'memory' | 'atRestIdle'
+> & {
+  /** nft read again; a failed read keeps what was known. */
+  rereadFence(): Promise<void>;
+};
 
 /** The tick loop's tasks besides the reconcile, in the order it runs them. */
 export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
@@ -76,7 +66,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
       mode: 'await',
       due: (now, last) => now - last > 30_000,
       run: async () => {
-        p.fenceRead(await p.host.readFence().catch(() => p.fence()));
+        await p.rereadFence();
         await p.metallb.checkCrd();
       },
     },
@@ -85,9 +75,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
       name: 'claims-read',
       mode: 'await',
       due: (now, last) => p.memory().fence?.held !== undefined && now - last >= 1_000,
-      run: async () => {
-        p.fenceRead(await p.host.readFence().catch(() => p.fence()));
-      },
+      run: () => p.rereadFence(),
     },
     {
       name: 'pools-read',
