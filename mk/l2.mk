@@ -5,7 +5,7 @@
 ## make bench-sidecar  sidecar footprint (RSS, time to ready) next to a bare node; last line JSON
 
 test-l2: bootstrap
-	$(RUN) node scripts/test.ts --lane main test/unit/sidecar/l2/ test/e2e/l2/
+	$(RUN) node scripts/test.ts test/unit/sidecar/l2/ test/e2e/l2/
 
 bench-l2: bootstrap
 	$(RUN) node test/bench/l2/handover.ts

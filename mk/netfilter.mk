@@ -7,4 +7,4 @@ bench-cleanup: bootstrap
 
 ## make test-netfilter netfilter cleanup unit and end-to-end tests only (root: real network namespaces)
 test-netfilter: bootstrap
-	$(RUN) node scripts/test.ts --lane main test/unit/sidecar/netfilter/ test/e2e/netfilter/
+	$(RUN) node scripts/test.ts test/unit/sidecar/netfilter/ test/e2e/netfilter/

@@ -175,7 +175,7 @@ const SEGMENT_LOCK = '/run/drainguard-segment.lock';
 
 /**
  * Runs fn holding a machine-wide lock (a directory, its owner's pid inside; a dead owner's lock
- * is taken over). Test processes run side by side (make test's two lanes): two beds picking a
+ * is taken over). Test processes run side by side (make test's three lanes): two beds picking a
  * segment at once would both see it free and put two host links on one /24.
  */
 async function withSegmentLock<T>(fn: () => Promise<T>): Promise<T> {
