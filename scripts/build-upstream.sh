@@ -27,6 +27,10 @@ if [ ! -x "$go_bin" ]; then
 fi
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build"
+# One build at a time per cache (bootstrap runs this in the background; a second caller waits,
+# then finds the stamps).
+exec 9>"$cache/build-upstream.lock"
+flock 9
 
 # build NAME VERSION GOMOD_BODY PKG... -- writes the binaries of PKG... into $cache/NAME-VERSION,
 # then runs $POST (a function name, if set) on that directory before it is marked complete. The
@@ -48,7 +52,8 @@ build() {
   done
   log "$name $ver: go build ${names[*]} (cold: minutes on 2 cores)"
   local t0=$SECONDS
-  (cd "$work" && "$go_bin" build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$out.tmp/" "$@") >&2
+  # No DWARF: -w drops it from the binaries anyway, and the compiler then need not make it.
+  (cd "$work" && "$go_bin" build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w ${LDFLAGS:-}" -o "$out.tmp/" "$@") >&2
   log "$name $ver: built in $((SECONDS - t0)) s"
   [ -z "${POST:-}" ] || "$POST" "$out.tmp" "$work"
   touch "$out.tmp/.complete"
