@@ -119,6 +119,10 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       (ures) => {
         call.status = ures.statusCode ?? 0;
         res.writeHead(ures.statusCode ?? 502, ures.headers);
+        // Sent now, as the API server sends them: node holds written headers back until the first
+        // body byte, so a watch on a quiet resource looked unanswered to its client until an event
+        // (the speakers' views stayed stale through the whole api-429 fault, issue 42 item 10).
+        res.flushHeaders();
         ures.pipe(res);
         blackholes.add(() => {
           ures.unpipe(res);
