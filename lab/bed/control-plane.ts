@@ -457,7 +457,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     await startApiServer();
     // Objects every test expects: the default namespace exists once the bootstrap controller ran.
     await waitFor('namespace default', async () => (await kubectl(['get', 'ns', 'default'])).code === 0, {
-      timeoutMs: 30_000,
+      timeoutMs: 90_000,
       intervalMs: 200,
     });
   } catch (e) {

@@ -25,7 +25,7 @@ import {
 import { macsIn, type ProbeRound, probeRounds, startArpProbe, stopProcess } from './arp-probe.ts';
 import { type ControlPlane, startControlPlane } from './control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from './netns.ts';
-import { sh } from './proc.ts';
+import { START_DEADLINE_MS, sh } from './proc.ts';
 
 export { macsIn, type ProbeRound };
 
@@ -387,7 +387,9 @@ async function populate(
         }
       });
       speakers.set(name, sp);
-      await waitFor(`speaker ${name} ready`, () => ready || proc.exitCode !== null, { timeoutMs: 30_000 });
+      await waitFor(`speaker ${name} ready`, () => ready || proc.exitCode !== null, {
+        timeoutMs: START_DEADLINE_MS,
+      });
       if (proc.exitCode !== null) throw new Error(`speaker ${name} exited with ${proc.exitCode}`);
       return sp;
     },
@@ -436,7 +438,7 @@ async function populate(
             const r = await fetch(scene.sidecarUrl(name, '/readyz'), { signal: AbortSignal.timeout(1000) });
             return r.ok;
           },
-          { timeoutMs: 30_000, intervalMs: 50 },
+          { timeoutMs: START_DEADLINE_MS, intervalMs: 50 },
         );
       } catch (e) {
         // What the sidecar said, and whether the node answers at all (CI: /readyz unanswered for

@@ -17,6 +17,7 @@ import {
   type WorkInterval,
 } from '../sim/lease-candidate.ts';
 import { type ControlPlane, freePort } from './control-plane.ts';
+import { START_DEADLINE_MS } from './proc.ts';
 
 const CLI = fileURLToPath(new URL('../../cli/drainguard.ts', import.meta.url));
 
@@ -279,7 +280,7 @@ export class LeaseScene {
     await waitFor(`${name} leading`, () => p.sim.leading, { timeoutMs, intervalMs: 20 });
   }
 
-  async waitSidecarsReady(timeoutMs = 30_000): Promise<void> {
+  async waitSidecarsReady(timeoutMs = START_DEADLINE_MS): Promise<void> {
     for (const p of this.pods.values()) {
       const sc = p.sidecar;
       if (!sc) continue;

@@ -54,3 +54,11 @@ export async function killAndWait(pid: number | undefined, timeoutMs = 10_000): 
     await waitFor(`pid ${pid} to die`, () => !pidAlive(pid), { timeoutMs: 5_000, intervalMs: 50 });
   }
 }
+
+/**
+ * How long a scene's process (a speaker, a sidecar, a candidate) may take to start (ready,
+ * /readyz). Starting is not what the scenes measure, and on two cores beside two other test lanes
+ * a node process has taken over 30 s to print its first line (a clean-clone run, 2026-11-29, load
+ * average 11); the deadline only bounds a process that never starts.
+ */
+export const START_DEADLINE_MS = 120_000;

@@ -1,6 +1,7 @@
 // What the fence e2e files share: sidecars started once the owner's ServiceL2Status exists, and
 // reads of a node's fence, status annotation and Events.
 import type { L2Scene } from '../../../lab/bed/l2-scene.ts';
+import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { type L2State, parseL2State } from '../../../shared/l2-state.ts';
@@ -17,7 +18,7 @@ export async function startSpeakersThenSidecars(w: L2Scene): Promise<void> {
   await waitFor(
     'the owner announces and writes its ServiceL2Status',
     async () => (await w.l2Statuses()).some((s) => s.node === w.initialOwner),
-    { timeoutMs: 30_000, intervalMs: 100 },
+    { timeoutMs: START_DEADLINE_MS, intervalMs: 100 },
   );
   for (const n of w.nodes) await w.startSidecar(n.name);
 }
