@@ -232,9 +232,16 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
     if (!pidAlive(m.apiserverPid))
       throw new Error(`${m.name}: kube-apiserver exited:\n${logTail(`apiserver-${m.name}`)}`);
   };
-  // Each API server waits for etcd itself; all three start together (the first to come up runs
-  // the bootstrap controllers, the others find their objects).
-  await Promise.all(members.map(startApiServer));
+  // Each API server waits for etcd itself. The first starts alone and runs the bootstrap
+  // controllers; the others then find their objects. Started together, two servers' IP repair
+  // controllers raced to create the `kubernetes` Service's IPAddress: the loser's "10.96.0.1 already
+  // exists" is not retried, its post-start hook timed out and it exited (a clean-clone run under
+  // load, 2026-11-29).
+  const startApiServers = async () => {
+    await startApiServer(first);
+    await Promise.all(members.filter((m) => m !== first).map(startApiServer));
+  };
+  await startApiServers();
   const kubeconfigPath = writeKubeconfig('kubeconfig.json', first.server, 'admin');
   let admin = first;
   const kubectl: ControlPlane['kubectl'] = (args, o = {}) =>
@@ -323,7 +330,7 @@ export async function startHaControlPlane(opts: HaControlPlaneOptions): Promise<
       await Promise.all(members.map((m) => killAndWait(m.apiserverPid)));
     },
     async startApiServer() {
-      await Promise.all(members.map(startApiServer));
+      await startApiServers();
     },
     async stop() {
       await Promise.all(members.map((m) => killAndWait(m.apiserverPid)));
