@@ -13,7 +13,7 @@
 // --coverage (make coverage) runs the main lane only with tap's coverage on; the cluster lane's
 // product code runs inside containers, where tap cannot measure it.
 // --stop-at: at that time (seconds since the epoch) the lanes are stopped and the summary is
-// printed, naming the files still running; `make test` sets it 5 minutes before CI's 90 would
+// printed, naming the files not reported; `make test` sets it 4 minutes before CI's 90 would
 // cut the run off without one.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { globSync } from 'node:fs';
