@@ -12,17 +12,14 @@
 // `*.test.ts` files: the benchmarks (test/bench/, `make bench-*`) are never part of a lane.
 // --coverage (make coverage) runs the main lane only with tap's coverage on; the cluster lane's
 // product code runs inside containers, where tap cannot measure it.
-// --stop-at: at that time (seconds since the epoch) the lanes are stopped and the summary is
+// --stop-at: at that time (seconds since the epoch) the lanes are stopped (scripts/lanes.ts: SIGTERM,
+// SIGKILL a minute later) and the summary is
 // printed, naming the files not reported; `make test` sets it 4 minutes before CI's 90 would
 // cut the run off without one.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { globSync } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { Parser, type Result } from 'tap-parser';
-import YAML from 'yaml';
+import { brief, lanesLeft, runLane, sinceStart, stopLanes } from './lanes.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const TAP = `${ROOT}node_modules/tap/dist/esm/run.mjs`;
 const CLUSTER_DIRS = ['test/e2e/cluster/', 'test/e2e/demo/'];
 // The L2 files the main lane runs after the unit files: the handover, the fail-safe and the
 // fence, 1437 s of the 2073 s all L2 files took one after the other (clean clone, 2026-11-29).
@@ -51,144 +48,12 @@ const LANES: Record<string, { files: string[]; args: string[] }> = {
   },
 };
 
-interface Failure {
-  lane: string;
-  path: string;
-  diag: unknown;
-}
-interface Summary {
-  lane: string;
-  files: number;
-  tests: number;
-  pass: number;
-  fail: number;
-  skip: number;
-  todo: number;
-  asserts: number;
-  failures: Failure[];
-  /** The files reported so far, with how long each took. */
-  times: { path: string; ms: number }[];
-  code: number | null;
-  ms: number;
-}
-
-/** The parts of a failed point's diagnostic a reader needs, as indented YAML. */
-function brief(diag: unknown, pad: string): string {
-  const d = (diag ?? {}) as Record<string, unknown>;
-  const at = d.at as { fileName?: string; lineNumber?: number } | undefined;
-  const out: Record<string, unknown> = {};
-  if (at?.fileName) out.at = `${at.fileName}:${at.lineNumber ?? '?'}`;
-  for (const k of ['message', 'found', 'wanted', 'pattern', 'diff', 'tapCaught', 'exitCode', 'signal'])
-    if (d[k] !== undefined) out[k] = typeof d[k] === 'string' ? (d[k] as string).slice(0, 2000) : d[k];
-  if (out.diff === undefined && typeof d.stack === 'string') out.stack = d.stack.slice(0, 2000);
-  if (Object.keys(out).length === 0) return `${pad}(no diagnostic: the lines printed for this file say why)`;
-  return YAML.stringify(out, { lineWidth: 0 })
-    .trimEnd()
-    .split('\n')
-    .map((l) => `${pad}${l}`)
-    .join('\n');
-}
-
-// Ctrl-C or a CI timeout stops the lanes too: tap passes the signal to the running test file,
-// whose exit hooks stop its control plane or cluster. Without this, tap (its process title is
-// "tap") would go on starting test files after this runner has gone.
-const lanesRunning = new Set<ChildProcess>();
-const STARTED = Date.now();
-const sinceStart = () => `${((Date.now() - STARTED) / 60_000).toFixed(1)} min`;
 for (const sig of ['SIGINT', 'SIGTERM'] as const)
   process.on(sig, () => {
-    process.stdout.write(`\n${sig}: stopping ${lanesRunning.size} lane(s)\n`);
-    for (const c of lanesRunning) c.kill(sig);
+    process.stdout.write(`\n${sig}: stopping ${lanesLeft()} lane(s)\n`);
+    stopLanes(sig);
     process.exitCode = 130;
   });
-
-function runLane(lane: string, testFiles: string[], args: string[]): Promise<Summary> {
-  const started = Date.now();
-  const child = spawn(process.execPath, [TAP, '--reporter=tap', '--no-color', ...args, ...testFiles], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  lanesRunning.add(child);
-  child.once('close', () => lanesRunning.delete(child));
-  const s: Summary = {
-    lane,
-    files: 0,
-    tests: 0,
-    pass: 0,
-    fail: 0,
-    skip: 0,
-    todo: 0,
-    asserts: 0,
-    failures: [],
-    times: [],
-    code: null,
-    ms: 0,
-  };
-  const prefix = `[${lane}] `.padEnd(10);
-  const print = (depth: number, text: string) =>
-    process.stdout.write(
-      text
-        .split('\n')
-        .map((l) => `${prefix}${'  '.repeat(Math.max(0, depth))}${l}\n`)
-        .join(''),
-    );
-  // depth 0: the runner's stream, whose points are files; depth 1: a file; deeper: tests.
-  const attach = (p: Parser, depth: number, path: string[]) => {
-    let pendingChild: string | undefined;
-    p.on('child', (c: Parser) => {
-      pendingChild = c.name;
-      if (depth === 0) print(0, `▶ ${c.name}`);
-      attach(c, depth + 1, [...path, c.name]);
-    });
-    p.on('comment', (line: string) => {
-      if (!/^# (time=|Subtest:|\{ total|No coverage generated)/.test(line.trim()))
-        print(Math.max(0, depth - 1), line.trimEnd());
-    });
-    p.on('extra', (data: string) => {
-      const text = data.trimEnd();
-      if (text) print(Math.max(0, depth - 1), text);
-    });
-    p.on('assert', (res: Result) => {
-      const isTest = pendingChild !== undefined && pendingChild === res.name;
-      pendingChild = undefined;
-      const time = res.time === null ? '' : ` (${Math.round(res.time)} ms)`;
-      if (isTest && depth === 0) {
-        s.files++;
-        s.times.push({ path: res.name, ms: res.time ?? 0 });
-        print(0, `${res.ok ? '✔' : '✖'} ${res.name}${time} · ${sinceStart()}`);
-        // a file that failed to load or crashed outside any test shows up only here
-        if (!res.ok && !s.failures.some((f) => f.path.startsWith(`${res.name} › `)))
-          s.failures.push({ lane, path: res.name, diag: res.diag });
-        return;
-      }
-      if (isTest) {
-        s.tests++;
-        if (res.todo) s.todo++;
-        else if (res.skip) s.skip++;
-        else if (res.ok) s.pass++;
-        else s.fail++;
-        print(
-          depth - 1,
-          `${res.ok ? '✔' : '✖'} ${res.name}${time}${res.skip ? ' # SKIP' : ''}${res.todo ? ' # TODO' : ''}`,
-        );
-        return;
-      }
-      s.asserts++;
-      if (!res.ok && !res.todo) {
-        print(depth - 1, `✖ ${res.name}`);
-        if (res.diag) print(depth, brief(res.diag, ''));
-        s.failures.push({ lane, path: [...path, res.name].join(' › '), diag: res.diag });
-      }
-    });
-  };
-  const parser = new Parser();
-  attach(parser, 0, []);
-  child.stdout.pipe(parser);
-  createInterface({ input: child.stderr }).on('line', (line) => process.stdout.write(`${prefix}${line}\n`));
-  return new Promise((resolve) =>
-    child.once('close', (code) => resolve({ ...s, code, ms: Date.now() - started })),
-  );
-}
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
@@ -231,10 +96,8 @@ if (stopAt !== undefined) {
   const deadline = setTimeout(
     () => {
       deadlineHit = true;
-      process.stdout.write(
-        `\n--stop-at reached after ${sinceStart()}: stopping ${lanesRunning.size} lane(s)\n`,
-      );
-      for (const c of lanesRunning) c.kill('SIGTERM');
+      process.stdout.write(`\n--stop-at reached after ${sinceStart()}: stopping ${lanesLeft()} lane(s)\n`);
+      stopLanes('SIGTERM');
     },
     Math.max(0, Number(stopAt) * 1000 - Date.now()),
   );
