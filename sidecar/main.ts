@@ -1,5 +1,6 @@
 import { systemClock } from '../shared/clock.ts';
-import { ContractError, PRESTOP_PROFILES, parseSidecarEnv, type SidecarConfig } from '../shared/contract.ts';
+import { PRESTOP_PROFILES, type SidecarConfig } from '../shared/contract.ts';
+import { ContractError, parseSidecarEnv } from '../shared/contract-env.ts';
 import { type ApiError, countsAsApiDown } from '../shared/kube/api-error.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import { EventRecorder } from '../shared/kube/events.ts';

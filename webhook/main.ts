@@ -1,7 +1,7 @@
 // `drainguard webhook`: flags/env → TLS source → fastify HTTPS server (+ node-version cache).
 import { parseArgs } from 'node:util';
 import { systemClock } from '../shared/clock.ts';
-import { type Parsed, parseBoolean, parseChoice, parseWholeNumber } from '../shared/contract.ts';
+import { type Parsed, parseBoolean, parseChoice, parseWholeNumber } from '../shared/contract-values.ts';
 import { KubeClient } from '../shared/kube/client.ts';
 import type { Pod } from '../shared/kube/types.ts';
 import { createLogger, type Logger } from '../shared/log.ts';

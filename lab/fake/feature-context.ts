@@ -2,7 +2,7 @@
 // state the test sets, a clock the test moves, Events and metrics recorded in memory. The API
 // client and the tool runner are the test's own (each feature needs different answers).
 import type { Clock } from '../../shared/clock.ts';
-import { parseSidecarEnv } from '../../shared/contract.ts';
+import { parseSidecarEnv } from '../../shared/contract-env.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import type { EventRecorder } from '../../shared/kube/events.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';

@@ -1,19 +1,11 @@
 // The API client (KubeClient): requests with timeouts, retries and hedged copies, and streaming
-// watches. Its errors are in api-error.ts, its request options and URLs in request.ts.
-import { request as httpsRequest } from 'node:https';
+// watches. Its errors are in api-error.ts, its request options and URLs in request.ts, the wire
+// under them in exchange.ts (one request) and watch-stream.ts (one watch).
 import { Backoff } from '../backoff.ts';
 import { type Clock, systemClock } from '../clock.ts';
-import { nodeHttp } from '../node-http.ts';
-import {
-  ApiError,
-  parseApiStatusBody,
-  parseRetryAfter,
-  refusedAtConnect,
-  retryDelay,
-  WATCH_IDLE_MS,
-  WatchIdle,
-} from './api-error.ts';
+import { ApiError, refusedAtConnect, retryDelay } from './api-error.ts';
 import type { KubeAuth } from './auth.ts';
+import { type Connection, exchange } from './exchange.ts';
 import { type KubeTarget, targetAuth } from './in-cluster.ts';
 import {
   apiUrl,
@@ -24,9 +16,7 @@ import {
   type WatchEvent,
   type WatchOptions,
 } from './request.ts';
-
-// A kubeconfig may name a plain-http server (with insecure-skip-tls-verify); kubectl allows it.
-const send = (url: URL) => (url.protocol === 'http:' ? nodeHttp.request : httpsRequest);
+import { streamWatch } from './watch-stream.ts';
 
 /** A keep-alive agent's idle sockets (node:https Agent), to drop them for new connections. */
 interface PooledAgent {
@@ -146,7 +136,7 @@ export class KubeClient {
   }
 
   /** Agent and headers for one request; credential failures (e.g. an exec plugin's) are plain Errors. */
-  private async connection(contentType?: string) {
+  private async connection(contentType?: string): Promise<Connection> {
     const { agent, headers } = await this.auth.apply();
     this.lastAgent = agent as PooledAgent | undefined;
     const h: Record<string, string> = {
@@ -321,79 +311,9 @@ export class KubeClient {
     const conn = await this.connection(
       body === undefined ? undefined : (opts.contentType ?? 'application/json'),
     );
-    return new Promise<T>((resolve, reject) => {
-      const req = send(url)(
-        url,
-        {
-          method,
-          agent: conn.agent,
-          headers: {
-            ...conn.headers,
-            ...(opts.fresh ? { connection: 'close' } : {}),
-            // Node sends a DELETE body unframed unless its length is given; the server then sees garbage.
-            ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
-          },
-          timeout: opts.timeoutMs ?? 10_000,
-          ...(opts.signal ? { signal: opts.signal } : {}),
-          ...(this.localAddress ? { localAddress: this.localAddress } : {}),
-        },
-        (res) => {
-          const code0 = res.statusCode ?? 0;
-          const { onText } = opts;
-          if (onText && code0 >= 200 && code0 < 300) {
-            res.setEncoding('utf8');
-            res.on('data', (c: string) => {
-              try {
-                onText(c);
-              } catch (e) {
-                req.destroy();
-                reject(new ApiError(method, url.pathname, code0, 'BadResponse', (e as Error).message));
-              }
-            });
-            res.on('error', (e) =>
-              reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)),
-            );
-            res.on('end', () => resolve(undefined as T));
-            return;
-          }
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', (e) => reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const code = res.statusCode ?? 0;
-            if (code >= 200 && code < 300) {
-              try {
-                resolve((opts.text ? text : text ? JSON.parse(text) : {}) as T);
-              } catch (e) {
-                reject(new ApiError(method, url.pathname, code, 'BadResponse', (e as Error).message));
-              }
-              return;
-            }
-            const status = parseApiStatusBody(text);
-            const reason = status.reason ?? res.statusMessage ?? 'Error';
-            const message = status.message ?? text.slice(0, 500);
-            reject(
-              this.apiError(
-                conn.headers,
-                new ApiError(
-                  method,
-                  url.pathname,
-                  code,
-                  reason,
-                  message,
-                  parseRetryAfter(res.headers['retry-after']),
-                ),
-              ),
-            );
-          });
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error(`timed out after ${opts.timeoutMs ?? 10_000} ms`)));
-      req.on('error', (e) => reject(new ApiError(method, url.pathname, 0, 'TransportError', e.message)));
-      if (body !== undefined) req.write(body);
-      req.end();
-    });
+    return exchange<T>({ url, method, body, conn, localAddress: this.localAddress }, opts, (e) =>
+      this.apiError(conn.headers, e),
+    );
   }
 
   get<T>(path: string, opts: Omit<RequestOptions, 'method' | 'body'> = {}): Promise<T> {
@@ -443,119 +363,14 @@ export class KubeClient {
     opts: WatchOptions,
     reportRefused: boolean,
   ): Promise<void> {
-    const { onOpen } = opts;
     if (this.lifetime?.aborted) return;
     signal = this.joined(signal) ?? signal;
-    const idleTimeoutMs = opts.idleTimeoutMs ?? WATCH_IDLE_MS;
     const url = this.url(path, { ...query, watch: 1, allowWatchBookmarks: true });
     const conn = await this.connection();
-    let end: ((why: string) => void) | undefined;
-    return new Promise<void>((resolve, reject) => {
-      // Set when the watch is ended on purpose (silence, or re-opened on a new connection).
-      let reopened: WatchIdle | undefined;
-      const req = send(url)(
-        url,
-        // Each watch on a connection of its own, closed when it ends: a re-opened watch (its 5–10
-        // min timeout, silence) then lands on any API server behind the `kubernetes` Service, not
-        // again on one whose etcd member is gone (it keeps watches open and silent for good).
-        { method: 'GET', agent: conn.agent, headers: { ...conn.headers, connection: 'close' }, signal },
-        (res) => {
-          const code = res.statusCode ?? 0;
-          if (code !== 200) {
-            // The Status body says why (410 "too old resource version", 403, 429 ...).
-            let text = '';
-            res.setEncoding('utf8');
-            res.on('data', (c: string) => {
-              if (text.length < 4096) text += c;
-            });
-            res.on('error', () => {});
-            res.on('end', () => {
-              const st = parseApiStatusBody(text);
-              const err = this.apiError(
-                conn.headers,
-                new ApiError(
-                  'WATCH',
-                  url.pathname,
-                  code,
-                  st.reason ?? res.statusMessage ?? 'Error',
-                  st.message ?? 'watch refused',
-                  parseRetryAfter(res.headers['retry-after']),
-                ),
-              );
-              // With its code: a refusal (403, 404) is an answer, not an outage.
-              this.onResult?.(false, err);
-              reject(err);
-            });
-            return;
-          }
-          // Not a sign the API is up: a watch is served from the watch cache, and an API server
-          // whose etcd is gone still opens one and keeps it silent (servedFromCache).
-          onOpen?.();
-          let buf = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => {
-            buf += chunk;
-            let nl = buf.indexOf('\n');
-            while (nl >= 0) {
-              const line = buf.slice(0, nl).trim();
-              buf = buf.slice(nl + 1);
-              nl = buf.indexOf('\n');
-              if (!line) continue;
-              let ev: WatchEvent<T>;
-              try {
-                ev = JSON.parse(line) as WatchEvent<T>;
-              } catch (e) {
-                req.destroy();
-                reject(new ApiError('WATCH', url.pathname, 0, 'BadResponse', (e as Error).message));
-                return;
-              }
-              if (ev.type === 'ERROR') {
-                const st = ev.object as { code?: number; reason?: string; message?: string };
-                req.destroy();
-                reject(
-                  new ApiError('WATCH', url.pathname, st.code ?? 500, st.reason ?? 'Error', st.message ?? ''),
-                );
-                return;
-              }
-              onEvent(ev);
-            }
-          });
-          res.on('end', () => resolve());
-          res.on('error', (e) => {
-            if (signal.aborted) return resolve();
-            if (reopened) return reject(reopened);
-            // A stream cut mid-response (API server stopped, connection reset) is an API failure too.
-            const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
-            this.onResult?.(false, err);
-            reject(err);
-          });
-        },
-      );
-      // A peer that vanishes without a FIN would leave the stream silent forever: the kernel's
-      // keepalive probes the connection, and silence beyond the idle limit ends the watch (the
-      // informer re-opens it from its resourceVersion; that is no API failure).
-      req.on('socket', (sock) => sock.setKeepAlive(true, 15_000));
-      req.setTimeout(idleTimeoutMs, () => {
-        reopened = new WatchIdle(idleTimeoutMs);
-        req.destroy(reopened);
-      });
-      end = (why) => {
-        reopened ??= new WatchIdle(idleTimeoutMs, why);
-        req.destroy(reopened);
-      };
-      this.openWatches.add(end);
-      req.on('error', (e) => {
-        if (signal.aborted) resolve();
-        else if (reopened) reject(reopened);
-        else {
-          const err = new ApiError('WATCH', url.pathname, 0, 'TransportError', e.message);
-          if (reportRefused || !refusedAtConnect(err)) this.onResult?.(false, err);
-          reject(err);
-        }
-      });
-      req.end();
-    }).finally(() => {
-      if (end) this.openWatches.delete(end);
+    return streamWatch(url, conn, onEvent, signal, opts, reportRefused, {
+      apiError: (e) => this.apiError(conn.headers, e),
+      onResult: this.onResult,
+      openWatches: this.openWatches,
     });
   }
 

@@ -16,8 +16,6 @@ import { type Metrics, registerMetrics } from '../metrics.ts';
 import {
   type ApiEndpointSlice,
   apiEndpointsOf,
-  CLUSTER_READ_AFTER_MS,
-  classifyLocalRead,
   decideApiFence,
   etcdGoneLongEnough,
   etcdGoneWhileSilent,
@@ -31,10 +29,10 @@ import {
   OTHER_READ_TIMEOUT_MS,
   type ProbeResult,
   probeDue,
-  provesStale,
   type StaleApiObservation,
   silentWhileOthersAnswer,
 } from './core.ts';
+import { fencedMessage, unfencedMessage } from './event-messages.ts';
 import {
   type ApiEndpoint,
   endpointsKey,
@@ -45,6 +43,14 @@ import {
   probeSource,
   renderApiFence,
 } from './fence.ts';
+import {
+  etcdCheckDue,
+  etcdGoneText,
+  type PendingRead,
+  readResult,
+  supersedes,
+  waitsOnOthers,
+} from './local-probe.ts';
 import { STALE_API_EVENT_REASONS, STALE_API_METRICS } from './reporting.ts';
 
 /** What the guard needs of the node (a fake in unit tests: the ToolRunner's tools). */
@@ -53,9 +59,6 @@ export interface StaleApiHost {
   /** Whether a socket of this node listens on the etcd client port (LOCAL_ETCD_CLIENT_PORT). */
   localEtcd(): Promise<LocalEtcdCheck>;
 }
-
-/** Outside drains, the local etcd member's port is checked this seldom (seen listening before a drain). */
-const ETCD_IDLE_CHECK_MS = 60_000;
 
 export class StaleApiGuard {
   private readonly ctx: FeatureContext;
@@ -168,9 +171,7 @@ export class StaleApiGuard {
    * minute otherwise, only where an API server runs.
    */
   private checkEtcdIfDue(o: StaleApiObservation): void {
-    if (this.etcdChecking || o.endpoints.length === 0) return;
-    const probing = o.wanted && o.enabled && o.others.length > 0 && !o.installed;
-    if (!probing && o.now - this.lastEtcdCheckAt < ETCD_IDLE_CHECK_MS) return;
+    if (this.etcdChecking || !etcdCheckDue(o, this.lastEtcdCheckAt)) return;
     this.etcdChecking = true;
     this.lastEtcdCheckAt = o.now;
     void this.host
@@ -267,12 +268,7 @@ export class StaleApiGuard {
       if (p.othersAnsweredAt === undefined && this.othersAnsweredSince(p.sentAt))
         p.othersAnsweredAt = this.othersAnsweredAt;
     // Asked again only for a late read that no answer of theirs has followed yet.
-    if (
-      [...this.pending].some(
-        (p) => p.othersAnsweredAt === undefined && now - p.sentAt >= CLUSTER_READ_AFTER_MS,
-      )
-    )
-      void this.askOthers();
+    if ([...this.pending].some((p) => waitsOnOthers(p, now))) void this.askOthers();
     for (const p of this.pending)
       if (etcdGoneWhileSilent(now, p.sentAt, this.etcd)) {
         p.judgedAt = now;
@@ -346,43 +342,19 @@ export class StaleApiGuard {
       });
     this.pending.delete(read);
     if (this.abort.signal.aborted || read.dropped) return;
-    const result: ProbeResult =
-      read.judgedAt !== undefined
-        ? {
-            at: sentAt,
-            local: 'no-answer',
-            ...(read.etcdGone ? { etcdGone: true } : { clusterAnswered: true }),
-            detail: `GET ${path}: no answer in ${read.judgedAt - sentAt} ms ${read.etcdGone ? this.etcdGoneText(read.judgedAt) : 'while another API server answered'}`,
-          }
-        : {
-            at: sentAt,
-            local: classifyLocalRead(err),
-            ...(err ? { detail: (err as Error).message } : {}),
-          };
+    const result = readResult(read, path, err, this.etcd);
     // Failed on its own (held LOCAL_READ_MAX_MS, or a 5xx): stale if the local etcd member is gone,
     // or if the others answer now.
     if (read.judgedAt === undefined && result.local === 'no-answer') {
       const now = ctx.clock.now();
       if (etcdGoneLongEnough(now, this.etcd)) {
         result.etcdGone = true;
-        result.detail = `${result.detail ?? `GET ${path}: no answer`} ${this.etcdGoneText(now)}`;
+        result.detail = `${result.detail ?? `GET ${path}: no answer`} ${etcdGoneText(this.etcd, now)}`;
       } else result.clusterAnswered = this.othersAnsweredSince(sentAt) || (await this.askOthers());
     }
     if (this.abort.signal.aborted) return;
     this.metrics.probes.inc({ answer: result.local });
-    // The newest read sent wins, but for a proof over a newer read that failed without one (a 5xx
-    // back fast, before the held reads are judged).
-    if (
-      this.probe === undefined ||
-      sentAt >= this.probe.at ||
-      (provesStale(result) && this.probe.local === 'no-answer')
-    )
-      this.probe = result;
-  }
-
-  private etcdGoneText(now: number): string {
-    const since = this.etcd.goneSince ?? now;
-    return `with nothing listening on the etcd port ${LOCAL_ETCD_CLIENT_PORT} here for ${now - since} ms`;
+    if (supersedes(result, this.probe)) this.probe = result;
   }
 
   private async act(o: StaleApiObservation): Promise<void> {
@@ -410,10 +382,13 @@ export class StaleApiGuard {
         const first = this.installed === undefined;
         this.installed = ctx.runner.observeOnly ? d.endpoints : await this.readFence();
         this.metrics.fenced.set({}, this.installed ? 1 : 0);
-        const cause = o.probe?.etcdGone
-          ? 'while the etcd member on this node no longer listens'
-          : "while the cluster's API does";
-        const message = `${ctx.runner.observeOnly ? 'observe-only, would have: ' : ''}the API server on this node (${text}) does not answer a consistent read ${cause} (${d.why}): its etcd member is likely gone. Refusing connections to it and closing the ${closed} open one${closed === 1 ? '' : 's'}, so that their clients (MetalLB's speakers among them) read through an up-to-date API server; until the drain ends`;
+        const message = fencedMessage({
+          observeOnly: ctx.runner.observeOnly,
+          endpoints: text,
+          etcdGone: o.probe?.etcdGone,
+          why: d.why,
+          closed,
+        });
         ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
         if (first)
           void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);
@@ -431,7 +406,7 @@ export class StaleApiGuard {
           ownNode(ctx.config),
           'Normal',
           STALE_API_EVENT_REASONS.unfenced,
-          `fence of the API server on this node (${was}) lifted: ${d.why}`,
+          unfencedMessage(was, d.why),
         );
       }
       this.retryGate.succeeded(d.kind);
@@ -451,17 +426,4 @@ export class StaleApiGuard {
     if (!apiFenceTableIn((await runner.run('nft', ['-j', 'list', 'tables'])).stdout)) return undefined;
     return parseApiFence((await runner.run('nft', ['-j', 'list', 'table', 'inet', API_FENCE_TABLE])).stdout);
   }
-}
-
-/** A local read in flight: when it was sent; judged stale (and stopped) at `judgedAt`. */
-interface PendingRead {
-  sentAt: number;
-  stop: AbortController;
-  /** The first answer of another API server after it was sent. */
-  othersAnsweredAt?: number;
-  judgedAt?: number;
-  /** Judged by the local etcd member's exit (etcdGoneWhileSilent), not by the others' answer. */
-  etcdGone?: boolean;
-  /** Stopped because the fence went on: not counted, not a probe result. */
-  dropped?: boolean;
 }

@@ -6,7 +6,7 @@
 // for a drain, keeps the VIPs answered; the node is taken back once a new container has served
 // for GUARDED_REJOIN_MS.
 // Pure: the own Pod's guarded container status and the time in, what is stopped out
-// (drain/watcher.ts feeds it).
+// (drain/guarded-watch.ts feeds it).
 import type { ContainerStatus } from '../../shared/kube/types.ts';
 
 /**

@@ -1,50 +1,22 @@
-import type { Clock } from '../../shared/clock.ts';
-import type { DrainSignal } from '../../shared/contract.ts';
-import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
+import { HEDGE_AFTER_MS } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
-import type { Logger } from '../../shared/log.ts';
+import { GuardedWatch } from './guarded-watch.ts';
 import {
-  GUARDED_REJOIN_MS,
-  type GuardedTrack,
-  guardedExited,
-  guardedRecheckAt,
-  guardedStopping,
-  noGuardedTrack,
-  trackGuarded,
-} from './guarded.ts';
-import { ContainerProcesses, type ProcFs, runtimeId } from './procs.ts';
+  type GoingAway,
+  goingAwayAsRead,
+  goingAwayAsSeen,
+  guardedStatusOf,
+  isOtherPod,
+  newer,
+  restartedSince,
+} from './own-objects.ts';
+import { runtimeId } from './procs.ts';
 import { witnessRestart } from './restart-witness.ts';
-import {
-  type DrainState,
-  initialDrainState,
-  nodeDrainReason,
-  podTerminating,
-  sameDrainState,
-} from './state.ts';
+import { type DrainState, initialDrainState, nodeDrainReason, podTerminating } from './state.ts';
+import { drainStateChange, viewNewsWhileDown } from './state-change.ts';
+import type { DrainWatcherOptions } from './watcher-options.ts';
 
-export interface DrainWatcherOptions {
-  client: KubeClient;
-  nodeName: string;
-  podName: string;
-  podNamespace: string;
-  drainTaints: readonly string[];
-  /** What counts as a drain (default cordon). */
-  drainSignal?: DrainSignal;
-  log: Logger;
-  clock: Clock;
-  /** The container a preStop hook guards: its restart ends a terminating state set by that hook. */
-  guardedContainer?: string;
-  /** The own pod's UID (downward API): a pod of the same name with another UID is not this one. */
-  podUid?: string;
-  /** Where processes are read (tests: a fake /proc). */
-  proc?: { dir: string; fs?: ProcFs };
-}
-
-/** How often the guarded container's processes are looked at while it runs (a few file reads). */
-export const GUARDED_PROCS_POLL_MS = 100;
-
-const REPLACED = 'pod re-created under the same name';
 /**
  * While the API counts as down, the own Node is read consistently this often until it answers:
  * answers from the watch cache do not count as "up" (servedFromCache), so without a consistent
@@ -56,11 +28,6 @@ export const PROBE_WHILE_DOWN_MS = 2_000;
  * Watches the own Node and Pod (field selectors: one object each) and publishes DrainState.
  * Shared by every feature; none of them watches the node on its own.
  */
-/** Whether resourceVersion `a` is after `b` (etcd revisions; anything else: only when different). */
-function newer(a: string, b: string): boolean {
-  return /^\d+$/.test(a) && /^\d+$/.test(b) ? BigInt(a) > BigInt(b) : a !== b;
-}
-
 export class DrainWatcher {
   private state: DrainState = initialDrainState;
   private localTerminating = false;
@@ -75,13 +42,7 @@ export class DrainWatcher {
    * counts as draining until a new container serves (guarded.ts): on for the L2 handover.
    */
   private restartsHandedOver = false;
-  private guarded: GuardedTrack = noGuardedTrack;
-  /** When a look at the guarded track is scheduled (guardedRecheckAt). */
-  private guardedRecheck: number | undefined;
-  /** The stop last logged. */
-  private guardedLogged: GuardedTrack['stopped'];
-  /** The guarded container whose processes are watched (or found not visible: no poll). */
-  private guardedProcs: { id: string; stop: AbortController | undefined } | undefined;
+  private readonly guarded: GuardedWatch;
   private readonly listeners = new Set<(s: DrainState, prev: DrainState) => void>();
   private readonly nodeListeners = new Set<(node: Node | undefined) => void>();
   private readonly nodeInformer: Informer;
@@ -104,6 +65,15 @@ export class DrainWatcher {
 
   constructor(opts: DrainWatcherOptions) {
     this.opts = opts;
+    this.guarded = new GuardedWatch({
+      clock: opts.clock,
+      log: opts.log,
+      container: opts.guardedContainer,
+      proc: opts.proc,
+      signal: this.stopped.signal,
+      podGoing: () => this.podGoing(),
+      changed: () => this.recompute(),
+    });
     const common = { log: opts.log, clock: opts.clock };
     this.nodeInformer = new Informer(opts.client, {
       ...common,
@@ -176,8 +146,7 @@ export class DrainWatcher {
 
   /** A pod under the own name whose UID is not the own one. */
   private isOther(pod: Pod | undefined): boolean {
-    const uid = pod?.metadata?.uid;
-    return Boolean(this.opts.podUid && uid && uid !== this.opts.podUid);
+    return isOtherPod(pod, this.opts.podUid);
   }
 
   /**
@@ -254,20 +223,22 @@ export class DrainWatcher {
    * going away, `presumed`: a VIP that moves needlessly is better than one that goes dark, and a
    * restart seen in the shared PID namespace disproves it (markTerminating).
    */
-  async goingAway(): Promise<{ going: boolean; why: string; presumed?: true }> {
-    const drained = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
-    if (drained !== undefined) return { going: true, why: drained };
-    if (podTerminating(this.pod)) return { going: true, why: 'pod deleted' };
-    if (this.replacedBy !== undefined) return { going: true, why: REPLACED };
+  async goingAway(): Promise<GoingAway> {
+    const { drainTaints, drainSignal } = this.opts;
+    const seen = goingAwayAsSeen(
+      this.node,
+      this.pod,
+      this.replacedBy !== undefined,
+      drainTaints,
+      drainSignal,
+    );
+    if (seen) return seen;
     try {
       const pod = await this.opts.client.get<Pod>(
         `/api/v1/namespaces/${this.opts.podNamespace}/pods/${this.opts.podName}`,
         { timeoutMs: 2_000, hedgeAfterMs: HEDGE_AFTER_MS },
       );
-      if (this.isOther(pod)) return { going: true, why: REPLACED };
-      return podTerminating(pod)
-        ? { going: true, why: 'pod deleted' }
-        : { going: false, why: 'pod not deleted, node not draining (a container restart)' };
+      return goingAwayAsRead(pod, this.opts.podUid);
     } catch (e) {
       return { going: true, why: `own Pod unknown (${(e as Error).message})`, presumed: true };
     }
@@ -286,7 +257,7 @@ export class DrainWatcher {
   markGuardedStopping(): boolean {
     const name = this.opts.guardedContainer;
     if (!this.restartsHandedOver || !name) return false;
-    this.guarded = guardedStopping(this.guarded, this.guardedStatus(), name);
+    this.guarded.stopping(this.guardedStatus(), name);
     this.recompute();
     return true;
   }
@@ -376,59 +347,12 @@ export class DrainWatcher {
   }
 
   private guardedStatus() {
-    const name = this.opts.guardedContainer;
-    return name ? this.pod?.status?.containerStatuses?.find((c) => c.name === name) : undefined;
+    return guardedStatusOf(this.pod, this.opts.guardedContainer);
   }
 
   /** Restarted since the mark (restartCount went up) and running again. */
   private guardedRestarted(): boolean {
-    const st = this.guardedStatus();
-    return (
-      this.restartsAtMark !== undefined &&
-      st?.state?.running !== undefined &&
-      (st.restartCount ?? 0) > this.restartsAtMark
-    );
-  }
-
-  /**
-   * While the guarded container runs and no stop is known: its processes, if this sidecar sees
-   * them (a shared PID namespace), polled every GUARDED_PROCS_POLL_MS; their going is a stop.
-   */
-  private watchGuardedProcesses(going: boolean): void {
-    const status = this.guardedStatus();
-    const id = runtimeId(status?.containerID);
-    const wanted = !going && !this.guarded.stopped && status?.state?.running !== undefined ? id : undefined;
-    if (this.guardedProcs?.id === wanted) return;
-    this.guardedProcs?.stop?.abort();
-    this.guardedProcs = undefined;
-    if (wanted === undefined || status === undefined) return;
-    const procs = new ContainerProcesses(wanted, {
-      ...(this.opts.proc ? { proc: this.opts.proc.dir } : {}),
-      ...(this.opts.proc?.fs ? { fs: this.opts.proc.fs } : {}),
-    });
-    let visible = 0;
-    try {
-      visible = procs.scan();
-    } catch {
-      // no /proc to read
-    }
-    // Not visible (no shared PID namespace, or gone already): the kubelet's status tells.
-    if (visible === 0) {
-      this.guardedProcs = { id: wanted, stop: undefined };
-      return;
-    }
-    const stop = new AbortController();
-    this.guardedProcs = { id: wanted, stop };
-    const signal = AbortSignal.any([stop.signal, this.stopped.signal]);
-    void (async () => {
-      while (!signal.aborted) {
-        await this.opts.clock.sleep(GUARDED_PROCS_POLL_MS, signal);
-        if (signal.aborted || !procs.gone()) continue;
-        this.guarded = guardedExited(this.guarded, status, this.podGoing());
-        this.recompute();
-        return;
-      }
-    })().catch(() => {});
+    return restartedSince(this.guardedStatus(), this.restartsAtMark);
   }
 
   /** The pod is going away: a hook or SIGTERM said so, it is being deleted, or it was replaced. */
@@ -436,42 +360,9 @@ export class DrainWatcher {
     return this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
   }
 
-  private trackGuarded(): void {
-    const going = this.podGoing();
-    const now = this.opts.clock.now();
-    this.guarded = trackGuarded(this.guarded, this.guardedStatus(), going, now);
-    const after = this.guarded.stopped;
-    this.watchGuardedProcesses(going);
-    const at = guardedRecheckAt(this.guarded);
-    if (at !== undefined && at !== this.guardedRecheck) {
-      this.guardedRecheck = at;
-      void this.opts.clock
-        .sleep(Math.max(0, at - now), this.stopped.signal)
-        .then(() => {
-          if (this.stopped.signal.aborted) return;
-          if (this.guardedRecheck === at) this.guardedRecheck = undefined;
-          this.recompute();
-        })
-        .catch(() => {});
-    }
-    // Logged once per stop, whichever way it was found (the process poll sets it before this runs;
-    // the stop's record is replaced as it learns more, so not by identity).
-    if (after && !this.guardedLogged)
-      this.opts.log.warn(
-        { container: this.opts.guardedContainer, why: after.why },
-        'the guarded container stopped while the pod stays: handing over as for a drain until a new one serves',
-      );
-    else if (this.guardedLogged && !after)
-      this.opts.log.info(
-        { container: this.opts.guardedContainer },
-        `a new guarded container has served for ${GUARDED_REJOIN_MS / 1000} s: taking the node back`,
-      );
-    this.guardedLogged = after;
-  }
-
   // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
   private recompute(how: { apiDown?: { since: number | undefined }; fromView?: boolean } = {}): void {
-    let apiDownSince = how.apiDown ? how.apiDown.since : this.state.apiDownSince;
+    const apiDownSince = how.apiDown ? how.apiDown.since : this.state.apiDownSince;
     // A hook-set terminating state ends when the guarded container runs again (restarted after
     // the hook) while the pod is not being deleted.
     if (this.localTerminating && !podTerminating(this.pod) && this.guardedRestarted()) {
@@ -483,7 +374,7 @@ export class DrainWatcher {
         'the guarded container runs again and the pod is not being deleted: no longer terminating',
       );
     }
-    if (this.restartsHandedOver) this.trackGuarded();
+    if (this.restartsHandedOver) this.guarded.track(this.guardedStatus());
     // A deletion seen settles a presumed one; a drain seen makes the restart seen moot.
     if (this.presumption && podTerminating(this.pod)) this.settlePresumption();
     const drained = nodeDrainReason(this.node, this.opts.drainTaints, this.opts.drainSignal);
@@ -503,31 +394,12 @@ export class DrainWatcher {
       hookRestartSeen: this.hookRestartSeen,
     };
     const prev = this.state;
-    // The view changed while the API counts as down: it came from a watch cache (nothing else
-    // answers then) and is the first news of it, so the fail-safe's grace counts from now, not
-    // from the outage's start. Otherwise a list arriving just before the API answers again (a
-    // restart during an outage) would fire the fail-safe at once.
-    if (
-      how.fromView &&
-      apiDownSince !== undefined &&
-      (prev.draining !== next.draining ||
-        prev.terminating !== next.terminating ||
-        prev.synced !== next.synced)
-    ) {
-      apiDownSince = this.opts.clock.now();
-      next.apiDownSince = apiDownSince;
-    }
-    if (sameDrainState(prev, next)) return;
+    if (how.fromView && viewNewsWhileDown(prev, next)) next.apiDownSince = this.opts.clock.now();
+    const change = drainStateChange(prev, next);
+    if (change === 'same') return;
     this.state = next;
-    // Only the time of the last failure moved (every failed request while the API is down):
-    // recorded, nobody woken for it (the L2 loop reads it on its next tick).
-    if (sameDrainState(prev, { ...next, apiFailedAt: prev.apiFailedAt })) return;
-    if (
-      prev.draining !== next.draining ||
-      prev.terminating !== next.terminating ||
-      prev.apiDownSince !== next.apiDownSince
-    )
-      this.opts.log.info({ drain: next }, 'drain state changed');
+    if (change === 'failure-time') return;
+    if (change === 'logged') this.opts.log.info({ drain: next }, 'drain state changed');
     for (const fn of this.listeners) fn(next, prev);
   }
 }

@@ -12,11 +12,11 @@
 // 68.2 MiB at 5,000 (81.7 when nobody confirms for 30 s), one list (make bench-api's drain).
 import { Backoff } from '../../shared/backoff.ts';
 import { countsAsApiDown, isApiError } from '../../shared/kube/api-error.ts';
-import { HEDGE_AFTER_MS } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { KubeList, KubeObject, Node, Pod } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
 import type { FeatureContext } from '../feature.ts';
+import type { CandidateView, NarrowRead, Watched } from './candidate-view.ts';
 import {
   eligibleFor,
   type MetalLbConfig,
@@ -26,85 +26,14 @@ import {
   trimNode,
   trimPod,
 } from './eligibility.ts';
-
-/**
- * How long a handover about to start waits for the wide lists' first pages, and after how long a
- * page with no byte yet is asked again on a new connection: a consistent list that reached an API
- * server whose etcd member is gone never starts answering (a healthy one starts a page of 250
- * Nodes in well under a second), and the copy costs at most one more page.
- */
-export const WIDE_READ = { retries: 2, timeoutMs: 10_000, hedgeAfterMs: 2 * HEDGE_AFTER_MS };
-/**
- * The narrow reads around a handover (pools, L2Advertisements, EndpointSlices: small): a couple
- * of retries and a short bound. One that reaches an API server whose etcd member is gone hangs
- * until its timeout: after HEDGE_AFTER_MS a copy goes out on a new connection (most likely to a
- * healthy server), and a retry after a failure on a new one too.
- */
-export const NARROW_READ = { retries: 2, timeoutMs: 3_000, hedgeAfterMs: HEDGE_AFTER_MS };
-
-/**
- * Nodes (or pods) per page of the wide lists: ~3 MiB of realistic Nodes, so the one page held at
- * a time stays small next to the sidecar's 64 MiB heap whatever the cluster's size.
- */
-export const WIDE_PAGE_SIZE = 250;
-/** The narrow reads (MetalLB's config, Local services' EndpointSlices) at most this often. */
-const REFRESH_MS = 2_000;
-/** ... and while a refused handover only waits for a change (nothing is decided on them then). */
-const WAITING_REFRESH_MS = 10_000;
-/** A view this old is dropped when its watch (or a narrow re-read) keeps failing. */
-const STALE_MS = 10_000;
-
-/** The candidates as last read (a fake in unit tests). */
-export interface CandidateView {
-  /** Nodes other than this one that could announce; undefined = not known. */
-  readonly others: string[] | undefined;
-  /** Per service, the candidates MetalLB would let announce it. */
-  readonly perService: Record<string, string[]> | undefined;
-  /**
-   * MetalLB's address pools (every IPAddressPool's `spec.addresses` entries) from the last read
-   * that succeeded; undefined when never read. Kept when a later read fails: the fail-safe needs
-   * them exactly when the API is gone.
-   */
-  readonly pools?: string[] | undefined;
-  /** Reads the pools alone (at start, and now and then): one list in MetalLB's namespace. */
-  readPools?(): Promise<void>;
-  /**
-   * A handover wants the candidates: the first call lists every Node and speaker pod (paged) and
-   * watches them from then on; later calls recompute from the watched view. `fresh`: a decision
-   * is about to be taken (a handover starts) — it waits for the first list, and a view that is
-   * not current then is not known. `waiting`: a refused handover that only waits for a change
-   * (the watches show it; the narrow reads slow down). `isLocal` tells the services with
-   * externalTrafficPolicy: Local.
-   */
-  refresh(
-    fresh: boolean,
-    services: readonly ServiceVips[],
-    isLocal: (service: string) => boolean,
-    waiting?: boolean,
-    /** Aborted: stop waiting and abandon the reads in flight (the fail-safe is due). */
-    signal?: AbortSignal,
-  ): Promise<void>;
-  /** No handover needs the candidates now (fenced, given up, drain over): the watches stop. */
-  release?(): Promise<void>;
-}
-
-/** An informer, and its first list while it arrives. */
-interface Watched {
-  informer: Informer;
-  /** Listed, or failed to (the informer retries on with a backoff). */
-  settled: boolean;
-  /** The pages of its first list so far (trimmed): a part of what the list will hold. */
-  partial: KubeObject[];
-}
-
-/** The narrow reads, as last read. */
-interface NarrowRead {
-  metallb: MetalLbConfig | undefined;
-  ready: Map<string, string[]>;
-  /** The Local services read (a new one is read at once). */
-  locals: string;
-  at: number;
-}
+import {
+  NARROW_READ,
+  REFRESH_MS,
+  STALE_MS,
+  WAITING_REFRESH_MS,
+  WIDE_PAGE_SIZE,
+  WIDE_READ,
+} from './read-bounds.ts';
 
 export class CandidateReader implements CandidateView {
   private readonly ctx: FeatureContext;

@@ -1,68 +1,39 @@
 // The I/O edge of the L2 handover: has an observation assembled (observer.ts: drain state, the
 // Node, MetalLB's view, the candidates, the node's fence and links), runs the pure core
 // (handover/) and has its actions carried out (actions.ts: label, fence, Events), then publishes
-// the status annotation (status-publisher.ts). Everything it writes is idempotent; everything it needs after a restart is
-// read back from the Node and nft. What it reads goes through three narrow views — MetalLB
-// (metallb-view.ts), the candidates (candidates.ts) and the node (host.ts); its tick loop's other
-// tasks are named in side-tasks.ts.
-import { readL2State } from '../../shared/l2-state.ts';
-import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
-import { LOCAL_ETCD_CLIENT_PORT } from '../api-fence/core.ts';
-import { StaleApiGuard } from '../api-fence/guard.ts';
-import { portListening } from '../api-fence/listening-port.ts';
+// the status annotation (status-publisher.ts). Everything it writes is idempotent; everything it
+// needs after a restart is read back from the Node and nft (read-back.ts). What it reads goes
+// through three narrow views (api-views.ts) — MetalLB (metallb-view.ts), the candidates
+// (candidates.ts) and the node (host.ts); its tick loop's other tasks are named in side-tasks.ts.
+import { EXCLUDE_LABEL } from '../../shared/names.ts';
+import type { StaleApiGuard } from '../api-fence/guard.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { PeriodicTasks } from '../periodic.ts';
 import { L2Actions } from './actions.ts';
-import { CandidateReader, type CandidateView } from './candidates.ts';
+import { apiViews, type L2ViewsFactory } from './api-views.ts';
+import type { CandidateView } from './candidate-view.ts';
 import type { FenceSpec } from './fence.ts';
 import {
   failsafeDue,
   initialMemory,
-  L2_EVENT_REASONS,
   type L2Memory,
   type L2Settings,
   needsTick,
   PUBLISHED_PHASE,
-  SPEAKER_CATCH_UP_MAX_MS,
   settled,
   statusOf,
   step,
   vipsOf,
 } from './handover/index.ts';
-import { resume } from './handover/resume.ts';
-import { type L2Host, NodeHost } from './host.ts';
-import { MetalLbReader, type MetalLbView } from './metallb-view.ts';
+import type { L2Host } from './host.ts';
+import type { MetalLbView } from './metallb-view.ts';
 import { L2Observer } from './observer.ts';
 import { OwnNode } from './own-node.ts';
+import { readBack } from './read-back.ts';
 import { HeldEvents, L2Metrics } from './reporting.ts';
 import { l2SideTasks } from './side-tasks.ts';
 import { StatusPublisher } from './status-publisher.ts';
-
-/** What the feature reads the world through; `changed` asks for a reconcile. */
-export interface L2Views {
-  metallb: MetalLbView;
-  candidates: CandidateView;
-  host: L2Host;
-  /** Fences this node's own API server when it goes stale during a drain (none in unit tests). */
-  staleApi?: StaleApiGuard;
-}
-/** `changed`: a view changed in a way a reconcile should see now (the reason is logged). */
-export type L2ViewsFactory = (ctx: FeatureContext, changed: (reason: string) => void) => L2Views;
-
-/** The real views: the API server and the node's tools. */
-export const apiViews: L2ViewsFactory = (ctx, changed) => {
-  const host = new NodeHost(ctx.runner, ctx.log);
-  return {
-    metallb: new MetalLbReader(ctx, () => changed('MetalLB view changed')),
-    candidates: new CandidateReader(ctx, changed),
-    host,
-    staleApi: new StaleApiGuard(ctx, {
-      ownAddresses: () => host.ownAddresses(),
-      localEtcd: () => portListening(LOCAL_ETCD_CLIENT_PORT),
-    }),
-  };
-};
 
 /** Phases in which no handover is under way (one may start: read what it needs fresh). */
 const AT_REST = new Set<L2Memory['phase']>(['idle', 'undoing', 'refused', 'given-up']);
@@ -239,36 +210,7 @@ export class L2Handover implements Feature {
 
   private async resumeAndRun(): Promise<void> {
     const { ctx } = this;
-    const node = await this.node.read().catch((e: unknown) => {
-      ctx.log.warn({ err: (e as Error).message }, 'cannot read the own Node; resuming from nft only');
-      return undefined;
-    });
-    const read = readL2State(node?.metadata?.annotations?.[L2_STATE_ANNOTATION]);
-    if (read.problem) {
-      ctx.log.warn(
-        { annotation: L2_STATE_ANNOTATION, problem: read.problem },
-        'malformed status annotation ignored',
-      );
-      this.events.record(
-        'Warning',
-        L2_EVENT_REASONS.stateInvalid,
-        `annotation ${L2_STATE_ANNOTATION} on node ${ctx.config.nodeName} is malformed (${read.problem}): ignored; the L2 handover resumes from the nft fence alone and writes a new one`,
-      );
-    }
-    const labels = node?.metadata?.labels;
-    const ownLabel = node
-      ? labels?.[EXCLUDE_LABEL] !== undefined &&
-        node.metadata?.annotations?.[LABEL_OWNED_ANNOTATION] === 'true'
-      : undefined;
-    this.memory = resume(read.state, this.fence, ctx.clock.now(), ownLabel);
-    if (this.memory.apiOutage)
-      ctx.log.info(
-        {
-          ownLabel: ownLabel ?? 'unknown (own Node unreadable)',
-          memberlistCut: (this.fence?.memberlistPorts.length ?? 0) > 0,
-        },
-        `resumed with drainguard's exclude label on the Node, or its fail-safe's memberlist cut: an API outage before this start cannot be ruled out, so a drain that ends within ${SPEAKER_CATCH_UP_MAX_MS / 1000} s of it (or of the API answering again) keeps the label until then, while this node's speaker catches up`,
-      );
+    this.memory = await readBack(ctx, this.node, this.events, () => this.fence);
     if (!this.atRestIdle())
       ctx.log.info(
         { phase: PUBLISHED_PHASE[this.memory.phase], fence: this.fence },

@@ -8,8 +8,8 @@ import { listPaged } from '../../shared/kube/paged-list.ts';
 import type { KubeList, KubeObject } from '../../shared/kube/types.ts';
 import type { ServiceVips } from '../../shared/l2-state.ts';
 import type { FeatureContext } from '../feature.ts';
-import { NARROW_READ, WIDE_PAGE_SIZE, WIDE_READ } from './candidates.ts';
 import type { StatusSource } from './handover/index.ts';
+import { NARROW_READ, WIDE_PAGE_SIZE, WIDE_READ } from './read-bounds.ts';
 
 interface ServiceL2Status extends KubeObject {
   status?: {

@@ -5,7 +5,7 @@
 import { isApiError } from '../../shared/kube/api-error.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
 import type { FeatureContext } from '../feature.ts';
-import type { CandidateView } from './candidates.ts';
+import type { CandidateView } from './candidate-view.ts';
 import type { FenceSpec } from './fence.ts';
 import { fenceLinkPlan } from './fence-links.ts';
 import {

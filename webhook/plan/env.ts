@@ -1,13 +1,6 @@
 // The sidecar's environment, rendered by the contract only and checked by the sidecar's own parser.
-import {
-  ContractError,
-  type EnvVar,
-  type FeatureName,
-  type Profile,
-  parseSidecarEnv,
-  renderSidecarEnv,
-  type SidecarConfig,
-} from '../../shared/contract.ts';
+import type { FeatureName, Profile, SidecarConfig } from '../../shared/contract.ts';
+import { ContractError, type EnvVar, parseSidecarEnv, renderSidecarEnv } from '../../shared/contract-env.ts';
 import type { Endpoint } from './port.ts';
 import { PROFILE_SPECS } from './profiles.ts';
 import { type ContainerLike, denial, isObj, type Step } from './step.ts';

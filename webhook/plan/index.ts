@@ -2,7 +2,8 @@
 // Patch plus warnings, or a denial. No I/O: the server feeds it node versions it cached.
 // plan() composes the steps of this directory: each takes plain data and returns its result, or a
 // Stop (a denial, or an allow that leaves the pod unchanged). A new check belongs in one of them.
-import { defaultOf, type Profile } from '../../shared/contract.ts';
+import type { Profile } from '../../shared/contract.ts';
+import { defaultOf } from '../../shared/contract-values.ts';
 import { buildEnv } from './env.ts';
 import { checkMemberlistAnnotation, findGuardedContainer, requireLeases, resolveLeases } from './guard.ts';
 import { buildPatch } from './injection-patch.ts';

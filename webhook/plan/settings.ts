@@ -4,10 +4,10 @@ import {
   CONTRACT,
   type FeatureName,
   type Profile,
-  parseVar,
   type SidecarConfig,
   type VarSpec,
 } from '../../shared/contract.ts';
+import { parseVar } from '../../shared/contract-values.ts';
 import { ANNOTATIONS } from '../../shared/names.ts';
 import { PROFILE_SPECS } from './profiles.ts';
 import { denial, type Step } from './step.ts';

@@ -1,5 +1,6 @@
 // The sidecar container and its /tmp volume.
-import type { EnvVar, FeatureName } from '../../shared/contract.ts';
+import type { FeatureName } from '../../shared/contract.ts';
+import type { EnvVar } from '../../shared/contract-env.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import { type Endpoint, httpGet } from './port.ts';
 import { NETFILTER_FEATURES } from './profiles.ts';

@@ -4,7 +4,7 @@
 // with a Running status as a kubelet would publish it.
 import { createHash } from 'node:crypto';
 import { KUBERNETES_VERSION } from '../../../lab/versions.ts';
-import type { EnvVar } from '../../../shared/contract.ts';
+import type { EnvVar } from '../../../shared/contract-env.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { plan } from '../../../webhook/plan/index.ts';
 import { applyPatch, type PatchOp } from '../../../webhook/plan/json-patch.ts';

@@ -10,8 +10,8 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GUARDED_PROCS_POLL_MS } from '../../../sidecar/drain/guarded-watch.ts';
 import { ContainerProcesses, countProcesses, inContainer } from '../../../sidecar/drain/procs.ts';
-import { GUARDED_PROCS_POLL_MS } from '../../../sidecar/drain/watcher.ts';
 
 const PROCS = Number(process.env.LEASE_PROC_BENCH_PROCS ?? 2_000);
 const LEADER_PROCS = 3;

@@ -11,7 +11,7 @@ import {
 import { type ControlPlane, sharedControlPlane, UNPRIVILEGED_USER } from '../../../lab/bed/control-plane.ts';
 import { sh } from '../../../lab/bed/netns.ts';
 import { systemClock, waitFor } from '../../../shared/clock.ts';
-import { parseSidecarEnv } from '../../../shared/contract.ts';
+import { parseSidecarEnv } from '../../../shared/contract-env.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
 import type { KubeList, KubeObject } from '../../../shared/kube/types.ts';

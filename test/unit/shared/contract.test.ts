@@ -1,14 +1,7 @@
 import t from 'tap';
-import {
-  CONTRACT,
-  ContractError,
-  DEFAULT_DRAIN_TAINTS,
-  defaultOf,
-  parseSidecarEnv,
-  parseVar,
-  renderSidecarEnv,
-  specOf,
-} from '../../../shared/contract.ts';
+import { CONTRACT, DEFAULT_DRAIN_TAINTS, specOf } from '../../../shared/contract.ts';
+import { ContractError, parseSidecarEnv, renderSidecarEnv } from '../../../shared/contract-env.ts';
+import { defaultOf, parseVar } from '../../../shared/contract-values.ts';
 
 const base = {
   DRAINGUARD_PROFILE: 'metallb-speaker',

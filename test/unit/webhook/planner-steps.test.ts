@@ -2,7 +2,8 @@
 // can produce. plan() as a whole is covered by the golden, hardening and fuzz tests.
 import t, { type Test } from 'tap';
 import { baseOptions } from '../../../lab/fake/webhook.ts';
-import type { EnvVar, FeatureName } from '../../../shared/contract.ts';
+import type { FeatureName } from '../../../shared/contract.ts';
+import type { EnvVar } from '../../../shared/contract-env.ts';
 import { buildEnv, type EnvInputs } from '../../../webhook/plan/env.ts';
 import {
   checkMemberlistAnnotation,

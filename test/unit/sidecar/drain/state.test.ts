@@ -1,5 +1,6 @@
 import t from 'tap';
-import { DEFAULT_DRAIN_TAINTS, parseSidecarEnv } from '../../../../shared/contract.ts';
+import { DEFAULT_DRAIN_TAINTS } from '../../../../shared/contract.ts';
+import { parseSidecarEnv } from '../../../../shared/contract-env.ts';
 import { matchesDrainTaint, nodeDrainReason, podTerminating } from '../../../../sidecar/drain/state.ts';
 
 t.test('cordon, drain taints (with their effects) and nothing else count as draining', async (t) => {

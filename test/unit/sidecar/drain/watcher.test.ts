@@ -6,11 +6,8 @@ import { systemClock, waitFor } from '../../../../shared/clock.ts';
 import type { KubeClient } from '../../../../shared/kube/client.ts';
 import type { Node, Pod } from '../../../../shared/kube/types.ts';
 import { GUARDED_REJOIN_MS } from '../../../../sidecar/drain/guarded.ts';
-import {
-  DrainWatcher,
-  type DrainWatcherOptions,
-  PROBE_WHILE_DOWN_MS,
-} from '../../../../sidecar/drain/watcher.ts';
+import { DrainWatcher, PROBE_WHILE_DOWN_MS } from '../../../../sidecar/drain/watcher.ts';
+import type { DrainWatcherOptions } from '../../../../sidecar/drain/watcher-options.ts';
 
 type Push = (ev: { type: string; object: object }) => void;
 

@@ -10,7 +10,8 @@ import { ApiError } from '../../../../shared/kube/api-error.ts';
 import type { KubeClient } from '../../../../shared/kube/client.ts';
 import type { WatchOptions } from '../../../../shared/kube/request.ts';
 import type { KubeObject, Node, Pod } from '../../../../shared/kube/types.ts';
-import { CandidateReader, WIDE_PAGE_SIZE } from '../../../../sidecar/l2/candidates.ts';
+import { CandidateReader } from '../../../../sidecar/l2/candidates.ts';
+import { WIDE_PAGE_SIZE } from '../../../../sidecar/l2/read-bounds.ts';
 
 const T0 = 1_700_000_000_000;
 const ready = [{ type: 'Ready', status: 'True' }];

@@ -8,7 +8,7 @@ import type { KubeClient } from '../../../../shared/kube/client.ts';
 import type { Node } from '../../../../shared/kube/types.ts';
 import { type L2State, parseL2State, type ServiceVips } from '../../../../shared/l2-state.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../../shared/names.ts';
-import type { CandidateView } from '../../../../sidecar/l2/candidates.ts';
+import type { CandidateView } from '../../../../sidecar/l2/candidate-view.ts';
 import { L2Handover } from '../../../../sidecar/l2/feature.ts';
 import type { FenceSpec } from '../../../../sidecar/l2/fence.ts';
 import type { LinkPlan } from '../../../../sidecar/l2/fence-links.ts';
