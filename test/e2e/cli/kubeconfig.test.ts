@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { stringify } from 'yaml';
 import { APISERVER_VERSION, type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
-import { sh } from '../../../lab/bed/proc.ts';
+import { START_DEADLINE_MS, sh } from '../../../lab/bed/proc.ts';
 import { KubeClient } from '../../../shared/kube/client.ts';
 import { kubeconfigAuth } from '../../../shared/kube/kubeconfig.ts';
 
@@ -20,10 +20,13 @@ let cp: ControlPlane;
 let dir: string;
 let token: string;
 
-// HOME is the test's directory: no ~/.kube/config of the machine's user gets in the way.
+// HOME is the test's directory: no ~/.kube/config of the machine's user gets in the way. The
+// start-up deadline, not sh's 30 s: at load average 12 (three lanes on two cores) `status` took
+// over 30 s to load and run, and how fast it starts is not what these tests measure.
 const cli = (args: string[], env: Record<string, string>) =>
   sh([process.execPath, CLI, ...args], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
+    timeoutMs: START_DEADLINE_MS,
   });
 
 const cluster = (extra: Record<string, unknown> = {}) => ({

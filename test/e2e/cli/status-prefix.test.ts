@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { type ControlPlane, kubeconfigJson, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
-import { sh } from '../../../lab/bed/proc.ts';
+import { START_DEADLINE_MS, sh } from '../../../lab/bed/proc.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { type ApiProxy, apiProxy } from '../bed/api-proxy.ts';
 
@@ -40,7 +40,12 @@ t.test('status reads the cluster through a server URL with a path', async (t) =>
     },
   );
   t.match(proxy.server, new RegExp(`${PREFIX}$`));
-  const r = await sh([process.execPath, CLI, 'status', '-o', 'json', '--kubeconfig', kubeconfig, 'prefix-a']);
+  const r = await sh(
+    [process.execPath, CLI, 'status', '-o', 'json', '--kubeconfig', kubeconfig, 'prefix-a'],
+    {
+      timeoutMs: START_DEADLINE_MS,
+    },
+  );
   t.equal(r.code, 0, r.stderr);
   const nodes = (JSON.parse(r.stdout || '{}') as { nodes?: { node: string }[] }).nodes ?? [];
   t.strictSame(

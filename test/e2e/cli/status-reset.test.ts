@@ -3,7 +3,7 @@
 import t from 'tap';
 import { type ControlPlane, sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { createNamespace } from '../../../lab/bed/netns.ts';
-import { sh } from '../../../lab/bed/proc.ts';
+import { START_DEADLINE_MS, sh } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import { EventRecorder } from '../../../shared/kube/events.ts';
@@ -29,7 +29,9 @@ const CRD = new URL('../../../lab/sim/speaker/crds/servicel2status.yaml', import
 let cp: ControlPlane;
 let client: KubeClient;
 
-const cli = (args: string[]) => sh([process.execPath, CLI, ...args, '--kubeconfig', cp.kubeconfigPath]);
+// How fast the CLI starts is not what these tests measure (under load it took over 30 s).
+const cli = (args: string[]) =>
+  sh([process.execPath, CLI, ...args, '--kubeconfig', cp.kubeconfigPath], { timeoutMs: START_DEADLINE_MS });
 
 const l2Status = JSON.stringify(fencedL2Status({ to: 'st-b' }));
 

@@ -7,6 +7,7 @@ import t from 'tap';
 import { longestDark } from '../../../lab/bed/arp-probe.ts';
 import { type L2Scene, METALLB_NS } from '../../../lab/bed/l2-scene.ts';
 import { sh } from '../../../lab/bed/netns.ts';
+import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { EXCLUDE_LABEL, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
@@ -64,13 +65,16 @@ t.test('L2 handover (metallb-speaker profile)', async (t) => {
         new RegExp(`VIP ${w.vip.replace(/\./g, '\\.')} handed to ${b} in [0-9.]+ s; fence installed on eth0`),
       );
       // `drainguard status` shows it.
-      const cli = await sh([
-        process.execPath,
-        new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
-        'status',
-        '--kubeconfig',
-        w.cp.kubeconfigPath,
-      ]);
+      const cli = await sh(
+        [
+          process.execPath,
+          new URL('../../../cli/drainguard.ts', import.meta.url).pathname,
+          'status',
+          '--kubeconfig',
+          w.cp.kubeconfigPath,
+        ],
+        { timeoutMs: START_DEADLINE_MS },
+      );
       t.equal(cli.code, 0, cli.stderr);
       t.match(
         cli.stdout,
