@@ -9,11 +9,11 @@ import { killAndWait, pidAlive } from '../../lab/bed/proc.ts';
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { memberList, memberRemove } from '../../lab/cluster/etcd-cluster.ts';
 import type { LabNode } from '../../lab/cluster/node.ts';
+import { LIVENESS_FAIL_FILE, type PodView, statuses } from '../../lab/cluster/robustness-scene.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { SIDECAR_NAME } from '../../shared/names.ts';
 import { apiProxy } from '../e2e/bed/api-proxy.ts';
 import type { FaultKind, PlannedFault } from './plan.ts';
-import { LIVENESS_FAIL_FILE, type PodView, statuses } from './scene.ts';
 
 /** The kinds this runner injects on the lab's single control plane. */
 export const IMPLEMENTED: FaultKind[] = [

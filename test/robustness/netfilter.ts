@@ -8,8 +8,8 @@
 import type { Cluster } from '../../lab/cluster/cluster.ts';
 import { installNetfilterCleanup } from '../../lab/cluster/install.ts';
 import { daemonSet } from '../../lab/cluster/manifests.ts';
+import { LIVE_NS, type PodView, podsIn, type Scene, statuses } from '../../lab/cluster/robustness-scene.ts';
 import type { PodRules } from './observations.ts';
-import { LIVE_NS, type PodView, podsIn, type Scene, statuses } from './scene.ts';
 
 /** A MAC no interface has: the gone pod's. */
 const GONE_MAC = '02:aa:00:00:00:fa';

@@ -1,8 +1,6 @@
 // What a trial records, from outside the product, as plain data: the runner (run.ts) fills it in,
 // the checkers (checks.ts) and the report (report.ts) read it. Times are ms from the trial's start
 // (the action), on this machine's clock. Node names stand for MACs (the runner maps them).
-import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../shared/names.ts';
-
 /** One ARP/NDP probe round for a VIP: which nodes answered. */
 export interface ArpRound {
   t: number;
@@ -113,7 +111,7 @@ export interface TrialObservations {
   /** client-go's RenewDeadline of the candidates (ms). */
   renewDeadlineMs: number;
   netfilter: PodRules[];
-  /** What was left on each node after the settle (see leftoversOf). */
+  /** What was left on each node after the settle (lab/cluster/leftovers.ts: leftoversOf). */
   leftovers: { node: string; what: string[] }[];
   /** Per VIP, the probe rounds after the settle. */
   settledArp: Record<string, ArpRound[]>;
@@ -128,41 +126,4 @@ export interface TrialObservations {
   /** Paths to the API the runner cut, and speakers it stopped: together they blind a VIP owner (checks.ts). */
   apiCuts?: ApiCut[];
   speakerStops?: SpeakerStop[];
-}
-
-/** A Node after the settle, and the nft tables listed in its namespace. */
-export interface NodeAfter {
-  name: string;
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  /**
-   * Families of drainguard's fence table present (shared/net/fence-tables.ts fenceTablesIn), and
-   * 'api' for the stale API server's fence (apiFenceTableIn).
-   */
-  fenceTables: string[];
-}
-
-/** What drainguard left on a node once the drain is over: nothing, when all is well. */
-export function leftoversOf(n: NodeAfter): string[] {
-  const out: string[] = [];
-  if (EXCLUDE_LABEL in n.labels) out.push(`label ${EXCLUDE_LABEL}`);
-  if (LABEL_OWNED_ANNOTATION in n.annotations) out.push(`annotation ${LABEL_OWNED_ANNOTATION}`);
-  for (const f of n.fenceTables)
-    out.push(
-      f === 'api'
-        ? 'nft table inet drainguard-api (stale API server fence)'
-        : `nft table ${f} drainguard (fence)`,
-    );
-  const state = n.annotations[L2_STATE_ANNOTATION];
-  if (state) {
-    try {
-      const s = JSON.parse(state) as { phase?: string; fenced?: boolean; memberlistCut?: boolean };
-      if (s.phase && s.phase !== 'idle') out.push(`L2 state phase ${s.phase}`);
-      if (s.fenced) out.push('L2 state fenced');
-      if (s.memberlistCut) out.push('memberlist cut');
-    } catch {
-      out.push(`annotation ${L2_STATE_ANNOTATION} is not JSON`);
-    }
-  }
-  return out;
 }

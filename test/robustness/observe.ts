@@ -4,7 +4,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { startArpProbe, stopProcess } from '../../lab/bed/arp-probe.ts';
 import { followEvents } from '../../lab/cluster/logs.ts';
-import type { ArpRound, EligibleSample, FenceReport, HolderSample, LeaderEvent } from './observations.ts';
 import {
   eligibleNodes,
   fencedNodes,
@@ -15,7 +14,8 @@ import {
   type Scene,
   SITE_NS,
   SPEAKER_NS,
-} from './scene.ts';
+} from '../../lab/cluster/robustness-scene.ts';
+import type { ArpRound, EligibleSample, FenceReport, HolderSample, LeaderEvent } from './observations.ts';
 
 const POLL_MS = 250;
 

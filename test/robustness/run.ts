@@ -20,12 +20,12 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
+import { LEASE, setUpScene, tokens } from '../../lab/cluster/robustness-scene.ts';
 import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial, type TrialPlan } from './plan.ts';
 import { renderText, renderTrialHtml, type Summary, summary, type TrialResult } from './report.ts';
 import { earlierResults, resultLine, resultsPath } from './resume.ts';
-import { LEASE, setUpScene, tokens } from './scene.ts';
 import { SCRIPTED } from './scripted.ts';
 import { runTrial } from './trial.ts';
 

@@ -3,6 +3,19 @@
 // again) → the observations → the checks. Times in the observations are ms from the action.
 import { probeRounds } from '../../lab/bed/arp-probe.ts';
 import { webhookRolledOut } from '../../lab/cluster/install.ts';
+import {
+  containerLogLines,
+  containers,
+  leftovers,
+  podsIn,
+  RENEW_AFTER_RESTARTS,
+  RENEW_DEADLINE_MS,
+  renewWornPods,
+  type Scene,
+  SITE_NS,
+  SPEAKER_NS,
+  sceneReady,
+} from '../../lab/cluster/robustness-scene.ts';
 import { waitFor } from '../../shared/clock.ts';
 import { blindOwnerMs, checkAll, trialFigures } from './checks.ts';
 import { inject, type Lift, NotInjected, type Target } from './nemesis.ts';
@@ -18,19 +31,6 @@ import {
 import { record } from './observe.ts';
 import { describePlan, faultSpec, type TrialPlan } from './plan.ts';
 import type { TrialResult } from './report.ts';
-import {
-  containerLogLines,
-  containers,
-  leftovers,
-  podsIn,
-  RENEW_AFTER_RESTARTS,
-  RENEW_DEADLINE_MS,
-  renewWornPods,
-  type Scene,
-  SITE_NS,
-  SPEAKER_NS,
-  sceneReady,
-} from './scene.ts';
 
 export interface TrialContext {
   tokens: string[];

@@ -13,11 +13,11 @@ import { join } from 'node:path';
 import t from 'tap';
 import { longestDark, type ProbeRound } from '../../../lab/bed/arp-probe.ts';
 import { kubeconfigJson } from '../../../lab/bed/control-plane.ts';
+import { netdevFence } from '../../../lab/bed/fence-scene.ts';
 import { createL2Scene, killWait, type L2Scene, METALLB_NS } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { type ApiProxy, apiProxy } from '../bed/api-proxy.ts';
-import { netdevFence } from './fence-scene.ts';
 
 const ROUND_MS = 50;
 let w: L2Scene;

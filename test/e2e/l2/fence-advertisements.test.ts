@@ -5,10 +5,10 @@
 // whose speaker never saw the exclude label (a stale API view) answered web/www on eth0 beside
 // its new owner for the whole drain.
 import t from 'tap';
+import { netdevFence, startSpeakersThenSidecars, statusIn } from '../../../lab/bed/fence-scene.ts';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { ipAddressPool, upsert } from '../../../lab/sim/speaker/objects.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { netdevFence, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const NS = 'metallb-system';
 const ADS = `/apis/metallb.io/v1beta1/namespaces/${NS}/l2advertisements`;

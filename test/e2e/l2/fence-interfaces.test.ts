@@ -2,9 +2,14 @@
 // bridges a node also has (they come and go with pods; on kernels before 6.16 a vanished name
 // fails the whole nft transaction). MetalLB's default L2Advertisement names no interface.
 import t from 'tap';
+import {
+  netdevFence,
+  nodeEvents,
+  startSpeakersThenSidecars,
+  statusIn,
+} from '../../../lab/bed/fence-scene.ts';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
-import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 let w: L2Scene;
 t.before(async () => {

@@ -6,10 +6,15 @@
 // kernel has no IPVS and no dummy driver: an `ifb` link (no ARP, down, nothing goes out of it)
 // named kube-ipvs0 holds the addresses, which is all the routing and ARP behaviour depends on.
 import t from 'tap';
+import {
+  netdevFence,
+  nodeEvents,
+  startSpeakersThenSidecars,
+  statusIn,
+} from '../../../lab/bed/fence-scene.ts';
 import { createL2Scene, type L2Scene } from '../../../lab/bed/l2-scene.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { SPEAKER_CATCH_UP_MAX_MS } from '../../../sidecar/l2/handover/index.ts';
-import { netdevFence, nodeEvents, startSpeakersThenSidecars, statusIn } from './fence-scene.ts';
 
 const T = { timeoutMs: 20_000, intervalMs: 50 };
 let w: L2Scene;

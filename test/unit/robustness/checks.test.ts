@@ -1,6 +1,7 @@
 // The robustness suite's invariants (test/robustness/checks.ts) over hand-made histories: each
 // checker passes a clean one and catches its violation.
 import t from 'tap';
+import { leftoversOf } from '../../../lab/cluster/leftovers.ts';
 import { EXCLUDE_LABEL, L2_STATE_ANNOTATION, LABEL_OWNED_ANNOTATION } from '../../../shared/names.ts';
 import {
   blindOwnerMs,
@@ -16,12 +17,7 @@ import {
   eligibleMs,
   trialFigures,
 } from '../../robustness/checks.ts';
-import {
-  type ArpRound,
-  fencesAsCounted,
-  leftoversOf,
-  type TrialObservations,
-} from '../../robustness/observations.ts';
+import { type ArpRound, fencesAsCounted, type TrialObservations } from '../../robustness/observations.ts';
 
 const VIP = '10.0.0.100';
 /** Rounds every 50 ms from t=0: each entry is who answered. */

@@ -1,6 +1,15 @@
 // The robustness runner's pure parts: the nft path drop and the 429 redirect it loads into a node's
 // namespace, whose requests the 429 fault refuses, the kinds it implements, and how it reads eligibility and fences from the API's objects.
 import t from 'tap';
+import {
+  eligibleNodes,
+  fencedNodes,
+  JUST_RESTARTED_MS,
+  type PodView,
+  RENEW_AFTER_RESTARTS,
+  speakersJustRestarted,
+  wornPods,
+} from '../../../lab/cluster/robustness-scene.ts';
 import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
 import {
   execFoundNoContainer,
@@ -12,15 +21,6 @@ import {
 } from '../../robustness/nemesis.ts';
 import { goneRules, perPodRules } from '../../robustness/netfilter.ts';
 import { FAULT_KINDS, FAULTS, planTrial } from '../../robustness/plan.ts';
-import {
-  eligibleNodes,
-  fencedNodes,
-  JUST_RESTARTED_MS,
-  type PodView,
-  RENEW_AFTER_RESTARTS,
-  speakersJustRestarted,
-  wornPods,
-} from '../../robustness/scene.ts';
 
 t.test('the path drop: host traffic on output/input, pod traffic on forward, per direction', async (t) => {
   const to = 'ip daddr 10.1.2.3 tcp dport 6443 drop';

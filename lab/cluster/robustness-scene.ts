@@ -4,19 +4,19 @@
 // who holds the Lease, the pods and their containers, and what drainguard left on the nodes.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { macsIn, probeRounds } from '../../lab/bed/arp-probe.ts';
-import type { Cluster } from '../../lab/cluster/cluster.ts';
-import { installDrainguard, installMetalLbBase } from '../../lab/cluster/install.ts';
-import { installMetalLbL2 } from '../../lab/cluster/metallb.ts';
-import { runningStatuses } from '../../lab/cluster/pods.ts';
-import { installSkupperSite, SKUPPER_LEASE } from '../../lab/cluster/skupper.ts';
 import { waitFor } from '../../shared/clock.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Lease } from '../../shared/kube/types.ts';
 import { L2_STATE_ANNOTATION, SIDECAR_NAME } from '../../shared/names.ts';
 import { apiFenceTableIn, fenceTablesIn } from '../../shared/net/fence-tables.ts';
 import { GUARDED_REJOIN_MS } from '../../sidecar/drain/guarded.ts';
-import { leftoversOf } from './observations.ts';
+import { macsIn, probeRounds } from '../bed/arp-probe.ts';
+import type { Cluster } from './cluster.ts';
+import { installDrainguard, installMetalLbBase } from './install.ts';
+import { leftoversOf } from './leftovers.ts';
+import { installMetalLbL2 } from './metallb.ts';
+import { runningStatuses } from './pods.ts';
+import { installSkupperSite, SKUPPER_LEASE } from './skupper.ts';
 
 export const SPEAKER_NS = 'metallb-system';
 export const SITE_NS = 'site';

@@ -1,12 +1,13 @@
 // What the fence e2e files share: sidecars started once the owner's ServiceL2Status exists, and
 // reads of a node's fence, status annotation and Events.
-import type { L2Scene } from '../../../lab/bed/l2-scene.ts';
-import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
-import { waitFor } from '../../../shared/clock.ts';
-import type { KubeObject } from '../../../shared/kube/types.ts';
-import { type L2State, parseL2State } from '../../../shared/l2-state.ts';
-import { L2_STATE_ANNOTATION } from '../../../shared/names.ts';
-import { type FenceSpec, parseFence } from '../../../sidecar/l2/fence.ts';
+
+import { waitFor } from '../../shared/clock.ts';
+import type { KubeObject } from '../../shared/kube/types.ts';
+import { type L2State, parseL2State } from '../../shared/l2-state.ts';
+import { L2_STATE_ANNOTATION } from '../../shared/names.ts';
+import { type FenceSpec, parseFence } from '../../sidecar/l2/fence.ts';
+import type { L2Scene } from './l2-scene.ts';
+import { START_DEADLINE_MS } from './proc.ts';
 
 /**
  * A speaker on every node, then — once the owner's ServiceL2Status is written — a sidecar on
