@@ -79,7 +79,8 @@ export interface L2Scene {
   }): Promise<void>;
   /** Replaces that Service's endpoints: one ready endpoint per given node (none: no endpoint). */
   setEndpoints(name: string, nodes: string[], namespace?: string): Promise<void>;
-  startSpeaker(name: string): Promise<Speaker>;
+  /** `kubeconfig`: the speaker's own (default: the nodes' kubeconfig, straight to the API server). */
+  startSpeaker(name: string, opts?: { kubeconfig?: string }): Promise<Speaker>;
   /** A speaker on every node, then a sidecar on every node. */
   startAll(): Promise<void>;
   stopSpeaker(name: string, signal?: NodeJS.Signals): Promise<void>;
@@ -346,12 +347,12 @@ async function populate(
     async setEndpoints(name, ns, namespace = 'web') {
       await putEndpoints(client, { name, namespace, endpoints: endpointsOn(ns) });
     },
-    async startSpeaker(name) {
+    async startSpeaker(name, o = {}) {
       const node = bed.node(name);
       const cfg = {
         node: name,
         iface: 'eth0',
-        kubeconfig,
+        kubeconfig: o.kubeconfig ?? kubeconfig,
         namespace: METALLB_NS,
         peers,
         deadMs: 5000,

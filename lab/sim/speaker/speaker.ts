@@ -141,6 +141,10 @@ let announced = new Set<string>();
 let running: Promise<void> | undefined;
 let dirty = false;
 let stopping = false;
+/** An API change reached this speaker: MetalLB reprocesses its services and re-arms their GARP. */
+let resyncPending = false;
+/** The API view's informers, once created (after the first API read). */
+let apiInformers: Informer[] = [];
 const startedAt = Date.now();
 // Like memberlist joining: hear the peers before deciding anything, or every speaker would
 // briefly think it is alone and announce everything.
@@ -212,8 +216,6 @@ const copyInto = (objs: ReadonlyMap<string, KubeObject>, into: Map<string, KubeO
   for (const [k, o] of objs) into.set(k, o);
 };
 const views: [Informer, Map<string, KubeObject>][] = [];
-/** An API change reached this speaker: MetalLB reprocesses its services and re-arms their GARP. */
-let resyncPending = false;
 const informer = (path: string, into: Map<string, KubeObject>) => {
   const inf = new Informer(client, {
     path,
@@ -256,6 +258,7 @@ const informers = [
   informer(`${metallb}/l2advertisements`, l2ads as Map<string, KubeObject>),
   ...(cfg.noCrd ? [] : [informer(`${metallb}/servicel2statuses`, statuses)]),
 ];
+apiInformers = informers;
 
 // --- election and announcing --------------------------------------------------------------
 
@@ -277,6 +280,9 @@ const reasons = new Map<string, string>();
 const noInterface = new Set<string>();
 
 async function reconcile(): Promise<void> {
+  // No election on a view not built yet: MetalLB's controllers start once the manager's caches
+  // have synced. A peer's datagram can come while the first API read is still waiting.
+  if (apiInformers.length === 0 || !apiInformers.every((i) => i.hasSynced)) return;
   if (Date.now() - startedAt < joinMs) return;
   const live = liveMembers(cfg.node, view, Date.now(), deadMs);
   // Services this node announces, by namespace/name, with the IPs it announces for each and the
