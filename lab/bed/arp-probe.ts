@@ -9,6 +9,7 @@ import { isIPv6 } from 'node:net';
 import { createInterface } from 'node:readline';
 import { waitFor } from '../../shared/clock.ts';
 import type { Netns } from './netns.ts';
+import { START_DEADLINE_MS } from './proc.ts';
 
 const WIRE = new URL('../sim/speaker/wire.py', import.meta.url).pathname;
 
@@ -63,6 +64,9 @@ export async function probeRounds(
   const out: ProbeRound[] = [];
   const proc = startArpProbe(client, vip, intervalMs, (r) => out.push(r));
   try {
+    // Starting the probe is not what is measured: under load (a clean-clone run, load average 8)
+    // its first round came after the 11 s this wait once allowed in all.
+    await waitFor('the first probe round', () => out.length > 0, { timeoutMs: START_DEADLINE_MS });
     await waitFor('probe rounds', () => out.length >= rounds, { timeoutMs: rounds * intervalMs + 10_000 });
   } finally {
     await stopProcess(proc, 'SIGKILL');
