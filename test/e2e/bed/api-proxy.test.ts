@@ -3,6 +3,7 @@
 // informer counts a resumed watch as current once the server has accepted it, so a proxy that
 // held the headers back kept every quiet view stale behind it (issue 42 item 10: the speakers'
 // views through the api-429 fault).
+import { connect } from 'node:net';
 import t from 'tap';
 import { sharedControlPlane } from '../../../lab/bed/control-plane.ts';
 import { waitFor } from '../../../shared/clock.ts';
@@ -42,3 +43,19 @@ t.test(
     t.equal(proxy.counts().lists, 1, 'resumed from its version, not re-listed');
   },
 );
+
+t.test('close() ends every connection, one still in its TLS handshake too', async (t) => {
+  const cp = await sharedControlPlane();
+  const proxy = await apiProxy(cp);
+  // A client that connected and sent nothing yet: no HTTP connection, so closeAllConnections()
+  // leaves it, and the TLS server would wait its 120 s handshake timeout.
+  const raw = connect(proxy.port, proxy.host);
+  t.teardown(() => raw.destroy());
+  await new Promise<void>((r) => raw.once('connect', () => r()));
+  let closed = false;
+  void proxy.close().then(() => {
+    closed = true;
+  });
+  await waitFor('the proxy closed', () => closed, { timeoutMs: 5_000 });
+  t.ok(closed);
+});

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import type { ControlPlane } from '../../../lab/bed/control-plane.ts';
 import { KubeClient, type KubeClientOptions } from '../../../shared/kube/client.ts';
@@ -145,6 +145,14 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
     { cert: readFileSync(join(cp.dir, 'apiserver.crt')), key: readFileSync(join(cp.dir, 'apiserver.key')) },
     forward,
   );
+  // Every socket, as accepted: closeAllConnections() ends only those the HTTP layer tracks, not one
+  // still in its TLS handshake or taken over by an upgrade, and server.close() waits for all of them
+  // (a robustness trial's api-429 lift waited about 600 s once).
+  const sockets = new Set<Socket>();
+  server.on('connection', (sock: Socket) => {
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+  });
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((r) => server.listen(0, host, r));
   const port = (server.address() as AddressInfo).port;
@@ -199,6 +207,7 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
         for (const up of upstreams) up.destroy();
         server.closeAllConnections();
         server.close(() => r());
+        for (const sock of sockets) sock.destroy();
       }),
   };
 }
