@@ -67,7 +67,8 @@ export function brief(diag: unknown, pad: string): string {
 
 // Ctrl-C or a CI timeout stops the lanes too (stopLanes): without it, tap (its process title is
 // "tap") would go on starting test files after this runner has gone.
-const lanesRunning = new Set<ChildProcess>();
+/** Each running lane, and how it prints a line of its own. */
+const lanesRunning = new Map<ChildProcess, (line: string) => void>();
 const STARTED = Date.now();
 export const sinceStart = () => `${((Date.now() - STARTED) / 60_000).toFixed(1)} min`;
 
@@ -88,15 +89,14 @@ function signalLane(child: ChildProcess, sig: NodeJS.Signals): void {
  * there after graceMs (a test file whose exit hooks hang, a tap that keeps starting files).
  */
 export function stopLanes(sig: NodeJS.Signals, graceMs = 60_000): void {
-  for (const c of lanesRunning) signalLane(c, sig);
+  for (const c of lanesRunning.keys()) signalLane(c, sig);
   setTimeout(() => {
-    for (const c of lanesRunning) {
-      laneWriters.get(c)?.(`still running ${graceMs / 1000} s after ${sig}: SIGKILL`);
+    for (const [c, say] of lanesRunning) {
+      say(`still running ${graceMs / 1000} s after ${sig}: SIGKILL`);
       signalLane(c, 'SIGKILL');
     }
   }, graceMs).unref();
 }
-const laneWriters = new WeakMap<ChildProcess, (line: string) => void>();
 
 export function runLane(
   lane: string,
@@ -111,7 +111,6 @@ export function runLane(
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group, so stopLanes reaches the running test file too
   });
-  lanesRunning.add(child);
   const s: Summary = {
     lane,
     files: 0,
@@ -134,7 +133,7 @@ export function runLane(
         .map((l) => `${prefix}${'  '.repeat(Math.max(0, depth))}${l}\n`)
         .join(''),
     );
-  laneWriters.set(child, (line) => print(0, line));
+  lanesRunning.set(child, (line) => print(0, line));
   // depth 0: the runner's stream, whose points are files; depth 1: a file; deeper: tests.
   const attach = (p: Parser, depth: number, path: string[]) => {
     let pendingChild: string | undefined;

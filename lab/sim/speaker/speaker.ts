@@ -145,6 +145,8 @@ let stopping = false;
 let resyncPending = false;
 /** The API view's informers, once created (after the first API read). */
 let apiInformers: Informer[] = [];
+/** Every informer has listed once: the view an election may use. */
+const viewSynced = () => apiInformers.length > 0 && apiInformers.every((i) => i.hasSynced);
 const startedAt = Date.now();
 // Like memberlist joining: hear the peers before deciding anything, or every speaker would
 // briefly think it is alone and announce everything.
@@ -282,7 +284,7 @@ const noInterface = new Set<string>();
 async function reconcile(): Promise<void> {
   // No election on a view not built yet: MetalLB's controllers start once the manager's caches
   // have synced. A peer's datagram can come while the first API read is still waiting.
-  if (apiInformers.length === 0 || !apiInformers.every((i) => i.hasSynced)) return;
+  if (!viewSynced()) return;
   if (Date.now() - startedAt < joinMs) return;
   const live = liveMembers(cfg.node, view, Date.now(), deadMs);
   // Services this node announces, by namespace/name, with the IPs it announces for each and the
@@ -483,7 +485,7 @@ const viewsTimer = setInterval(() => {
 
 const started = Date.now();
 const readyTimer = setInterval(() => {
-  if (informers.every((i) => i.hasSynced) && Date.now() - startedAt >= joinMs) {
+  if (viewSynced() && Date.now() - startedAt >= joinMs) {
     clearInterval(readyTimer);
     emit({ ev: 'ready', node: cfg.node, ms: Date.now() - started });
   }

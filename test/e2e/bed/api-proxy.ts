@@ -145,8 +145,8 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
     { cert: readFileSync(join(cp.dir, 'apiserver.crt')), key: readFileSync(join(cp.dir, 'apiserver.key')) },
     forward,
   );
-  // Every socket, as accepted: closeAllConnections() ends only those the HTTP layer tracks, not one
-  // still in its TLS handshake or taken over by an upgrade, and server.close() waits for all of them
+  // Every socket, as accepted: closeAllConnections() would end only those the HTTP layer tracks, not
+  // one still in its TLS handshake or taken over by an upgrade, and server.close() waits for all of them
   // (a robustness trial's api-429 lift waited about 600 s once).
   const sockets = new Set<Socket>();
   server.on('connection', (sock: Socket) => {
@@ -205,7 +205,6 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       new Promise<void>((r) => {
         // Black-holed streams hold their upstream sockets open: end them too.
         for (const up of upstreams) up.destroy();
-        server.closeAllConnections();
         server.close(() => r());
         for (const sock of sockets) sock.destroy();
       }),

@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { quietly } from '../../../lab/bed/exit.ts';
 import { brief, runLane, stopLanes } from '../../../scripts/lanes.ts';
 import { waitFor } from '../../../shared/clock.ts';
 
@@ -24,11 +25,7 @@ const fixturePid = () =>
     },
     { timeoutMs: 30_000 },
   ) as Promise<number>;
-const kill = (pid: number) => {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {}
-};
+const kill = (pid: number) => quietly(() => process.kill(pid, 'SIGKILL'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 t.test('a lane ends when its tap has, though a process a test file left holds its output', async (t) => {
