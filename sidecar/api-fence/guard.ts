@@ -75,6 +75,8 @@ export class StaleApiGuard {
   /** When an API server on another host last answered the probe's read. */
   private othersAnsweredAt: number | undefined;
   private othersRound: Promise<boolean> | undefined;
+  /** The latest read of the `kubernetes` endpoints, settled once it is done (or failed). */
+  private endpointsRead: Promise<void> = Promise.resolve();
   /** The local etcd member's port, as the checks saw it. */
   private etcd: LocalEtcdView = NO_LOCAL_ETCD;
   private etcdChecking = false;
@@ -112,7 +114,7 @@ export class StaleApiGuard {
       return undefined;
     });
     this.metrics.fenced.set({}, this.installed ? 1 : 0);
-    void this.readEndpoints();
+    this.rereadEndpoints();
     this.loop = this.run();
   }
 
@@ -146,12 +148,12 @@ export class StaleApiGuard {
       // servers drop this node's address within ~15 s, so they are read now, not then).
       if (wanted && !this.wasWanted) {
         this.probe = undefined;
-        void this.readEndpoints();
+        this.rereadEndpoints();
       }
       // A read sent in an earlier drain says nothing about this one.
       if (wanted !== this.wasWanted) this.dropPending();
       if (!wanted && this.installed === undefined && clock.now() - this.lastReadEndpoints > 10 * 60_000)
-        void this.readEndpoints();
+        this.rereadEndpoints();
       this.wasWanted = wanted;
       const o = this.observation();
       this.checkEtcdIfDue(o);
@@ -194,6 +196,12 @@ export class StaleApiGuard {
       .finally(() => {
         this.etcdChecking = false;
       });
+  }
+
+  private rereadEndpoints(): void {
+    this.endpointsRead = this.readEndpoints().catch((e: unknown) => {
+      this.ctx.log.warn({ err: (e as Error).message }, "cannot read this node's addresses");
+    });
   }
 
   /** The API servers on this node's addresses; a failure keeps what was known. */
@@ -298,26 +306,32 @@ export class StaleApiGuard {
    * meanwhile shares it): whether one answered; its time kept in othersAnsweredAt.
    */
   private askOthers(): Promise<boolean> {
-    if (this.others.length === 0) return Promise.resolve(false);
-    this.othersRound ??= Promise.any(
+    this.othersRound ??= this.askOthersRound().finally(() => {
+      this.othersRound = undefined;
+    });
+    return this.othersRound;
+  }
+
+  private async askOthersRound(): Promise<boolean> {
+    // The others as read at this drain's start, not as read before it: the one asked may have left
+    // the `kubernetes` endpoints meanwhile (a control plane scaled down to this node alone), and its
+    // answer would prove nothing of this one. That read is bounded (3 s) and usually takes ms.
+    await this.endpointsRead;
+    if (this.others.length === 0 || this.abort.signal.aborted) return false;
+    return Promise.any(
       this.others.map((o) =>
         this.clientAt(o, false).get(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
           timeoutMs: OTHER_READ_TIMEOUT_MS,
           signal: this.abort.signal,
         }),
       ),
-    )
-      .then(
-        () => {
-          this.othersAnsweredAt = this.ctx.clock.now();
-          return true;
-        },
-        () => false,
-      )
-      .finally(() => {
-        this.othersRound = undefined;
-      });
-    return this.othersRound;
+    ).then(
+      () => {
+        this.othersAnsweredAt = this.ctx.clock.now();
+        return true;
+      },
+      () => false,
+    );
   }
 
   /**

@@ -4,7 +4,8 @@
 // (bookmarks, 410 ERROR events), and can misbehave as a network does: cut the watches (a dropped
 // connection), black-hole every connection (sockets open, nothing forwarded: a NAT entry or load
 // balancer flow gone without a FIN), or answer 429 with Retry-After (the next n requests, or every
-// request of a kind until told to stop: the robustness suite's api-429 fault).
+// request of a kind until told to stop: the robustness suite's api-429 fault), or hold the requests
+// of a kind a while before forwarding them (a slow API server).
 import { readFileSync } from 'node:fs';
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
@@ -49,6 +50,8 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
   const blackholes = new Set<() => void>();
   /** Which requests the proxy answers 429 itself (throttleNext, refuseWhere). */
   let refusing: { match: (req: IncomingMessage, url: URL) => boolean; retryAfter: string } | undefined;
+  /** Which requests the proxy holds a while before forwarding them (delayWhere). */
+  let delaying: { match: (url: URL) => boolean; ms: number } | undefined;
 
   const refuse = (req: IncomingMessage, res: ServerResponse, retryAfter: string) => {
     req.resume();
@@ -107,6 +110,18 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
       refuse(req, res, refusing.retryAfter);
       return;
     }
+    if (delaying?.match(url)) {
+      const ms = delaying.ms;
+      // Paused meanwhile: the body waits in the socket, as it does for a slow server.
+      req.pause();
+      const timer = setTimeout(() => send(req, res, call, watch), ms);
+      res.on('close', () => clearTimeout(timer));
+      return;
+    }
+    send(req, res, call, watch);
+  };
+
+  const send = (req: IncomingMessage, res: ServerResponse, call: ProxiedCall, watch: boolean) => {
     const up = https.request(
       {
         host: upstream.hostname,
@@ -200,6 +215,13 @@ export async function apiProxy(cp: ControlPlane, opts: ApiProxyOptions = {}) {
     },
     stopRefusing() {
       refusing = undefined;
+    },
+    /** Holds every request that `match` picks `ms` before forwarding it, until `stopDelaying`. */
+    delayWhere(match: (url: URL) => boolean, ms: number) {
+      delaying = { match, ms };
+    },
+    stopDelaying() {
+      delaying = undefined;
     },
     close: () =>
       new Promise<void>((r) => {

@@ -10,12 +10,13 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import t from 'tap';
 import { stopProcess } from '../../../lab/bed/arp-probe.ts';
-import { type ControlPlane, startControlPlane } from '../../../lab/bed/control-plane.ts';
+import { type ControlPlane, kubeconfigJson, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from '../../../lab/bed/netns.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
 import { parseApiFence } from '../../../sidecar/api-fence/fence.ts';
+import { type ApiProxy, apiProxy } from '../bed/api-proxy.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..', '..');
 const PORT = 6443;
@@ -25,6 +26,8 @@ const T = { timeoutMs: 10_000, intervalMs: 50 };
 
 let bed: TestBed;
 let cp: ControlPlane;
+/** The sidecar's way to the API (the others are asked directly): it can make the API slow. */
+let proxy: ApiProxy;
 let client: KubeClient;
 let node: TestNode;
 let peer: TestNode;
@@ -33,6 +36,7 @@ let sidecar: ChildProcess;
 const output: string[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'drainguard-stale-api-'));
 const healthy = join(dir, 'healthy');
+const proxiedKubeconfig = join(dir, 'kubeconfig-proxied.json');
 
 t.before(async () => {
   bed = await createTestBed({ nodes: [NODE, 'peer'], hostLink: true });
@@ -73,6 +77,12 @@ t.before(async () => {
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   await new Promise<void>((done) => createInterface({ input: server.stdout! }).once('line', () => done()));
+  proxy = await apiProxy(cp, { host: hostIP });
+  writeFileSync(
+    proxiedKubeconfig,
+    kubeconfigJson(proxy.server, cp.target.ca ?? '', 'admin', cp.target.token ?? ''),
+    { mode: 0o600 },
+  );
   await startSidecar();
 });
 
@@ -97,7 +107,7 @@ async function startSidecar(): Promise<void> {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
-      KUBECONFIG: cp.kubeconfigPath,
+      KUBECONFIG: proxiedKubeconfig,
       DRAINGUARD_PROFILE: 'metallb-speaker',
       DRAINGUARD_FEATURES: 'l2-handover',
       DRAINGUARD_POD_NAME: 'speaker-cp-x',
@@ -122,6 +132,7 @@ async function startSidecar(): Promise<void> {
 t.teardown(async () => {
   if (sidecar) await stopProcess(sidecar, 'SIGKILL');
   if (server) await stopProcess(server, 'SIGKILL');
+  await proxy?.close();
   client?.close();
   await cp?.stop();
   await bed?.destroy();
@@ -340,9 +351,67 @@ t.test(
 async function silentListener(on: TestNode, host: string, port: number): Promise<ChildProcess> {
   const script = `require('node:net').createServer(() => {}).listen(${port}, ${JSON.stringify(host)}, () => console.log('listening'));`;
   const proc = on.spawn([process.execPath, '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((done) => createInterface({ input: proc.stdout! }).once('line', () => done()));
+  // An exit first (the port taken) fails the test at once, not at the file's timeout.
+  await new Promise<void>((done, fail) => {
+    createInterface({ input: proc.stdout! }).once('line', () => done());
+    proc.once('exit', (code) => fail(new Error(`no listener on ${host}:${port}: exited ${code}`)));
+  });
   return proc;
 }
+
+const OTHERS_SLICE = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others';
+
+/** The other API servers' EndpointSlice pointed at `address` (merge patch: its lists replaced whole). */
+const pointOthersAt = (address: string, port: number) =>
+  client.request(OTHERS_SLICE, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: {
+      endpoints: [{ addresses: [address], conditions: { ready: true } }],
+      ports: [{ name: 'https', port, protocol: 'TCP' }],
+    },
+  });
+
+/** The other API servers as they were: the real one. */
+async function restoreOthers(): Promise<void> {
+  const url = new URL(cp.server);
+  await pointOthersAt(url.hostname, Number(url.port));
+}
+
+t.test(
+  "the API servers on other hosts asked are the ones read at the drain's start, however slow that read",
+  async (t) => {
+    // Before, the others known from an earlier read were asked while the drain start's read was in
+    // flight: a server that had left the endpoints (here: the real one, still answering) proved
+    // this one stale, and it was fenced in ~0.2 s. A slow read (1.5 s here) made that the rule.
+    rmSync(healthy, { force: true });
+    const others = await silentListener(peer, peer.ipv4, PORT);
+    try {
+      await pointOthersAt(peer.ipv4, PORT);
+      proxy.delayWhere((url) => url.pathname.endsWith('/endpointslices'), 1_500);
+      const probed = await probes();
+      const seen = output.length;
+      const cordonedAt = Date.now();
+      await cordon(true);
+      // A probe settled: held LOCAL_READ_MAX_MS (3 s), the others asked meanwhile and silent.
+      await waitFor('a probe settled', async () => (await probes()) > probed, T);
+      t.ok(
+        proxy.calls.some((c) => c.url.includes('/endpointslices') && c.t >= cordonedAt),
+        "the endpoints were read (slowly) at the drain's start",
+      );
+      // The guard acts on its next tick (100 ms): an observation window of ten.
+      await new Promise((r) => setTimeout(r, 1_000));
+      t.equal(await installed(), undefined, 'not fenced: the others read now do not answer');
+      t.notOk(output.slice(seen).some((l) => l.includes('stale API server on this node: fenced')));
+    } finally {
+      proxy.stopDelaying();
+      await cordon(false);
+      await waitFor('lifted, were it fenced', async () => (await installed()) === undefined, T);
+      await stopProcess(others, 'SIGKILL');
+      await restoreOthers();
+    }
+  },
+);
 
 t.test(
   'the etcd member on this node exits while the other API servers are out (an election): fenced without their answer',
@@ -353,54 +422,44 @@ t.test(
     rmSync(healthy, { force: true });
     const etcd = await silentListener(node, '127.0.0.1', 2379);
     const others = await silentListener(peer, peer.ipv4, PORT);
-    const slice = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others';
-    // Merge patch: the lists are replaced whole.
-    const pointOthersAt = (address: string, port: number) =>
-      client.request(slice, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        body: {
-          endpoints: [{ addresses: [address], conditions: { ready: true } }],
-          ports: [{ name: 'https', port, protocol: 'TCP' }],
+    try {
+      await pointOthersAt(peer.ipv4, PORT);
+      const seen = output.length;
+      await cordon(true);
+      await waitFor(
+        'the etcd member seen listening while the node drains',
+        () => output.slice(seen).some((l) => l.includes('an etcd member listens on this node')),
+        T,
+      );
+      // Every API server silent, the member here listening: an election, not this server's staleness.
+      // An observation window past LOCAL_READ_MAX_MS (3 s), every read sent in it judged.
+      await new Promise((r) => setTimeout(r, 3_500));
+      t.equal(await installed(), undefined, 'not fenced while its etcd member listens');
+
+      await stopProcess(etcd, 'SIGKILL');
+      const fence = await waitFor('fenced', fenced, T);
+      t.strictSame(fence, [{ address: node.ipv4, port: PORT }]);
+      const events = await waitFor(
+        'the Event',
+        async () => {
+          const e = (await nodeEvents('StaleApiServerFenced')).filter((m) =>
+            m.includes('etcd member on this node'),
+          );
+          return e.length > 0 ? e : undefined;
         },
-      });
-    await pointOthersAt(peer.ipv4, PORT);
-    const seen = output.length;
-    await cordon(true);
-    await waitFor(
-      'the etcd member seen listening while the node drains',
-      () => output.slice(seen).some((l) => l.includes('an etcd member listens on this node')),
-      T,
-    );
-    // Every API server silent, the member here listening: an election, not this server's staleness.
-    // An observation window past LOCAL_READ_MAX_MS (3 s), every read sent in it judged.
-    await new Promise((r) => setTimeout(r, 3_500));
-    t.equal(await installed(), undefined, 'not fenced while its etcd member listens');
-
-    await stopProcess(etcd, 'SIGKILL');
-    const fence = await waitFor('fenced', fenced, T);
-    t.strictSame(fence, [{ address: node.ipv4, port: PORT }]);
-    const events = await waitFor(
-      'the Event',
-      async () => {
-        const e = (await nodeEvents('StaleApiServerFenced')).filter((m) =>
-          m.includes('etcd member on this node'),
-        );
-        return e.length > 0 ? e : undefined;
-      },
-      T,
-    );
-    t.match(
-      events[0],
-      /does not answer a consistent read while the etcd member on this node no longer listens/,
-    );
-    t.match(events[0], /port 2379/);
-
-    await cordon(false);
-    await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
-    await stopProcess(others, 'SIGKILL');
-    const url = new URL(cp.server);
-    await pointOthersAt(url.hostname, Number(url.port));
+        T,
+      );
+      t.match(
+        events[0],
+        /does not answer a consistent read while the etcd member on this node no longer listens/,
+      );
+      t.match(events[0], /port 2379/);
+    } finally {
+      await cordon(false);
+      await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
+      for (const p of [etcd, others]) await stopProcess(p, 'SIGKILL');
+      await restoreOthers();
+    }
   },
 );
 
@@ -413,16 +472,6 @@ t.test(
     rmSync(healthy, { force: true });
     const etcd = await silentListener(node, '127.0.0.1', 2379);
     const others = await silentListener(peer, peer.ipv4, PORT);
-    const slice = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes-others';
-    const pointOthersAt = (address: string, port: number) =>
-      client.request(slice, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        body: {
-          endpoints: [{ addresses: [address], conditions: { ready: true } }],
-          ports: [{ name: 'https', port, protocol: 'TCP' }],
-        },
-      });
     let back: ChildProcess | undefined;
     try {
       await pointOthersAt(peer.ipv4, PORT);
@@ -449,8 +498,7 @@ t.test(
       await waitFor('lifted at the drain end', async () => (await installed()) === undefined, T);
     } finally {
       for (const p of [etcd, back, others]) if (p) await stopProcess(p, 'SIGKILL');
-      const url = new URL(cp.server);
-      await pointOthersAt(url.hostname, Number(url.port));
+      await restoreOthers();
       await cordon(false);
     }
   },
