@@ -10,7 +10,7 @@ import { Registry } from '../shared/metrics.ts';
 import { terminationDeadline } from './drain/state.ts';
 import { DrainWatcher } from './drain/watcher.ts';
 import type { Feature, FeatureContext } from './feature.ts';
-import { FEATURE_MODULES } from './features.ts';
+import { COMPANION_MODULES, FEATURE_MODULES } from './features.ts';
 import { SidecarServer } from './http.ts';
 import { ToolRunner } from './runner.ts';
 import { logUnhandledRejections } from './unhandled.ts';
@@ -171,6 +171,8 @@ export async function startSidecar(
     }
     const factory = await load(config);
     features.push(factory({ ...ctx, log: logger.child({ feature: feature }) }));
+    for (const c of (await COMPANION_MODULES[feature]?.(config)) ?? [])
+      features.push(c.createFeature({ ...ctx, log: logger.child({ feature: c.name }) }));
   }
   drain.handOverRestarts(features.some((f) => f.restarting !== undefined));
   /** A hook's work in every feature that has it, at once: a summary per feature, failures included. */

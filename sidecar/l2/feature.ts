@@ -6,7 +6,6 @@
 // through three narrow views (api-views.ts) — MetalLB (metallb-view.ts), the candidates
 // (candidates.ts) and the node (host.ts); its tick loop's other tasks are named in side-tasks.ts.
 import { EXCLUDE_LABEL } from '../../shared/names.ts';
-import type { StaleApiGuard } from '../api-fence/guard.ts';
 import { Coalescer } from '../coalesce.ts';
 import type { Feature, FeatureContext, FeatureFactory } from '../feature.ts';
 import { PeriodicTasks } from '../periodic.ts';
@@ -47,7 +46,6 @@ export class L2Handover implements Feature {
   private readonly metallb: MetalLbView;
   private readonly candidates: CandidateView;
   private readonly host: L2Host;
-  private readonly staleApi: StaleApiGuard | undefined;
   private memory: L2Memory;
   /**
    * The memory whose actions have all been carried out (its fence installed and read back). The
@@ -98,11 +96,10 @@ export class L2Handover implements Feature {
       },
       () => this.abort.signal.aborted,
     );
-    const { metallb, candidates, host, staleApi } = views(ctx, (reason) => this.trigger(reason));
+    const { metallb, candidates, host } = views(ctx, (reason) => this.trigger(reason));
     this.metallb = metallb;
     this.candidates = candidates;
     this.host = host;
-    this.staleApi = staleApi;
     this.node = new OwnNode(ctx);
     this.events = new HeldEvents(ctx);
     this.metrics = new L2Metrics(ctx);
@@ -203,8 +200,6 @@ export class L2Handover implements Feature {
       ctx.log.error({ err: (e as Error).message }, 'cannot read the nft fence table; assuming none');
       return undefined;
     });
-    // Its own ticks, apart from the handover's: a reconcile awaiting I/O must not hold it up.
-    await this.staleApi?.start();
     this.init = this.resumeAndRun();
   }
 
@@ -290,7 +285,6 @@ export class L2Handover implements Feature {
 
   async stop(): Promise<void> {
     this.abort.abort();
-    await this.staleApi?.stop();
     await this.init;
     this.unsubscribe?.();
     this.unsubscribeNode?.();

@@ -5,11 +5,12 @@ import { isIPv6 } from 'node:net';
 import type { Logger } from '../../shared/log.ts';
 import { FENCE_TABLE } from '../../shared/names.ts';
 import { fenceTablesIn, renderUnfence } from '../../shared/net/fence-tables.ts';
+import { readOwnAddresses } from '../ip-json.ts';
 import type { ToolRunner } from '../runner.ts';
 import { type FenceSpec, parseFence, renderFence } from './fence.ts';
 import type { LinkPlan } from './fence-links.ts';
 import { installedFence } from './fence-update.ts';
-import { linkAddresses, linkNames, localRoute, ownAddresses, routeDevice, subnetLink } from './routes.ts';
+import { linkAddresses, linkNames, localRoute, routeDevice, subnetLink } from './routes.ts';
 
 /** The links a fence goes on, and the named ones it cannot go on. */
 export interface FenceLinks {
@@ -215,8 +216,7 @@ export class NodeHost implements L2Host {
 
   async ownAddresses(notOwn: readonly string[] = []): Promise<string[] | undefined> {
     try {
-      const own = ownAddresses((await this.runner.run('ip', ['-j', 'addr', 'show'])).stdout, notOwn);
-      return own.length > 0 ? own : undefined;
+      return await readOwnAddresses(this.runner, notOwn);
     } catch (e) {
       this.log.warn(
         { err: (e as Error).message },

@@ -1,24 +1,13 @@
-// Which link a VIP's ARP/NDP goes out of, and which addresses are the node's own, read from `ip -j`
-// output. kube-proxy in IPVS mode binds every Service IP, LoadBalancer VIPs included, on the dummy
+// Which link a VIP's ARP/NDP goes out of, read from `ip -j` output (the node's own addresses:
+// ../ip-json.ts). kube-proxy in IPVS mode binds every Service IP, LoadBalancer VIPs included, on the dummy
 // `kube-ipvs0` (kube-router on `kube-dummy-if`): the VIP is then a local address, `ip route get`
 // answers `local … dev lo`, and the link that carries the VIP's subnet is found in the main table.
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { parseIpJson as parseArray, SERVICE_IP_LINKS } from '../ip-json.ts';
 import { isMacAddress } from './fence.ts';
-
-/** Links that hold Service IPs, not the node's own addresses; nothing is announced out of them. */
-export const SERVICE_IP_LINKS: readonly string[] = ['kube-ipvs0', 'kube-dummy-if'];
 
 const usable = (dev: unknown): dev is string =>
   typeof dev === 'string' && dev !== 'lo' && !SERVICE_IP_LINKS.includes(dev);
-
-const parseArray = (json: string): Record<string, unknown>[] => {
-  try {
-    const v = JSON.parse(json) as unknown;
-    return Array.isArray(v) ? (v as Record<string, unknown>[]) : [];
-  } catch {
-    return [];
-  }
-};
 
 /**
  * The `dev` of the first route in `ip -j route get` output; undefined when there is none, and for
@@ -69,24 +58,6 @@ function prefixHolding(vip: string, family: 'ipv4' | 'ipv6', dst: unknown): numb
     return undefined;
   }
   return list.check(vip, family) ? bits : undefined;
-}
-
-/**
- * The node's own addresses from `ip -j addr show` (the fail-safe fence lets these through): every
- * address of every link but the Service-IP links (kube-ipvs0, kube-dummy-if), and none of `notOwn`
- * (the LoadBalancer VIPs known here, wherever they are bound).
- */
-export function ownAddresses(json: string, notOwn: readonly string[] = []): string[] {
-  const skip = new Set(notOwn.map((a) => a.toLowerCase()));
-  const links = parseArray(json) as { ifname?: unknown; addr_info?: { local?: unknown }[] }[];
-  const out = links
-    .filter((l) => !SERVICE_IP_LINKS.includes(String(l.ifname)))
-    .flatMap((l) => (Array.isArray(l.addr_info) ? l.addr_info : []).map((a) => a.local));
-  return [
-    ...new Set(
-      out.filter((a): a is string => typeof a === 'string' && a !== '' && !skip.has(a.toLowerCase())),
-    ),
-  ].sort();
 }
 
 /** The link-layer addresses of these links (`ip -j link show`), those that have one. */

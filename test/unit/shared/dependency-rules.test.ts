@@ -53,6 +53,22 @@ t.test('cli/ does not import sidecar/l2/', async (t) => {
   t.strictSame(bad, []);
 });
 
+t.test('sidecar features never import each other', async (t) => {
+  const FEATURES = ['l2', 'api-fence', 'lease', 'netfilter'];
+  const featureOf = (path: string) => FEATURES.find((f) => path.startsWith(`sidecar/${f}/`));
+  const bad = globSync('sidecar/**/*.ts', { cwd: ROOT }).flatMap((f) => {
+    const own = featureOf(f);
+    if (!own) return [];
+    return relativeImports(f)
+      .filter(({ target }) => {
+        const other = featureOf(target);
+        return other !== undefined && other !== own;
+      })
+      .map(({ spec }) => `${f}: ${spec}`);
+  });
+  t.strictSame(bad, []);
+});
+
 t.test('names used by more than one role are defined once, in shared/names.ts', async (t) => {
   const names = [
     'ANNOTATION_PREFIX',

@@ -1,11 +1,5 @@
 import t from 'tap';
-import {
-  linkNames,
-  localRoute,
-  ownAddresses,
-  routeDevice,
-  subnetLink,
-} from '../../../../sidecar/l2/routes.ts';
+import { linkNames, localRoute, routeDevice, subnetLink } from '../../../../sidecar/l2/routes.ts';
 
 t.test('routeDevice: the link of `ip -j route get`, none for local, unreachable or garbage', async (t) => {
   t.equal(
@@ -19,29 +13,6 @@ t.test('routeDevice: the link of `ip -j route get`, none for local, unreachable 
   t.equal(routeDevice('[]'), undefined);
   t.equal(routeDevice(''), undefined);
   t.equal(routeDevice('{"dev":"eth0"}'), undefined);
-});
-
-t.test('ownAddresses: every address of every link from `ip -j addr show`, link-local included', async (t) => {
-  const json = JSON.stringify([
-    {
-      ifname: 'lo',
-      addr_info: [
-        { family: 'inet', local: '127.0.0.1' },
-        { family: 'inet6', local: '::1' },
-      ],
-    },
-    {
-      ifname: 'eth0',
-      addr_info: [
-        { family: 'inet', local: '198.51.100.1', prefixlen: 24 },
-        { family: 'inet6', local: 'fe80::1', scope: 'link' },
-      ],
-    },
-    { ifname: 'veth1', addr_info: [] },
-  ]);
-  t.strictSame(ownAddresses(json), ['127.0.0.1', '198.51.100.1', '::1', 'fe80::1']);
-  t.strictSame(ownAddresses('not json'), []);
-  t.strictSame(ownAddresses('{}'), []);
 });
 
 t.test('routeDevice and localRoute: a VIP bound here (kube-ipvs0) is local, with no link', async (t) => {
@@ -78,16 +49,6 @@ t.test(
     t.equal(subnetLink('not an ip', main), undefined);
   },
 );
-
-t.test('ownAddresses: not those on kube-ipvs0 or kube-dummy-if, nor any VIP named', async (t) => {
-  const json = JSON.stringify([
-    { ifname: 'eth0', addr_info: [{ local: '198.51.100.1' }, { local: '2001:DB8::5' }] },
-    { ifname: 'kube-ipvs0', addr_info: [{ local: '198.51.100.100' }] },
-    { ifname: 'kube-dummy-if', addr_info: [{ local: '10.96.0.1' }] },
-  ]);
-  t.strictSame(ownAddresses(json), ['198.51.100.1', '2001:DB8::5']);
-  t.strictSame(ownAddresses(json, ['2001:db8::5']), ['198.51.100.1']);
-});
 
 t.test('linkNames: the names in `ip -j link show`', async (t) => {
   t.strictSame(linkNames('[{"ifname":"lo"},{"ifname":"eth0"},{"ifindex":3}]'), ['lo', 'eth0']);
