@@ -4,10 +4,11 @@ import type { KubeClient } from '../shared/kube/client.ts';
 import type { EventRecorder } from '../shared/kube/events.ts';
 import type { Logger } from '../shared/log.ts';
 import type { Registry } from '../shared/metrics.ts';
+import type { ApiHealth } from './api-health.ts';
 import type { DrainWatcher } from './drain/watcher.ts';
 import type { ToolRunner } from './runner.ts';
 
-/** What every feature gets: shared drain detection, API client, tool runner. Nothing else. */
+/** What every feature gets: shared drain detection, API client and health, tool runner. Nothing else. */
 export interface FeatureContext {
   config: SidecarConfig;
   log: Logger;
@@ -15,6 +16,8 @@ export interface FeatureContext {
   events: EventRecorder;
   runner: ToolRunner;
   drain: DrainWatcher;
+  /** Whether the API answers, since when not; re-opens the watches. */
+  api: ApiHealth;
   metrics: Registry;
   clock: Clock;
 }

@@ -7,6 +7,7 @@ import { EventRecorder } from '../shared/kube/events.ts';
 import { inClusterTarget } from '../shared/kube/in-cluster.ts';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { Registry } from '../shared/metrics.ts';
+import { ApiHealth } from './api-health.ts';
 import { terminationDeadline } from './drain/state.ts';
 import { DrainWatcher } from './drain/watcher.ts';
 import type { Feature, FeatureContext } from './feature.ts';
@@ -51,7 +52,7 @@ const EXIT_MARGIN_MS = 1_000;
 const REFUSAL_LOG_EVERY_MS = 5 * 60_000;
 
 /**
- * Feeds every API call's outcome to the drain state's "API down" (the L2 fail-safe acts on it):
+ * Feeds every API call's outcome to the sidecar's API health (api-health.ts; the L2 fail-safe acts on it):
  * down only when the API server is unreachable, times out, sheds load or fails (countsAsApiDown).
  * A request the server refuses — 401/403 (RBAC, credentials), 404 on a watch (a CRD not
  * installed) — is a configuration error: logged (once per request every few minutes: the
@@ -112,10 +113,11 @@ export async function startSidecar(
         ),
       )
     : undefined;
-  let drain: DrainWatcher | undefined;
+  // Re-opening the watches is the client's; it is made below (called only once requests run).
+  const api = new ApiHealth({ clock, log: logger, reopenWatches: (why) => client.reopenWatches(why) });
   const apiHealth = apiHealthReporter({
     log: logger,
-    apiResult: (ok) => drain?.apiResult(ok),
+    apiResult: (ok) => api.result(ok),
     now: () => clock.now(),
   });
   // In a pod: the lean service-account client. Elsewhere (tests, development) a kubeconfig, through
@@ -131,7 +133,8 @@ export async function startSidecar(
       apiHealth(ok, err);
     },
   });
-  drain = new DrainWatcher({
+  const drain = new DrainWatcher({
+    api,
     client,
     nodeName: config.nodeName,
     podName: config.podName,
@@ -148,10 +151,10 @@ export async function startSidecar(
     'drainguard_api_view_synced',
     '1 while the Node and own Pod are read from the API server and it answers; 0 before and during outages.',
   );
-  const showApiView = () =>
-    apiView.set({}, drain?.current.synced && drain.current.apiDownSince === undefined ? 1 : 0);
+  const showApiView = () => apiView.set({}, drain.current.synced && api.up ? 1 : 0);
   showApiView();
   drain.subscribe(showApiView);
+  api.subscribe(showApiView);
   const ctx: FeatureContext = {
     config,
     log: logger,
@@ -159,6 +162,7 @@ export async function startSidecar(
     events: new EventRecorder(client, 'drainguard-sidecar', config.nodeName, logger),
     runner: new ToolRunner({ log: logger, observeOnly: config.observeOnly, signal: lifetime.signal }),
     drain,
+    api,
     metrics,
     clock,
   };
@@ -210,7 +214,7 @@ export async function startSidecar(
   const hook = async (): Promise<Record<string, unknown>> => {
     const { going, why, presumed } = await drain.goingAway();
     if (!going) {
-      if (!drain?.markGuardedStopping()) {
+      if (!drain.markGuardedStopping()) {
         logger.warn({ why }, 'preStop hook without a deletion or drain: nothing withdrawn');
         return { outcome: 'not-going-away', why };
       }

@@ -8,6 +8,7 @@ import type { EventRecorder } from '../../shared/kube/events.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
 import { createLogger } from '../../shared/log.ts';
 import { Registry } from '../../shared/metrics.ts';
+import { ApiHealth } from '../../sidecar/api-health.ts';
 import { type DrainState, initialDrainState } from '../../sidecar/drain/state.ts';
 import type { DrainWatcher } from '../../sidecar/drain/watcher.ts';
 import type { FeatureContext } from '../../sidecar/feature.ts';
@@ -96,8 +97,10 @@ export function fakeContext(opts: {
   clock: Clock;
   runner?: ToolRunner;
   drain?: FakeDrain;
-}): { ctx: FeatureContext; drain: FakeDrain; events: RecordedEvent[]; metrics: Registry } {
+}): { ctx: FeatureContext; drain: FakeDrain; api: ApiHealth; events: RecordedEvent[]; metrics: Registry } {
   const drain = opts.drain ?? new FakeDrain();
+  // The real one: plain data and the test's clock (result(ok, at) sets an outage's start).
+  const api = new ApiHealth({ clock: opts.clock });
   const events: RecordedEvent[] = [];
   const metrics = new Registry();
   const ctx: FeatureContext = {
@@ -111,8 +114,9 @@ export function fakeContext(opts: {
     } as unknown as EventRecorder,
     runner: opts.runner ?? ({} as ToolRunner),
     drain: drain as unknown as DrainWatcher,
+    api,
     metrics,
     clock: opts.clock,
   };
-  return { ctx, drain, events, metrics };
+  return { ctx, drain, api, events, metrics };
 }

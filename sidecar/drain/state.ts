@@ -58,10 +58,6 @@ export interface DrainState {
   terminating: boolean;
   /** The node and pod have been read at least once, and the Node exists. */
   synced: boolean;
-  /** Epoch ms since which API calls have failed; undefined while the API answers. */
-  apiDownSince: number | undefined;
-  /** Epoch ms of the last API call that failed as if the API were down (kept after it answers). */
-  apiFailedAt: number | undefined;
   /**
    * The own pod is gone and another pod has its name (a StatefulSet pod re-created after a force
    * delete): names and identities derived from the pod name are no longer this pod's.
@@ -81,8 +77,6 @@ export const initialDrainState: DrainState = {
   drainReason: undefined,
   terminating: false,
   synced: false,
-  apiDownSince: undefined,
-  apiFailedAt: undefined,
   podReplaced: false,
   hookRestartSeen: false,
 };
@@ -93,8 +87,6 @@ export function sameDrainState(a: DrainState, b: DrainState): boolean {
     a.drainReason === b.drainReason &&
     a.terminating === b.terminating &&
     a.synced === b.synced &&
-    a.apiDownSince === b.apiDownSince &&
-    a.apiFailedAt === b.apiFailedAt &&
     a.podReplaced === b.podReplaced &&
     a.hookRestartSeen === b.hookRestartSeen
   );

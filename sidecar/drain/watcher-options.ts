@@ -4,6 +4,7 @@ import type { Clock } from '../../shared/clock.ts';
 import type { DrainSignal } from '../../shared/contract.ts';
 import type { KubeClient } from '../../shared/kube/client.ts';
 import type { Logger } from '../../shared/log.ts';
+import type { ApiHealth } from '../api-health.ts';
 import type { ProcFs } from './procs.ts';
 
 export interface DrainWatcherOptions {
@@ -20,6 +21,8 @@ export interface DrainWatcherOptions {
   guardedContainer?: string;
   /** The own pod's UID (downward API): a pod of the same name with another UID is not this one. */
   podUid?: string;
+  /** Whether the API answers (the sidecar's one owner of it); the watcher's own when not given. */
+  api?: ApiHealth;
   /** Where processes are read (tests: a fake /proc). */
   proc?: { dir: string; fs?: ProcFs };
 }

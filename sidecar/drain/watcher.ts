@@ -1,6 +1,7 @@
 import { HEDGE_AFTER_MS } from '../../shared/kube/client.ts';
 import { Informer } from '../../shared/kube/informer.ts';
 import type { Node, Pod } from '../../shared/kube/types.ts';
+import { ApiHealth } from '../api-health.ts';
 import { GuardedWatch } from './guarded-watch.ts';
 import {
   type GoingAway,
@@ -14,7 +15,7 @@ import {
 import { runtimeId } from './procs.ts';
 import { witnessRestart } from './restart-witness.ts';
 import { type DrainState, initialDrainState, nodeDrainReason, podTerminating } from './state.ts';
-import { drainStateChange, viewNewsWhileDown } from './state-change.ts';
+import { drainStateChange, viewNews } from './state-change.ts';
 import type { DrainWatcherOptions } from './watcher-options.ts';
 
 /**
@@ -59,12 +60,20 @@ export class DrainWatcher {
   private verified = false;
   private verifying = false;
   private verifyFailed = false;
-  private apiFailedAt: number | undefined;
   private probing = false;
+  /** Whether the API answers (api-health.ts): given, or its own (tests). */
+  readonly api: ApiHealth;
   private readonly stopped = new AbortController();
 
   constructor(opts: DrainWatcherOptions) {
     this.opts = opts;
+    this.api =
+      opts.api ??
+      new ApiHealth({ clock: opts.clock, reopenWatches: (why) => opts.client.reopenWatches?.(why) });
+    // While the API counts as down, the own Node is read consistently until it answers.
+    this.api.subscribe((h) => {
+      if (h.downSince !== undefined) this.probeWhileDown();
+    });
     this.guarded = new GuardedWatch({
       clock: opts.clock,
       log: opts.log,
@@ -262,15 +271,6 @@ export class DrainWatcher {
     return true;
   }
 
-  /** Fed from every API call's outcome, so "API down" is known without extra probes. */
-  apiResult(ok: boolean): void {
-    const now = this.opts.clock.now();
-    if (!ok) this.apiFailedAt = now;
-    const since = ok ? undefined : (this.state.apiDownSince ?? now);
-    if (since !== this.state.apiDownSince || !ok) this.recompute({ apiDown: { since } });
-    if (!ok) this.probeWhileDown();
-  }
-
   /**
    * After each list of the own Node (the informers list from the watch cache): one consistent GET
    * of it — a single key, read from etcd. Until the first succeeds the view is not "synced": an
@@ -312,7 +312,7 @@ export class DrainWatcher {
         'the own Node as listed is behind a consistent read (a lagging or stale API server): taking the current one and re-opening the watches',
       );
       this.node = fresh;
-      this.opts.client.reopenWatches?.('the own Node listed behind');
+      this.api.reopenWatches('the own Node listed behind');
     }
     this.verified = true;
     this.verifyFailed = false;
@@ -327,9 +327,9 @@ export class DrainWatcher {
     const signal = this.stopped.signal;
     void (async () => {
       try {
-        while (this.state.apiDownSince !== undefined && !signal.aborted) {
+        while (!this.api.up && !signal.aborted) {
           await clock.sleep(PROBE_WHILE_DOWN_MS, signal);
-          if (this.state.apiDownSince === undefined || signal.aborted) break;
+          if (this.api.up || signal.aborted) break;
           if (!this.verified && this.nodeInformer.hasSynced) {
             this.verify();
             continue;
@@ -360,9 +360,7 @@ export class DrainWatcher {
     return this.localTerminating || podTerminating(this.pod) || this.replacedBy !== undefined;
   }
 
-  // Boxed: a default parameter would turn an explicit `undefined` (API back) into the old value.
-  private recompute(how: { apiDown?: { since: number | undefined }; fromView?: boolean } = {}): void {
-    const apiDownSince = how.apiDown ? how.apiDown.since : this.state.apiDownSince;
+  private recompute(how: { fromView?: boolean } = {}): void {
     // A hook-set terminating state ends when the guarded container runs again (restarted after
     // the hook) while the pod is not being deleted.
     if (this.localTerminating && !podTerminating(this.pod) && this.guardedRestarted()) {
@@ -388,17 +386,15 @@ export class DrainWatcher {
       // A Node that is not there (deleted, or not readable) is unknown, never "schedulable".
       synced:
         this.nodeInformer.hasSynced && this.podInformer.hasSynced && this.node !== undefined && this.verified,
-      apiDownSince,
-      apiFailedAt: this.apiFailedAt,
       podReplaced: this.replacedBy !== undefined,
       hookRestartSeen: this.hookRestartSeen,
     };
     const prev = this.state;
-    if (how.fromView && viewNewsWhileDown(prev, next)) next.apiDownSince = this.opts.clock.now();
     const change = drainStateChange(prev, next);
     if (change === 'same') return;
     this.state = next;
-    if (change === 'failure-time') return;
+    // Before the listeners hear of it: the outage counts from this news (api-health.ts viewNews).
+    if (how.fromView && viewNews(prev, next)) this.api.viewNews();
     if (change === 'logged') this.opts.log.info({ drain: next }, 'drain state changed');
     for (const fn of this.listeners) fn(next, prev);
   }

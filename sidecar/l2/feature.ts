@@ -165,7 +165,7 @@ export class L2Handover implements Feature {
     const pass = this.passAbort;
     if (!pass || pass.signal.aborted || !this.failsafeDueNow()) return;
     this.ctx.log.warn(
-      { apiDownSince: this.ctx.drain.current.apiDownSince },
+      { apiDownSince: this.ctx.api.downSince },
       "fail-safe due: the reconcile's API requests abandoned",
     );
     pass.abort();
@@ -179,7 +179,7 @@ export class L2Handover implements Feature {
         now: this.ctx.clock.now(),
         draining: drain.draining,
         terminating: drain.terminating,
-        apiDownSince: drain.apiDownSince,
+        apiDownSince: this.ctx.api.downSince,
         otherCandidates: this.candidates.others,
       },
       this.settings,
@@ -216,7 +216,14 @@ export class L2Handover implements Feature {
     // Not awaited: a start during an outage must not wait for the read's retries.
     this.periodic.ranNow('pools-read');
     void this.candidates.readPools?.();
-    this.unsubscribe = ctx.drain.subscribe(() => this.trigger('drain state changed'));
+    const unsubscribeDrain = ctx.drain.subscribe(() => this.trigger('drain state changed'));
+    const unsubscribeApi = ctx.api.subscribe((h) =>
+      this.trigger(h.downSince === undefined ? 'the API answers again' : 'the API counts as down'),
+    );
+    this.unsubscribe = () => {
+      unsubscribeDrain();
+      unsubscribeApi();
+    };
     // Fenced, an exclude label removed is put back at once (label-guard.ts), not at the next tick.
     let labelled = EXCLUDE_LABEL in (ctx.drain.node?.metadata?.labels ?? {});
     this.unsubscribeNode = ctx.drain.subscribeNode((n) => {
@@ -302,7 +309,10 @@ export class L2Handover implements Feature {
     const { clock } = this.ctx;
     while (!this.abort.signal.aborted) {
       const drain = this.ctx.drain.current;
-      await clock.sleep(needsTick(this.memory, drain) ? 100 : 1000, this.abort.signal);
+      await clock.sleep(
+        needsTick(this.memory, { ...drain, apiDownSince: this.ctx.api.downSince }) ? 100 : 1000,
+        this.abort.signal,
+      );
       this.abandonPassForFailsafe();
       await this.periodic.runDue();
       this.trigger('tick');
@@ -330,7 +340,7 @@ export class L2Handover implements Feature {
     // becoming eligible arrives as a watch event). A given-up one (not retried until the drain
     // ends, unless the pod goes away) and a fenced one need no candidates: the watches stop.
     // After a fail-safe, once the API answers, the handover is decided again from a new list.
-    const failsafeOver = phase === 'failsafe-fenced' && drain.apiDownSince === undefined;
+    const failsafeOver = phase === 'failsafe-fenced' && this.ctx.api.up;
     // The fail-safe due: decided now, with what is known (abandonPassForFailsafe).
     const reading = !this.failsafeDueNow();
     if (reading && this.wantsCandidates(phase)) {
@@ -396,7 +406,7 @@ export class L2Handover implements Feature {
     const drain = this.ctx.drain.current;
     if (!drain.draining && !drain.terminating) return false;
     if (phase === 'given-up' && !drain.terminating) return false;
-    return !FENCED.has(phase) || (phase === 'failsafe-fenced' && drain.apiDownSince === undefined);
+    return !FENCED.has(phase) || (phase === 'failsafe-fenced' && this.ctx.api.up);
   }
 
   /** Published as idle: idle, refused or given up. */

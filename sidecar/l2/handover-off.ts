@@ -90,7 +90,12 @@ export class L2HandoverOff implements Feature {
 
   async start(): Promise<void> {
     this.ctx.log.warn({ why: this.why }, 'L2 handover off');
-    this.unsubscribe = this.ctx.drain.subscribe(() => this.passes.request('drain state changed'));
+    const unsubscribeDrain = this.ctx.drain.subscribe(() => this.passes.request('drain state changed'));
+    const unsubscribeApi = this.ctx.api.subscribe(() => this.passes.request('API health changed'));
+    this.unsubscribe = () => {
+      unsubscribeDrain();
+      unsubscribeApi();
+    };
     this.passes.request('started');
   }
 
@@ -149,7 +154,7 @@ export class L2HandoverOff implements Feature {
         this.fenceChecked = true;
       });
     // The API's part once the own Node is known and the API answers.
-    if (drain.synced && drain.apiDownSince === undefined) {
+    if (drain.synced && this.ctx.api.up) {
       const annotations = this.node.current()?.metadata?.annotations ?? {};
       if (annotations[LABEL_OWNED_ANNOTATION] === 'true')
         await step('unlabel', async () => {

@@ -85,8 +85,8 @@ export class L2Observer {
       hookRestartSeen: drain.hookRestartSeen,
       synced: drain.synced && metallb.synced,
       metallbSynced: metallb.synced,
-      apiDownSince: drain.apiDownSince,
-      apiFailedAt: drain.apiFailedAt,
+      apiDownSince: this.p.ctx.api.downSince,
+      apiFailedAt: this.p.ctx.api.failedAt,
       excludeLabel: this.p.simulatedLabel() ?? EXCLUDE_LABEL in labels,
       labelOwned: this.p.simulatedLabel() ?? annotations[LABEL_OWNED_ANNOTATION] === 'true',
       statusSource: metallb.statusSource,
@@ -95,7 +95,7 @@ export class L2Observer {
       otherCandidates: others,
       ...(perService ? { serviceCandidates: perService } : {}),
       pools: this.p.candidates.pools,
-      ...(this.p.memory().phase === 'failsafe-fenced' && drain.apiDownSince === undefined
+      ...(this.p.memory().phase === 'failsafe-fenced' && this.p.ctx.api.up
         ? { goneServices: await this.deletedServices() }
         : {}),
       // Resolved below (fenceLinks) where a handover needs them.

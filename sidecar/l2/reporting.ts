@@ -23,8 +23,8 @@ export class HeldEvents {
 
   /** Writes what is held, unless the API is down. */
   flush(): void {
-    const { config, events, drain } = this.ctx;
-    if (drain.current.apiDownSince !== undefined || this.pending.length === 0) return;
+    const { config, events, api } = this.ctx;
+    if (!api.up || this.pending.length === 0) return;
     // Best effort and not awaited: reporting must never hold up the handover itself.
     for (const { type, reason, message } of this.pending.splice(0))
       for (const target of [ownNode(config), ownPod(config)])

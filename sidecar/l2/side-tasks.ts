@@ -29,11 +29,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
       mode: 'background',
       due: (now, last) => {
         const drain = ctx.drain.current;
-        return (
-          drain.apiDownSince !== undefined &&
-          (drain.draining || drain.terminating || !p.atRestIdle()) &&
-          now - last >= 1_000
-        );
+        return !ctx.api.up && (drain.draining || drain.terminating || !p.atRestIdle()) && now - last >= 1_000;
       },
       run: () => ctx.client.get(ownNode, { timeoutMs: 2_000 }),
     },
@@ -48,7 +44,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
       mode: 'background',
       due: (now, last) => staleServerCheckDue(p.memory(), now, last, p.settings),
       run: () => {
-        ctx.client.reopenWatches?.('no confirmation yet: looking for a stale API server');
+        ctx.api.reopenWatches('no confirmation yet: looking for a stale API server');
         return ctx.client.get(ownNode, { timeoutMs: 3_000 });
       },
     },
@@ -57,7 +53,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
       // watch (a stale server), so MetalLB's statuses are read consistently every second.
       name: 'statuses-read',
       mode: 'fire',
-      due: (now, last) => statusReadDue(p.memory(), ctx.drain.current.apiFailedAt, now, last, p.settings),
+      due: (now, last) => statusReadDue(p.memory(), ctx.api.failedAt, now, last, p.settings),
       run: () => p.metallb.readStatusesConsistently(),
     },
     {
@@ -80,7 +76,7 @@ export function l2SideTasks(p: SideTaskParts): PeriodicTask[] {
     {
       name: 'pools-read',
       mode: 'await',
-      due: (now, last) => now - last > POOLS_REREAD_MS && ctx.drain.current.apiDownSince === undefined,
+      due: (now, last) => now - last > POOLS_REREAD_MS && ctx.api.up,
       run: async () => p.candidates.readPools?.(),
     },
   ];

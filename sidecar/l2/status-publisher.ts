@@ -51,7 +51,7 @@ export class StatusPublisher {
   private async write(): Promise<void> {
     const { ctx } = this;
     const { status, idle } = this.render();
-    if (status === this.written || ctx.drain.current.apiDownSince !== undefined) return;
+    if (status === this.written || !ctx.api.up) return;
     const onNode = this.node.current()?.metadata?.annotations?.[L2_STATE_ANNOTATION];
     if (onNode === status) {
       this.written = status;

@@ -197,7 +197,7 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
       });
       const health = apiHealthReporter({
         log: createLogger(`${name}-api-health`, 'warn'),
-        apiResult: (ok) => view.apiResult(ok),
+        apiResult: (ok) => view.api.result(ok),
         now: () => Date.now(),
       });
       return { client, view };
@@ -242,11 +242,16 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
     const { client: lateClient, view: late } = startSidecarView('drain-view-late');
     const lateStarted = Date.now();
     late.start();
-    await waitFor('the late sidecar’s API down', () => late.current.apiDownSince !== undefined, {
+    await waitFor('the late sidecar’s API down', () => late.api.downSince !== undefined, {
       timeoutMs: 30_000,
       intervalMs: 100,
     }).catch(() => {});
-    const lateView = { ...late.current, listed: late.node !== undefined, afterMs: Date.now() - lateStarted };
+    const lateView = {
+      ...late.current,
+      apiDownSince: late.api.downSince,
+      listed: late.node !== undefined,
+      afterMs: Date.now() - lateStarted,
+    };
     await late.stop();
     lateClient.close();
     t.ok(lateView.listed, 'the late sidecar listed its Node (from the stale cache)', lateView);
@@ -302,12 +307,15 @@ t.test('HA control plane: 3 etcd members, 3 API servers, a stale member', { time
     await waitFor(
       'the sidecar’s view through the stale server: draining, or the API down',
       () => {
-        const d = drain.current;
-        return d.draining || d.apiDownSince !== undefined;
+        return drain.current.draining || drain.api.downSince !== undefined;
       },
       { timeoutMs: 20_000, intervalMs: 100 },
     ).catch(() => {});
-    const sidecarView = { ...drain.current, afterCordonMs: Date.now() - cordonedAt };
+    const sidecarView = {
+      ...drain.current,
+      apiDownSince: drain.api.downSince,
+      afterCordonMs: Date.now() - cordonedAt,
+    };
     await drain.stop();
     sidecarClient.close();
     const [consistent, write] = await Promise.all([consistentP, writeP]);

@@ -76,6 +76,15 @@ async function startFeature(
     DRAINGUARD_CLEANUP_RESYNC_SECONDS: '3600',
     ...env,
   });
+  const drain = new DrainWatcher({
+    client,
+    nodeName,
+    podName: 'drainguard-nf',
+    podNamespace: ns,
+    drainTaints: config.drainTaints,
+    log,
+    clock: systemClock,
+  });
   const factory = await FEATURE_MODULES['netfilter-cleanup']!();
   const cap = factory({
     config,
@@ -83,15 +92,8 @@ async function startFeature(
     client,
     events: new EventRecorder(admin, 'drainguard-sidecar', nodeName, log),
     runner: new ToolRunner({ log, prefix: ['ip', 'netns', 'exec', l.node.ns] }),
-    drain: new DrainWatcher({
-      client,
-      nodeName,
-      podName: 'drainguard-nf',
-      podNamespace: ns,
-      drainTaints: config.drainTaints,
-      log,
-      clock: systemClock,
-    }),
+    drain,
+    api: drain.api,
     metrics,
     clock: systemClock,
   });

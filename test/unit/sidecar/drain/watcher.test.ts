@@ -208,18 +208,18 @@ t.test(
       reads++;
       // As the real client does: a consistent answer reports the API up.
       if (!answer) throw new Error('timeout');
-      w?.apiResult(true);
+      w?.api.result(true);
       return node;
     });
     w = await syncedWatcher(t, api.client);
     answer = false;
     const before = reads;
-    w.apiResult(false);
-    t.ok(w.current.apiDownSince !== undefined, 'down');
+    w.api.result(false);
+    t.ok(w.api.downSince !== undefined, 'down');
     await waitFor('a probe', () => reads > before, { timeoutMs: 5_000 });
-    t.ok(w.current.apiDownSince !== undefined, 'a failed probe keeps it down');
+    t.ok(w.api.downSince !== undefined, 'a failed probe keeps it down');
     answer = true;
-    await waitFor('up again', () => w?.current.apiDownSince === undefined, { timeoutMs: 6_000 });
+    await waitFor('up again', () => w?.api.downSince === undefined, { timeoutMs: 6_000 });
     const after = reads;
     // Nothing to wait on: the absence of a probe over more than one probe period is the assertion.
     await new Promise((r) => setTimeout(r, PROBE_WHILE_DOWN_MS + 500));
@@ -246,7 +246,7 @@ t.test(
     t.teardown(() => w.stop());
     await waitFor('listed', () => w.node !== undefined, { timeoutMs: 5_000 });
     t.equal(w.current.synced, false, 'listed but not confirmed: not synced');
-    w.apiResult(false); // what the real client reports for the failed read
+    w.api.result(false); // what the real client reports for the failed read
     answer = 'newer';
     await waitFor('synced', () => w.current.synced, { timeoutMs: PROBE_WHILE_DOWN_MS + 3_000 });
     t.equal(
@@ -266,17 +266,17 @@ t.test(
     // count from the restart, or the fail-safe fires in that moment.
     const api = scriptedApi(node, pod(0, true), async () => node);
     const w = await syncedWatcher(t, api.client);
-    w.apiResult(false);
-    const downSince = w.current.apiDownSince ?? 0;
+    w.api.result(false);
+    const downSince = w.api.downSince ?? 0;
     await waitFor('time to move on', () => Date.now() > downSince + 20, { timeoutMs: 1_000 });
     const cordonedAt = Date.now();
     api.push('node', { metadata: { name: 'n1', resourceVersion: '2' }, spec: { unschedulable: true } });
     t.equal(w.current.draining, true);
-    t.ok((w.current.apiDownSince ?? 0) >= cordonedAt, 'down since the drain became known');
+    t.ok((w.api.downSince ?? 0) >= cordonedAt, 'down since the drain became known');
     // Later failures do not move it again.
-    const since = w.current.apiDownSince;
-    w.apiResult(false);
-    t.equal(w.current.apiDownSince, since);
+    const since = w.api.downSince;
+    w.api.result(false);
+    t.equal(w.api.downSince, since);
   },
 );
 

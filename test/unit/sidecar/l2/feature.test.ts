@@ -193,7 +193,13 @@ function fakeApi() {
 async function started(env: Record<string, string> = {}) {
   const clock = new ManualClock(T0);
   const { api, client } = fakeApi();
-  const { ctx, drain, events, metrics } = fakeContext({
+  const {
+    ctx,
+    drain,
+    api: health,
+    events,
+    metrics,
+  } = fakeContext({
     env: {
       DRAINGUARD_PROFILE: 'metallb-speaker',
       DRAINGUARD_FEATURES: 'l2-handover',
@@ -225,7 +231,21 @@ async function started(env: Record<string, string> = {}) {
     await next.idle();
     return next;
   };
-  return { cap, clock, api, drain, events, reasons, metrics, metallb, candidates, host, pass, restarted };
+  return {
+    cap,
+    clock,
+    api,
+    health,
+    drain,
+    events,
+    reasons,
+    metrics,
+    metallb,
+    candidates,
+    host,
+    pass,
+    restarted,
+  };
 }
 
 t.test(
@@ -416,7 +436,7 @@ t.test(
     w.drain.set({ draining: true });
     await waitFor('the handover reading its candidates', () => w.candidates.reads > 0, { timeoutMs: 2_000 });
     w.api.down = true;
-    w.drain.set({ apiDownSince: w.clock.now() });
+    w.health.result(false);
     w.clock.advance(4_900);
     w.cap.trigger('tick');
     t.equal(w.candidates.abandoned, 0, 'before the grace the reads go on');
@@ -436,7 +456,8 @@ t.test('Events while the API is down are kept and written once it answers', asyn
   // The API went away a minute ago (past the fail-safe grace) and the node is cordoned.
   w.api.down = true;
   w.candidates.others = undefined;
-  w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+  w.health.result(false, T0 - 60_000);
+  w.drain.set({ draining: true });
   await w.cap.idle();
   t.match(
     w.host.installed,
@@ -447,7 +468,7 @@ t.test('Events while the API is down are kept and written once it answers', asyn
   t.equal(w.api.status(), undefined);
 
   w.api.down = false;
-  w.drain.set({ apiDownSince: undefined });
+  w.health.result(true);
   await w.cap.idle();
   t.strictSame(w.reasons('Node'), [L2_EVENT_REASONS.failsafeFence]);
   t.strictSame(w.reasons('Pod'), [L2_EVENT_REASONS.failsafeFence]);
@@ -465,7 +486,9 @@ t.test(
     w.metallb.announced = [];
     w.api.down = true;
     w.candidates.others = undefined;
-    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    w.health.result(false, T0 - 60_000);
+    await w.cap.idle(); // one pass: API down, not draining (nothing to do)
+    w.drain.set({ draining: true });
     await w.cap.idle();
     t.match(w.host.installed, { pools: ['192.0.2.100-192.0.2.120'] }, 'the fail-safe fence is on');
     t.strictSame(
@@ -487,7 +510,9 @@ t.test(
     w.metallb.interfaces = ['eth1'];
     w.api.down = true;
     w.candidates.others = undefined;
-    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    w.health.result(false, T0 - 60_000);
+    await w.cap.idle(); // one pass: API down, not draining (nothing to do)
+    w.drain.set({ draining: true });
     await w.cap.idle();
     t.match(w.host.plan, { named: ['eth1'], targets: ['192.0.2.10'], always: ['192.0.2.100', 'default'] });
     t.strictSame(w.host.installed?.interfaces, ['eth0', 'eth1'], "the routes' link and the named one");
@@ -598,7 +623,9 @@ t.test(
     t.ok(w.candidates.poolReads > 0, 'the pools are read at start');
     w.api.down = true;
     w.candidates.others = undefined;
-    w.drain.set({ draining: true, apiDownSince: T0 - 60_000 });
+    w.health.result(false, T0 - 60_000);
+    await w.cap.idle(); // one pass: API down, not draining (nothing to do)
+    w.drain.set({ draining: true });
     await w.cap.idle();
     t.match(w.host.installed, { memberlistPorts: [7946], pools: ['192.0.2.100-192.0.2.120'] });
     t.equal(w.host.installed?.ownAddresses, undefined, 'not the broad drop');
@@ -608,7 +635,7 @@ t.test(
     w.api.down = false;
     w.candidates.others = ['node-b', 'node-c'];
     w.metallb.owners = { 'web/www': 'node-b' };
-    w.drain.set({ apiDownSince: undefined });
+    w.health.result(true);
     await w.cap.idle();
     t.equal(w.api.node().metadata?.labels?.[EXCLUDE_LABEL], '', 'labelled again, from scratch');
     await w.pass();
