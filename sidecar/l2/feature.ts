@@ -66,6 +66,8 @@ export class L2Handover implements Feature {
   private loop: Promise<void> | undefined;
   private init: Promise<void> | undefined;
   private unsubscribe: (() => void) | undefined;
+  /** When the drain state last turned to draining or terminating (the handover's start is logged against it). */
+  private drainSeenAt: number | undefined;
   private unsubscribeNode: (() => void) | undefined;
   /** What the tick loop does besides asking for a reconcile (sideTasks). */
   private readonly periodic: PeriodicTasks;
@@ -216,7 +218,11 @@ export class L2Handover implements Feature {
     // Not awaited: a start during an outage must not wait for the read's retries.
     this.periodic.ranNow('pools-read');
     void this.candidates.readPools?.();
-    const unsubscribeDrain = ctx.drain.subscribe(() => this.trigger('drain state changed'));
+    const unsubscribeDrain = ctx.drain.subscribe((next, prev) => {
+      if ((next.draining || next.terminating) && !(prev.draining || prev.terminating))
+        this.drainSeenAt = ctx.clock.now();
+      this.trigger('drain state changed');
+    });
     const unsubscribeApi = ctx.api.subscribe((h) =>
       this.trigger(h.downSince === undefined ? 'the API answers again' : 'the API counts as down'),
     );
@@ -330,6 +336,8 @@ export class L2Handover implements Feature {
   }
 
   private async reconcileOnce(signal: AbortSignal): Promise<void> {
+    const { clock } = this.ctx;
+    const passStart = clock.now();
     const drain = this.ctx.drain.current;
     const handoverWanted = drain.draining || drain.terminating;
     const { phase } = this.memory;
@@ -353,6 +361,7 @@ export class L2Handover implements Feature {
         signal,
       );
     } else if (reading) await this.candidates.release?.();
+    const candidatesMs = clock.now() - passStart;
     if (
       reading &&
       handoverWanted &&
@@ -388,7 +397,16 @@ export class L2Handover implements Feature {
     const from = PUBLISHED_PHASE[before.phase];
     const to = PUBLISHED_PHASE[memory.phase];
     if (from !== to) {
-      this.ctx.log.info({ from, to, vips: vipsOf(memory.services) }, 'L2 phase');
+      // A handover's start: where the time since the drain was seen went (the reads it waited for).
+      const started =
+        from === 'idle' && this.drainSeenAt !== undefined
+          ? {
+              sinceDrainSeenMs: clock.now() - this.drainSeenAt,
+              passMs: clock.now() - passStart,
+              candidatesMs,
+            }
+          : {};
+      this.ctx.log.info({ from, to, vips: vipsOf(memory.services), ...started }, 'L2 phase');
       if (to === 'fenced' && memory.handoverStartedAt !== undefined)
         this.metrics.fenced(this.ctx.clock.now() - memory.handoverStartedAt);
     }
