@@ -372,6 +372,7 @@ export class L2Handover implements Feature {
     this.metallb.retryUnreadServices();
     const before = this.memory;
     const observation = await this.observer.observe();
+    const observedMs = clock.now() - passStart;
     const { memory, actions } = step(this.memory, observation, this.settings);
     this.memory = memory;
     const holding = !observation.synced && PUBLISHED_PHASE[memory.phase] !== 'idle';
@@ -387,7 +388,9 @@ export class L2Handover implements Feature {
       );
     this.heldUnsynced = holding;
     let carriedOut = true;
+    const actStart = clock.now();
     for (const a of actions) carriedOut = (await this.actions.execute(a, signal)) && carriedOut;
+    const actedMs = clock.now() - actStart;
     if (carriedOut) {
       this.effected = memory;
       for (const wake of this.onEffected) wake();
@@ -404,6 +407,8 @@ export class L2Handover implements Feature {
               sinceDrainSeenMs: clock.now() - this.drainSeenAt,
               passMs: clock.now() - passStart,
               candidatesMs,
+              observedMs,
+              actedMs,
             }
           : {};
       this.ctx.log.info({ from, to, vips: vipsOf(memory.services), ...started }, 'L2 phase');
