@@ -87,6 +87,8 @@ export class StaleApiGuard {
   private acting = false;
   private loop: Promise<void> | undefined;
   private lastReadEndpoints = Number.NEGATIVE_INFINITY;
+  /** A read of the `kubernetes` endpoints has succeeded. */
+  private endpointsKnown = false;
   /** After a failed nft or ss call: not again before a capped backoff (no busy loop of execs). */
   private readonly retryGate: RetryGate;
 
@@ -152,7 +154,9 @@ export class StaleApiGuard {
       }
       // A read sent in an earlier drain says nothing about this one.
       if (wanted !== this.wasWanted) this.dropPending();
-      if (!wanted && this.installed === undefined && clock.now() - this.lastReadEndpoints > 10 * 60_000)
+      // Every 10 min; every 10 s until a read has succeeded (one failed at start under load).
+      const every = this.endpointsKnown ? 10 * 60_000 : 10_000;
+      if (!wanted && this.installed === undefined && clock.now() - this.lastReadEndpoints > every)
         this.rereadEndpoints();
       this.wasWanted = wanted;
       const o = this.observation();
@@ -241,6 +245,7 @@ export class StaleApiGuard {
             : 'no API server on this node',
         );
       this.endpoints = found;
+      this.endpointsKnown = true;
     } catch (e) {
       this.ctx.log.warn(
         { err: (e as Error).message },

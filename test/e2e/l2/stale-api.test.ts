@@ -126,7 +126,9 @@ async function startSidecar(): Promise<void> {
     'the sidecar finds the API server on its node',
     () => output.some((l) => l.includes('an API server runs on this node')),
     { timeoutMs: 30_000, intervalMs: 50 },
-  );
+  ).catch((e: unknown) => {
+    throw new Error(`${(e as Error).message}; the sidecar said:\n${output.slice(-20).join('\n')}`);
+  });
 }
 
 t.teardown(async () => {
