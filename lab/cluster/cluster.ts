@@ -69,6 +69,8 @@ export interface Cluster {
   k(args: string[], opts?: { input?: string }): Promise<string>;
   /** The tail of every component's log, for a failing test's output. */
   logs(tailBytes?: number): string;
+  /** The control plane's log files by component (`<member>/<component>` on an HA plane). */
+  controlPlaneLogs(): Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -343,6 +345,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       client: () => controlPlane.client(),
       kubectl,
       k,
+      controlPlaneLogs,
       logs(tailBytes = 4000) {
         return Object.entries(logFiles())
           .map(([name, p]) => {

@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCluster } from '../../lab/cluster/cluster.ts';
 import { LEASE, setUpScene, tokens } from '../../lab/cluster/robustness-scene.ts';
+import { keepLogsSince, logSizes } from './log-slices.ts';
 import { IMPLEMENTED, IMPLEMENTED_HA } from './nemesis.ts';
 import { setUpNetfilter } from './netfilter.ts';
 import { ACTIONS, planTrial, type TrialPlan } from './plan.ts';
@@ -102,6 +103,7 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
         note(`time budget spent: stopped before trial ${trial}; continue with FROM=${trial} OUT=${opts.out}`);
         break;
       }
+      const logsAt = logSizes(c.controlPlaneLogs());
       const { result, observations } = await runTrial(s, plan, ctx);
       results.push(result);
       if (opts.record && plan.scripted === undefined)
@@ -119,9 +121,12 @@ export async function runSuite(opts: SuiteOptions): Promise<SuiteRun> {
         html.set(trial, path);
       }
       // The pods' logs as they are now: the next trials delete pods, and the kubelet their logs.
-      if (result.violations.length > 0 || opts.keepLogs)
+      if (result.violations.length > 0 || opts.keepLogs) {
         for (const n of s.nodes)
           cpSync(join(c.dir, n, 'pod-logs'), join(opts.out, `trial-${trial}-logs`, n), { recursive: true });
+        // The control plane's lines of this trial (kube-apiserver traces a request slower than 500 ms).
+        keepLogsSince(c.controlPlaneLogs(), logsAt, join(opts.out, `trial-${trial}-logs`, 'control-plane'));
+      }
     }
     s.client.close();
   } finally {
