@@ -12,6 +12,7 @@ import t from 'tap';
 import { stopProcess } from '../../../lab/bed/arp-probe.ts';
 import { type ControlPlane, kubeconfigJson, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { createTestBed, type TestBed, type TestNode } from '../../../lab/bed/netns.ts';
+import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import type { KubeClient } from '../../../shared/kube/client.ts';
 import type { KubeObject } from '../../../shared/kube/types.ts';
@@ -125,7 +126,7 @@ async function startSidecar(): Promise<void> {
   await waitFor(
     'the sidecar finds the API server on its node',
     () => output.some((l) => l.includes('an API server runs on this node')),
-    { timeoutMs: 30_000, intervalMs: 50 },
+    { timeoutMs: START_DEADLINE_MS, intervalMs: 50 },
   ).catch((e: unknown) => {
     throw new Error(`${(e as Error).message}; the sidecar said:\n${output.slice(-20).join('\n')}`);
   });

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t from 'tap';
 import { freePort, kubeconfigJson } from '../../../lab/bed/control-plane.ts';
+import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { httpStatus, type SidecarProcess, spawnSidecar } from './process.ts';
 
@@ -110,7 +111,9 @@ t.test('retries end with the grace period: the Lease handover against a silent A
   });
   const exited = exit(child);
   try {
-    await waitFor('ready', async () => (await status(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+    await waitFor('ready', async () => (await status(port, '/readyz')) === 200, {
+      timeoutMs: START_DEADLINE_MS,
+    });
     const sent = Date.now();
     child.kill('SIGTERM');
     const r = await Promise.race([

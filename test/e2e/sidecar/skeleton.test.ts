@@ -5,6 +5,7 @@
 import t from 'tap';
 import { type ControlPlane, freePort, startControlPlane } from '../../../lab/bed/control-plane.ts';
 import { type PodAccess, podAccess } from '../../../lab/bed/pod.ts';
+import { START_DEADLINE_MS } from '../../../lab/bed/proc.ts';
 import { waitFor } from '../../../shared/clock.ts';
 import { httpStatus, type SidecarProcess, spawnSidecar } from './process.ts';
 
@@ -60,7 +61,9 @@ t.test('ready while running, still ready with the API server down, clean exit on
   const { child, output } = startSidecar(port);
   const exited = new Promise<number | null>((r) => child.once('exit', r));
   try {
-    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, {
+      timeoutMs: START_DEADLINE_MS,
+    });
     t.equal(await get(port, '/healthz'), 200);
     await cp.stopApiServer();
     // The sidecar notices (its watches break and relists are refused) and must stay ready regardless.
@@ -100,7 +103,9 @@ t.test(
     const bad = await freePort();
     const refused = startSidecar(bad, {}, podAccess(cp, 'not-a-token'));
     try {
-      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, {
+        timeoutMs: START_DEADLINE_MS,
+      });
       // The drain watcher's Node watch sees the cordon: the API answered with the token.
       await cp.client().patch('/api/v1/nodes/sk-node', { spec: { unschedulable: true } }, 'merge');
       await waitFor('cordon seen', () => /"drain state changed"/.test(output()) && /cordon/.test(output()), {
@@ -140,7 +145,9 @@ t.test(
       DRAINGUARD_METRICS_ADDRESS: '127.0.0.2',
     });
     try {
-      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+      await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, {
+        timeoutMs: START_DEADLINE_MS,
+      });
       const scraped = await request('127.0.0.2', metricsPort, '/metrics');
       t.equal(scraped.status, 200);
       t.match(scraped.body, /^# TYPE drainguard_api_view_synced gauge$/m);
@@ -167,7 +174,9 @@ t.test('hostNetwork: a metrics port held by another process is logged; the sidec
     DRAINGUARD_METRICS_ADDRESS: '127.0.0.2',
   });
   try {
-    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, { timeoutMs: 20_000 });
+    await waitFor('/readyz 200', async () => (await get(port, '/readyz')) === 200, {
+      timeoutMs: START_DEADLINE_MS,
+    });
     t.match(output(), /"msg":"\/metrics cannot listen on the node: not served there"/);
     t.match(output(), /EADDRINUSE/);
     t.equal(await get(port, '/metrics'), 200, 'still served on loopback');
