@@ -6,7 +6,7 @@
 // sees a reset and dials again through the Service). An Event on the Node says so, and again when
 // it is lifted at the drain's end.
 import { RetryGate } from '../../shared/backoff.ts';
-import { HEDGE_AFTER_MS, type KubeClient } from '../../shared/kube/client.ts';
+import { HEDGE_AFTER_MS } from '../../shared/kube/client.ts';
 import type { KubeList } from '../../shared/kube/types.ts';
 import { API_FENCE_TABLE } from '../../shared/names.ts';
 import { apiFenceTableIn, renderApiUnfence } from '../../shared/net/fence-tables.ts';
@@ -40,7 +40,6 @@ import {
   killArgs,
   killedCount,
   parseApiFence,
-  probeSource,
   renderApiFence,
 } from './fence.ts';
 import {
@@ -52,6 +51,7 @@ import {
   waitsOnOthers,
 } from './local-probe.ts';
 import { STALE_API_EVENT_REASONS, STALE_API_METRICS } from './reporting.ts';
+import { ApiServerClients } from './server-clients.ts';
 
 /** What the guard needs of the node (a fake in unit tests: the ToolRunner's tools). */
 export interface StaleApiHost {
@@ -82,11 +82,13 @@ export class StaleApiGuard {
   private etcdChecking = false;
   private lastEtcdCheckAt = Number.NEGATIVE_INFINITY;
   /** Clients of the local API servers and of those on other hosts, by endpoint. */
-  private readonly clients = new Map<string, KubeClient>();
+  private readonly clients: ApiServerClients;
   private wasWanted = false;
   private acting = false;
   private loop: Promise<void> | undefined;
   private lastReadEndpoints = Number.NEGATIVE_INFINITY;
+  /** When the probe kept (`probe`) became known: its read judged, answered or failed. */
+  private probeKnownAt: number | undefined;
   /** A read of the `kubernetes` endpoints has succeeded. */
   private endpointsKnown = false;
   /** After a failed nft or ss call: not again before a capped backoff (no busy loop of execs). */
@@ -96,6 +98,7 @@ export class StaleApiGuard {
     this.ctx = ctx;
     this.host = host;
     this.metrics = registerMetrics(ctx.metrics, STALE_API_METRICS);
+    this.clients = new ApiServerClients(ctx.client, ctx.config.nodeName);
     this.retryGate = new RetryGate(() => ctx.clock.now(), { baseMs: 500, capMs: 10_000 });
   }
 
@@ -123,7 +126,7 @@ export class StaleApiGuard {
   async stop(): Promise<void> {
     this.abort.abort();
     await this.loop;
-    for (const c of this.clients.values()) c.close();
+    this.clients.close();
   }
 
   private wanted(): boolean {
@@ -254,22 +257,6 @@ export class StaleApiGuard {
     }
   }
 
-  /** A client for the API server at `e`, kept (its connections reused) while it is asked. */
-  private clientAt(e: ApiEndpoint, local: boolean): KubeClient {
-    const key = `${local ? 'local' : 'other'} ${endpointText(e)}`;
-    let client = this.clients.get(key);
-    if (!client) {
-      const { nodeName } = this.ctx.config;
-      client = this.ctx.client.at(`https://${endpointText(e)}`, {
-        userAgent: `drainguard-sidecar/${nodeName} (${local ? 'local' : 'another'} API server)`,
-        // From loopback: the fence lets the local probe through.
-        ...(local ? { localAddress: probeSource(e) } : {}),
-      });
-      this.clients.set(key, client);
-    }
-    return client;
-  }
-
   /**
    * While a local read is CLUSTER_READ_AFTER_MS late, the same read goes to the API servers on other
    * hosts directly (not through the `kubernetes` Service, which may bring it back to this server;
@@ -325,7 +312,7 @@ export class StaleApiGuard {
     if (this.others.length === 0 || this.abort.signal.aborted) return false;
     return Promise.any(
       this.others.map((o) =>
-        this.clientAt(o, false).get(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
+        this.clients.at(o, false).get(`/api/v1/nodes/${this.ctx.config.nodeName}`, {
           timeoutMs: OTHER_READ_TIMEOUT_MS,
           signal: this.abort.signal,
         }),
@@ -351,7 +338,8 @@ export class StaleApiGuard {
     const read: PendingRead = { sentAt, stop: new AbortController() };
     this.pending.add(read);
     let err: unknown;
-    await this.clientAt(e, true)
+    await this.clients
+      .at(e, true)
       .get(path, {
         timeoutMs: LOCAL_READ_MAX_MS,
         signal: AbortSignal.any([this.abort.signal, read.stop.signal]),
@@ -373,7 +361,10 @@ export class StaleApiGuard {
     }
     if (this.abort.signal.aborted) return;
     this.metrics.probes.inc({ answer: result.local });
-    if (supersedes(result, this.probe)) this.probe = result;
+    if (supersedes(result, this.probe)) {
+      this.probe = result;
+      this.probeKnownAt = ctx.clock.now();
+    }
   }
 
   private async act(o: StaleApiObservation): Promise<void> {
@@ -381,6 +372,7 @@ export class StaleApiGuard {
     if (!d || this.acting || !this.retryGate.open(d.kind)) return;
     this.acting = true;
     const { ctx } = this;
+    const actStart = ctx.clock.now();
     try {
       if (d.kind === 'fence') {
         const text = d.endpoints.map(endpointText).join(', ');
@@ -389,6 +381,7 @@ export class StaleApiGuard {
           mutates: true,
           timeoutMs: 5_000,
         });
+        const nftMs = ctx.clock.now() - actStart;
         // After the reject rule: a connection made meanwhile would be missed.
         let closed = 0;
         for (const e of d.endpoints) {
@@ -408,7 +401,14 @@ export class StaleApiGuard {
           why: d.why,
           closed,
         });
-        ctx.log.warn({ endpoints: text, closed, why: d.why }, 'stale API server on this node: fenced');
+        // Where the time went, from the probe's read to the fence (under load, not the decision).
+        const sent = o.probe?.at ?? actStart;
+        const timing = { probeMs: (this.probeKnownAt ?? actStart) - sent, decidedMs: actStart - sent };
+        const fencedMs = ctx.clock.now() - sent;
+        ctx.log.warn(
+          { endpoints: text, closed, why: d.why, ...timing, nftMs, fencedMs },
+          'stale API server on this node: fenced',
+        );
         if (first)
           void ctx.events.record(ownNode(ctx.config), 'Warning', STALE_API_EVENT_REASONS.fenced, message);
       } else {
