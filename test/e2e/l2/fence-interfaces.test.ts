@@ -39,11 +39,18 @@ t.test('the fence is on the VIP route link only: no bridge, no veth, none that v
       const f = await netdevFence(w, a);
       return f && f.vips4.length > 0 ? f : undefined;
     },
-    // Confirmed by the new owner's status in a second or two; the settle path would take 10 s.
-    { timeoutMs: 8_000, intervalMs: 100 },
+    // Confirmed by the new owner's status in a second or two, more under CI's load: the deadline
+    // is not the check. The Event below is: it names the new owner (the settle path does not).
+    { timeoutMs: 30_000, intervalMs: 100 },
   );
   t.strictSame(fence.interfaces, ['eth0']);
   t.strictSame(fence.vips4, [w.vip]);
+  const done = await waitFor(
+    'the L2HandoverDone Event',
+    async () => (await nodeEvents(w, 'L2HandoverDone')).at(-1)?.message,
+    { timeoutMs: 10_000 },
+  );
+  t.match(done, new RegExp(`handed to (?!${a}\\b)node-\\w+`), 'confirmed by the new owner');
 });
 
 t.test(
