@@ -28,6 +28,8 @@ export const KUBERNETES_VERSION = process.env.LAB_KUBERNETES_VERSION || need('KU
 export const KUBERNETES_COMPAT_VERSION = need('KUBERNETES_COMPAT_VERSION');
 export const ETCD_VERSION = need('ETCD_VERSION');
 export const CONTAINERD_VERSION = need('CONTAINERD_VERSION');
+/** MetalLB's release (no leading v); LAB_METALLB_VERSION picks another build (a version lane). */
+export const METALLB_VERSION = process.env.LAB_METALLB_VERSION || need('METALLB_VERSION');
 
 export const cacheDir = () =>
   join(process.env.XDG_CACHE_HOME ?? join(process.env.HOME ?? '/root', '.cache'), 'drainguard');
@@ -44,3 +46,5 @@ export const containerdEnv = (): NodeJS.ProcessEnv => ({
   ...process.env,
   PATH: `${containerdBinDir()}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
 });
+/** MetalLB's speaker and controller, and its metallb-native.yaml, as built from the module. */
+export const metallbBinDir = () => join(cacheDir(), `metallb-${METALLB_VERSION}`);

@@ -7,6 +7,8 @@
 #       cache), plus the module's pause.c for the pause image
 #   scripts/build-upstream.sh etcd                  etcd (server only; the lab speaks its HTTP API)
 #   scripts/build-upstream.sh containerd            containerd, containerd-shim-runc-v2, ctr
+#   scripts/build-upstream.sh metallb [VERSION]     MetalLB's speaker and controller (default
+#       $LAB_METALLB_VERSION, else lab/versions.env's), with its metallb-native.yaml beside them
 #   scripts/build-upstream.sh all                   the three at lab/versions.env's versions
 # Each command prints the directory holding the binaries (`all` prints nothing).
 # Versions: lab/versions.env. Go: the machine's (>= 1.26, GOTOOLCHAIN=local: nothing else is fetched).
@@ -117,8 +119,23 @@ containerd() {
     build containerd "$CONTAINERD_VERSION" "$gomod" "$m/cmd/containerd" "$m/cmd/containerd-shim-runc-v2" "$m/cmd/ctr"
 }
 
+metallb() {
+  local ver=${1:-${LAB_METALLB_VERSION:-$METALLB_VERSION}} gomod m=go.universe.tf/metallb
+  gomod=$(printf 'module drainguard.lab/metallb\n\ngo 1.26.0\n\nrequire %s v%s\n' "$m" "$ver")
+  # The module's own version.go names the release; the commit is the tag's (its go.mod Origin).
+  LDFLAGS="-X $m/internal/version.gitCommit=v$ver -X $m/internal/version.gitBranch=module" \
+    POST=metallb_manifests build metallb "$ver" "$gomod" "$m/speaker" "$m/controller"
+}
+# MetalLB's own manifests beside the binaries (the lab installs them; nothing fetched enters the repo).
+metallb_manifests() {
+  local src
+  src=$(cd "$2" && "$go_bin" list -m -f '{{.Dir}}' go.universe.tf/metallb)
+  cp "$src/config/manifests/metallb-native.yaml" "$1/metallb-native.yaml"
+}
+
 case "${1:-all}" in
   kubernetes) kubernetes "${2:-}" ;;
+  metallb) metallb "${2:-}" ;;
   etcd) etcd ;;
   containerd) containerd ;;
   all)
@@ -127,7 +144,7 @@ case "${1:-all}" in
     containerd >/dev/null
     ;;
   *)
-    echo "usage: $0 [kubernetes [VERSION]|etcd|containerd|all]" >&2
+    echo "usage: $0 [kubernetes [VERSION]|etcd|containerd|metallb [VERSION]|all]" >&2
     exit 2
     ;;
 esac
