@@ -52,6 +52,15 @@ export function steppingClock(start = 0): Clock & { t: number } {
   return c;
 }
 
+/** The environment the webhook gives a MetalLB speaker's sidecar on node-a (pod speaker-a). */
+export const SPEAKER_ENV = {
+  DRAINGUARD_PROFILE: 'metallb-speaker',
+  DRAINGUARD_FEATURES: 'l2-handover',
+  DRAINGUARD_POD_NAME: 'speaker-a',
+  DRAINGUARD_POD_NAMESPACE: 'metallb-system',
+  DRAINGUARD_NODE_NAME: 'node-a',
+};
+
 /** The drain watcher's face to features: the state, the own Node and Pod, subscriptions. */
 export class FakeDrain {
   current: DrainState = { ...initialDrainState, synced: true };

@@ -3,7 +3,7 @@
 // succeeds; after that, every 10 min. Driven with a clock that moves as the loop sleeps.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { fakeContext } from '../../../../lab/fake/feature-context.ts';
+import { SPEAKER_ENV as ENV, fakeContext } from '../../../../lab/fake/feature-context.ts';
 import { type Clock, waitFor } from '../../../../shared/clock.ts';
 import type { KubeClient } from '../../../../shared/kube/client.ts';
 import { StaleApiGuard } from '../../../../sidecar/api-fence/guard.ts';
@@ -11,13 +11,6 @@ import type { ToolRunner } from '../../../../sidecar/runner.ts';
 
 const read = (name: string) => readFileSync(new URL(`../../../golden/l2/${name}`, import.meta.url), 'utf8');
 const T = { timeoutMs: 5_000, intervalMs: 1 };
-const ENV = {
-  DRAINGUARD_PROFILE: 'metallb-speaker',
-  DRAINGUARD_FEATURES: 'l2-handover',
-  DRAINGUARD_POD_NAME: 'speaker-a',
-  DRAINGUARD_POD_NAMESPACE: 'metallb-system',
-  DRAINGUARD_NODE_NAME: 'node-a',
-};
 const SLICE = {
   metadata: { name: 'kubernetes', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
   addressType: 'IPv4',

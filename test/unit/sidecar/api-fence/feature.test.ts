@@ -3,7 +3,7 @@
 // its loop. Driven with fakes; its edge against a real API server and nft: test/e2e/l2/stale-api.test.ts.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { fakeContext, ManualClock } from '../../../../lab/fake/feature-context.ts';
+import { SPEAKER_ENV as ENV, fakeContext, ManualClock } from '../../../../lab/fake/feature-context.ts';
 import { waitFor } from '../../../../shared/clock.ts';
 import type { KubeClient } from '../../../../shared/kube/client.ts';
 import { renderApiUnfence } from '../../../../shared/net/fence-tables.ts';
@@ -13,13 +13,6 @@ import type { ToolRunner } from '../../../../sidecar/runner.ts';
 
 const read = (name: string) => readFileSync(new URL(`../../../golden/l2/${name}`, import.meta.url), 'utf8');
 const T = { timeoutMs: 5_000, intervalMs: 5 };
-const ENV = {
-  DRAINGUARD_PROFILE: 'metallb-speaker',
-  DRAINGUARD_FEATURES: 'l2-handover',
-  DRAINGUARD_POD_NAME: 'speaker-a',
-  DRAINGUARD_POD_NAMESPACE: 'metallb-system',
-  DRAINGUARD_NODE_NAME: 'node-a',
-};
 
 /** nft answering as a node with the API fence a previous container left (or none); it can be lifted. */
 function fakeRunner(left: boolean) {
